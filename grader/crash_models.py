@@ -1,0 +1,282 @@
+"""Crash models: from a recorded trace, every directory a crash could leave behind.
+
+A *crash point* is a boundary between two recorded operations: point ``k`` means the first ``k``
+operations happened and the rest did not. A *crash state* is what the checkpoint directory holds
+after a crash at that point under one model:
+
+====  ==========================================  ==================================================
+id    model                                       what survives
+====  ==========================================  ==================================================
+M1    the process is killed between operations    everything that reached the OS
+M2    one write is torn                           M1, plus a prefix of the write in flight
+                                                  (a third, two thirds, each 4 KiB block)
+M3    power is lost                               metadata in order; file data only as far as its
+                                                  last fsync (later writes may or may not be there)
+M4    unsynced operations are reordered           M3, and the name may point where any operation
+                                                  since the last fsync left it; one unsynced write
+                                                  may be missing while later ones landed
+M5    directory entries need their own fsync      M3, and a create or rename is durable only once
+                                                  its directory has been fsynced
+====  ==========================================  ==================================================
+
+The models follow ALICE (Pillai et al., OSDI 2014) and LazyFS in spirit, simplified to what a
+checkpoint writer can get wrong. The file system here is a small in-memory model replayed from the
+trace; nothing touches the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Optional
+
+from .recorder import Op
+
+MODELS = ("M1", "M2", "M3", "M4", "M5")
+MODEL_NAMES = {
+    "M1": "the process is killed",
+    "M2": "the process is killed in the middle of a write",
+    "M3": "the power is cut (unsynced file data may be lost)",
+    "M4": "the power is cut and unsynced operations land out of order",
+    "M5": "the power is cut and directory entries are durable only after the directory is fsynced",
+}
+BLOCK = 4096
+
+
+@dataclass
+class CrashState:
+    """One directory a crash could leave. ``files`` maps names in the checkpoint directory to bytes.
+
+    ``point`` is the crash point (operations before it happened). For M2, ``torn`` is
+    ``(bytes that landed, bytes the write carried)`` of operation ``point``, which was in flight.
+    Under M3 to M5 ``files`` holds only the checkpoint file itself: the other names are not rebuilt.
+    """
+
+    point: int
+    model: str
+    files: dict
+    torn: Optional[tuple] = None
+    note: str = ""
+
+    def read(self, name: str) -> Optional[bytes]:
+        return self.files.get(name)
+
+
+class _Inode:
+    __slots__ = ("data", "synced", "history", "unsynced_writes", "_snap")
+
+    def __init__(self, data: bytes = b"", synced: Optional[bytes] = None):
+        self.data = bytearray(data)
+        self.synced = bytes(data) if synced is None else synced
+        self.history: list[bytes] = []
+        self.unsynced_writes: list[tuple[int, bytes]] = []
+        self._snap: Optional[bytes] = bytes(data)
+
+    def snap(self) -> bytes:
+        if self._snap is None:
+            self._snap = bytes(self.data)
+        return self._snap
+
+    def changed(self, track: bool) -> None:
+        self._snap = None
+        if track:
+            self.history.append(self.snap())
+
+
+class FileSystem:
+    """A directory tree replayed from recorded operations: names, inodes, and what is durable."""
+
+    def __init__(self, initial: dict, initial_dirs: Iterable[str] = (), track_durability: bool = False):
+        self.names: dict[str, _Inode] = {path: _Inode(data) for path, data in initial.items()}
+        self.dirs: set[str] = set(initial_dirs)
+        self.handles: dict[int, _Inode] = {}
+        self.track = track_durability
+
+    def inode_for(self, op: Op) -> Optional[_Inode]:
+        if op.handle is not None and op.handle in self.handles:
+            return self.handles[op.handle]
+        return self.names.get(op.path) if op.path else None
+
+    def apply(self, op: Op, write_prefix: Optional[int] = None) -> None:
+        kind = op.kind
+        if kind == "open":
+            inode = self.names.get(op.path)
+            if inode is None:
+                if "create" not in op.flags:
+                    inode = _Inode()  # a file we never saw: outside the watched directories
+                else:
+                    inode = _Inode(b"", synced=b"")
+                self.names[op.path] = inode
+            elif "trunc" in op.flags and inode.data:
+                inode.data.clear()
+                inode.changed(self.track)
+                if self.track:
+                    inode.unsynced_writes.append((0, b""))
+            self.handles[op.handle] = inode
+        elif kind == "write":
+            inode = self.inode_for(op)
+            if inode is None:
+                return
+            data = op.data if write_prefix is None else op.data[:write_prefix]
+            end = op.offset + len(data)
+            if len(inode.data) < op.offset:
+                inode.data.extend(b"\0" * (op.offset - len(inode.data)))
+            inode.data[op.offset:end] = data
+            inode.changed(self.track)
+            if self.track:
+                inode.unsynced_writes.append((op.offset, data))
+        elif kind == "truncate":
+            inode = self.inode_for(op)
+            if inode is None:
+                return
+            if op.size < len(inode.data):
+                del inode.data[op.size:]
+            else:
+                inode.data.extend(b"\0" * (op.size - len(inode.data)))
+            inode.changed(self.track)
+        elif kind == "fsync":
+            if not op.is_dir:
+                inode = self.inode_for(op)
+                if inode is not None:
+                    inode.synced = inode.snap()
+                    inode.history.clear()
+                    inode.unsynced_writes.clear()
+        elif kind == "rename":
+            if op.path in self.dirs:
+                prefix = op.path + os.sep
+                for name in [n for n in self.names if n.startswith(prefix)]:
+                    self.names[op.dest + name[len(op.path):]] = self.names.pop(name)
+                self.dirs.discard(op.path)
+                self.dirs.add(op.dest)
+            elif op.path in self.names:
+                self.names[op.dest] = self.names.pop(op.path)
+        elif kind == "link":
+            if op.path in self.names:
+                self.names[op.dest] = self.names[op.path]
+        elif kind == "unlink":
+            self.names.pop(op.path, None)
+        elif kind == "mkdir":
+            self.dirs.add(op.path)
+        elif kind == "rmdir":
+            self.dirs.discard(op.path)
+        elif kind == "close":
+            self.handles.pop(op.handle, None)
+
+    def listing(self, directory: str) -> dict:
+        return {os.path.basename(p): inode.snap() for p, inode in self.names.items() if os.path.dirname(p) == directory}
+
+
+def _tears(length: int) -> list[int]:
+    cuts = {length // 3, (2 * length) // 3}
+    cuts.update(range(BLOCK, length, BLOCK))
+    return sorted(c for c in cuts if 0 < c < length)
+
+
+def _data_options(inode: _Inode, holes: bool) -> list[bytes]:
+    """What an inode may hold after power loss: its last fsynced data, or any later version."""
+    options = [inode.synced, *inode.history]
+    if holes and len(inode.unsynced_writes) > 1:
+        # One unsynced write missing while the ones after it landed.
+        for skip in range(len(inode.unsynced_writes) - 1):
+            data = bytearray(inode.synced)
+            for i, (offset, chunk) in enumerate(inode.unsynced_writes):
+                if i == skip:
+                    continue
+                if not chunk and offset == 0:
+                    data.clear()
+                    continue
+                if len(data) < offset:
+                    data.extend(b"\0" * (offset - len(data)))
+                data[offset:offset + len(chunk)] = chunk
+            options.append(bytes(data))
+    return options
+
+
+def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "checkpoint.json",
+                 models: Iterable[str] = ("M1", "M2"), initial_dirs: Iterable[str] = ()) -> Iterator[CrashState]:
+    """Every crash state of ``directory`` under ``models``, in trace order.
+
+    ``initial`` maps absolute paths to the bytes they held when recording began. M1 and M2 rebuild
+    the whole directory; M3 to M5 rebuild the file ``name`` in it (its name may point at an older
+    inode, and that inode may have lost data that was never fsynced).
+    """
+    models = tuple(models)
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        raise ValueError(f"unknown crash model(s) {sorted(unknown)}; choose from {', '.join(MODELS)}")
+    directory = os.path.abspath(directory)
+    target = os.path.join(directory, name)
+    power = [m for m in models if m in ("M3", "M4", "M5")]
+    fs = FileSystem(initial, initial_dirs, track_durability=bool(power))
+
+    # The name's value (an inode or None) at the last barrier, and each value it took since then.
+    start = fs.names.get(target)
+    since_any_fsync: list = [start]
+    since_dir_fsync: list = [start]
+
+    def power_states(point: int) -> Iterator[CrashState]:
+        seen: set = set()
+        for model in power:
+            if model == "M3":
+                entries = [fs.names.get(target)]
+            elif model == "M4":
+                entries = since_any_fsync
+            else:
+                entries = since_dir_fsync
+            for inode in _unique(entries):
+                options = [None] if inode is None else _data_options(inode, holes=model == "M4")
+                for data in options:
+                    key = (model, data)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    yield CrashState(point, model, {} if data is None else {name: data})
+
+    def visible(op: Op) -> bool:
+        inode = fs.inode_for(op)
+        return inode is not None and any(v is inode for p, v in fs.names.items() if os.path.dirname(p) == directory)
+
+    if "M1" in models:
+        yield CrashState(0, "M1", fs.listing(directory))
+    yield from power_states(0)
+    for i, op in enumerate(ops):
+        if "M2" in models and op.kind == "write" and len(op.data) > 1 and visible(op):
+            for cut in _tears(len(op.data)):
+                saved = fs.inode_for(op).snap()
+                fs.apply(op, write_prefix=cut)
+                yield CrashState(i, "M2", fs.listing(directory), torn=(cut, len(op.data)))
+                inode = fs.inode_for(op)
+                inode.data[:] = saved
+                inode._snap = saved
+                if fs.track:
+                    inode.history.pop()
+                    inode.unsynced_writes.pop()
+        fs.apply(op)
+        if power:
+            if op.kind in ("rename", "unlink", "link", "open") and target in (op.path, op.dest):
+                since_any_fsync.append(fs.names.get(target))
+                since_dir_fsync.append(fs.names.get(target))
+            elif op.kind == "fsync":
+                since_any_fsync[:] = [fs.names.get(target)]
+                if op.is_dir and op.path == directory:
+                    since_dir_fsync[:] = [fs.names.get(target)]
+        if "M1" in models:
+            yield CrashState(i + 1, "M1", fs.listing(directory))
+        yield from power_states(i + 1)
+
+
+def _unique(items: list) -> list:
+    out, ids = [], set()
+    for item in items:
+        if id(item) not in ids:
+            ids.add(id(item))
+            out.append(item)
+    return out
+
+
+def final_listing(ops: list[Op], initial: dict, directory: str) -> dict:
+    """The directory after every recorded operation: what an uncrashed run leaves."""
+    fs = FileSystem(initial)
+    for op in ops:
+        fs.apply(op)
+    return fs.listing(os.path.abspath(directory))

@@ -1,0 +1,346 @@
+"""Run an agent loop under the recorder, then check every crash state it could leave behind.
+
+This is the engine's front door::
+
+    exploration = explore_loop(run, scenario, models=("M1", "M2"))
+    if not exploration.ok:
+        print(exploration.report())
+
+``run(task, tools, call_model, execute_tool, directory)`` is the loop under test (a student's
+``run_agent``). It runs once, for real, in a fresh temporary directory while every operation is
+recorded; the crash states are then rebuilt in memory from the trace and each is checked against
+the states a correct loop would have saved at that point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from . import crash_models
+from .crash_models import CrashState, MODEL_NAMES
+from .invariants import INVARIANTS, Finding, Window, check
+from .protocol import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
+from .recorder import Op, Recorder
+from .scripted import Scenario
+
+POWER_MODELS = ("M3", "M4", "M5")
+
+
+class LoopTimeout(Exception):
+    """The loop under test did not finish in time (a hang, or an endless loop)."""
+
+
+@dataclass
+class Violation:
+    """One invariant broken in one crash state, with everything a learner needs to see why."""
+
+    invariant: str
+    model: str
+    point: int
+    where: str           # the crash point in the loop's words
+    operation: str       # the operation the crash fell after (or in the middle of)
+    files: dict          # what the checkpoint directory held
+    detail: str
+    resume: str
+    rerun: str = ""
+
+    def explain(self) -> str:
+        """The full lesson of one failure: where, what was on disk, which rule, what resume hits."""
+        lines = [f"{self.invariant} broken: {INVARIANTS[self.invariant]}.",
+                 f"  Crash point: {self.where}, {self.operation}.",
+                 f"  Crash model: {self.model}, {MODEL_NAMES.get(self.model, self.model)}."]
+        lines.append("  On disk:" if self.files else "  On disk: the checkpoint directory is empty.")
+        for name, data in sorted(self.files.items()):
+            lines.append(f"    {name}: {describe_bytes(data)}")
+        lines.append(f"  What is wrong: {self.detail}.")
+        lines.append(f"  What resume would run into: {self.resume}.")
+        if self.rerun:
+            lines.append(f"  Re-run just this check: {self.rerun}")
+        return "\n".join(lines)
+
+
+def describe_bytes(data: bytes, tail: int = 60) -> str:
+    if not data:
+        return "0 bytes (empty)"
+    end = data[-tail:].decode("utf-8", "replace")
+    return f"{len(data)} bytes, ending {'…' if len(data) > tail else ''}{end!r}"
+
+
+@dataclass
+class Exploration:
+    """What exploring one run found."""
+
+    scenario: str
+    models: tuple
+    ops: list = field(default_factory=list)
+    states: int = 0
+    points: int = 0
+    violations: list = field(default_factory=list)
+    unseen: list = field(default_factory=list)
+    error: Optional[str] = None
+    returned: Any = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.unseen and self.error is None
+
+    @property
+    def tripped(self) -> set:
+        """The invariant ids that failed somewhere (plus ``ERROR`` or ``UNSEEN``)."""
+        out = {v.invariant for v in self.violations}
+        if self.error:
+            out.add("ERROR")
+        if self.unseen:
+            out.add("UNSEEN")
+        return out
+
+    def first(self, invariant: Optional[str] = None) -> Optional[Violation]:
+        for v in self.violations:
+            if invariant is None or v.invariant == invariant:
+                return v
+        return None
+
+    def report(self, rerun: str = "") -> str:
+        """A learner-facing summary: the first failure in full, then a line for each other kind."""
+        if self.error:
+            return f"Your loop did not finish the {self.scenario} scenario:\n{self.error}"
+        if self.unseen:
+            return ("The grader could not see everything your code did to the disk, so it cannot vouch for it:\n"
+                    + "\n".join(f"  - {u}" for u in self.unseen[:5])
+                    + "\nWrite files with open(), pathlib, os, tempfile or shutil, called after import.")
+        if not self.violations:
+            return f"{self.scenario}: {self.states} crash states at {self.points} crash points, all fine."
+        first = self.violations[0]
+        if rerun and not first.rerun:
+            first.rerun = rerun
+        by_kind: dict = {}
+        for v in self.violations:
+            by_kind.setdefault(v.invariant, []).append(v)
+        lines = [f"{self.scenario}: {len(self.violations)} of {self.states} crash states break an invariant.", "",
+                 first.explain()]
+        others = [k for k in by_kind if k != first.invariant]
+        if others or len(by_kind[first.invariant]) > 1:
+            lines.append("")
+            lines.append("Also:")
+            for kind, items in by_kind.items():
+                sample = items[0] if kind != first.invariant else (items[1] if len(items) > 1 else None)
+                if sample is None:
+                    continue
+                lines.append(f"  {kind} x{len(items)}, first at {sample.where}, {sample.operation}: {sample.detail}.")
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: Optional[float]):
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise LoopTimeout(f"the loop was still running after {seconds:g} s; is something waiting forever, "
+                          "or looping without end?")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _chdir(path: str):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, *, timeout: Optional[float] = 20,
+               before: Optional[Callable[[str], None]] = None) -> tuple[Recorder, Any, Optional[str], Any]:
+    """Run ``run`` once under a recorder in ``workdir``. Returns (recorder, returned, error, tools)."""
+    model, tools = scenario.model(), scenario.executor()
+    recorder = Recorder(watch=[workdir])
+
+    def call_model(**kwargs: Any) -> dict:
+        n = model.calls + 1
+        recorder.event("model_start", n)
+        response = model(**kwargs)
+        recorder.event("model_end", (n, copy.deepcopy(response)))
+        return response
+
+    def execute_tool(name: str, tool_input: Any) -> str:
+        recorder.event("tool_start", (name, copy.deepcopy(tool_input)))
+        result = tools(name, tool_input)
+        recorder.event("tool_end", (name, result))
+        return result
+
+    returned, error = None, None
+    with _chdir(workdir):
+        if before is not None:
+            before(directory)
+        try:
+            with _time_limit(timeout), recorder:
+                recorder.event("run_start")
+                returned = run(scenario.task, copy.deepcopy(scenario.tools), call_model, execute_tool, directory)
+                recorder.event("run_end")
+        except LoopTimeout as exc:
+            error = str(exc)
+        except BaseException as exc:  # noqa: BLE001 - a student's loop may raise anything; report it
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            error = _short_traceback(exc)
+    return recorder, returned, error, tools
+
+
+def _short_traceback(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    keep = [f for f in frames if os.sep + "grader" + os.sep not in f.filename] or frames[-1:]
+    where = "".join(traceback.format_list(keep[-3:]))
+    return f"{type(exc).__name__}: {exc}\n{where}".rstrip()
+
+
+def windows_for(ops: list[Op], task: str, allow_initial: bool = True) -> list[Window]:
+    """For each crash point 0..len(ops), what the loop had done (see :class:`Window`)."""
+    responses = [op.payload[1] for op in ops if op.kind == "model_end"]
+    results = [op.payload[1] for op in ops if op.kind == "tool_end"]
+    saves = reference_saves(task, responses, results) if responses else []
+    a_saves = [s for label, s in saves if label == "A"]
+    b_saves = [s for label, s in saves if label == "B"]
+    final = [s for label, s in saves if label == "final"]
+    early = [snapshot(initial_state(task))] if allow_initial else []
+    tool_ids = [tool_use_blocks(r.get("content"))[0]["id"] for r in responses if tool_use_blocks(r.get("content"))]
+    tool_names = [tool_use_blocks(r.get("content"))[0]["name"] for r in responses if tool_use_blocks(r.get("content"))]
+
+    windows = []
+    m = s = e = ms = 0
+    ended = False
+
+    def before_save(turn_done: int) -> list:
+        return [b_saves[turn_done - 1]] if turn_done >= 1 and turn_done <= len(b_saves) else early
+
+    for k in range(len(ops) + 1):
+        if k:
+            kind = ops[k - 1].kind
+            m += kind == "model_end"
+            s += kind == "tool_start"
+            e += kind == "tool_end"
+            ms += kind == "model_start"
+            ended = ended or kind == "run_end"
+        got = responses[:m]
+        name = tool_names[max(s, m) - 1] if max(s, m) - 1 < len(tool_names) and max(s, m) >= 1 else ""
+        common = dict(started=tool_ids[:s], recorded_results=e, responses=got)
+        last_is_tool = m >= 1 and bool(tool_use_blocks(responses[m - 1].get("content")))
+        if ended:
+            w = Window("done", m, final[:1], False, **common)
+        elif m == 0:
+            w = Window("before-first-response", 0, list(early), True, **common)
+        elif ms > m:
+            w = Window("model", m, [b_saves[e - 1]] if 0 < e <= len(b_saves) else early, e == 0, fresh=True,
+                       tool_name=tool_names[e - 1] if e else "", **common)
+        elif not last_is_tool:
+            w = Window("final", m, before_save(e) + final[:1], e == 0, **common)
+        elif s < m:
+            w = Window("A", m, before_save(e) + ([a_saves[m - 1]] if m <= len(a_saves) else []), e == 0,
+                       tool_name=name, **common)
+        elif e < s:
+            w = Window("tool", s, [a_saves[s - 1]] if s <= len(a_saves) else [], False, tool_name=name, **common)
+        else:
+            w = Window("B", e, ([a_saves[e - 1]] if e <= len(a_saves) else []) +
+                       ([b_saves[e - 1]] if e <= len(b_saves) else []), False, tool_name=name, **common)
+        windows.append(w)
+    return windows
+
+
+def _operation_words(ops: list[Op], state: CrashState) -> str:
+    if state.torn is not None:
+        op = ops[state.point]
+        return f"in the middle of {op.describe()} ({state.torn[0]} of {state.torn[1]} bytes landed)"
+    if state.point == 0:
+        return "before anything happened"
+    return "after " + ops[state.point - 1].describe()
+
+
+def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
+                 directory: str = "checkpoints", timeout: Optional[float] = 20, workdir: Optional[str] = None,
+                 max_violations: int = 200, before: Optional[Callable[[str], None]] = None) -> Exploration:
+    """Run ``run`` on ``scenario`` once, then check every crash state under ``models``."""
+    models = tuple(models)
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
+        workdir = os.path.realpath(workdir)
+        recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
+        result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
+                             error=error, returned=returned)
+        if error is None:
+            ckpt_dir = os.path.join(workdir, directory)
+            check_trace(result, recorder, ckpt_dir, scenario, max_violations)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
+                max_violations: int = 200) -> None:
+    ops = recorder.ops
+    windows = windows_for(ops, scenario.task)
+    target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
+    if not any(op.kind == "rename" and op.dest == target or op.path == target for op in ops if op.kind != "model_end"):
+        result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
+                        f"({os.path.basename(ckpt_dir)!r}). Does save_checkpoint use its `directory` argument?")
+        return
+    for op in ops:
+        if op.kind == "rename" and op.dest == target and os.path.dirname(op.path) != ckpt_dir:
+            w = windows[op.index]
+            result.violations.append(Violation(
+                "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},
+                f"the temp file was written in {os.path.dirname(op.path)}, not next to checkpoint.json; a rename "
+                "between two file systems is a copy followed by a delete, which a crash can tear",
+                "on a machine where that folder is another file system, the same crash tears the file"))
+            break
+    cache: dict = {}
+    points = set()
+    for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
+                                           recorder.initial_dirs):
+        result.states += 1
+        points.add(state.point)
+        raw = state.read(CHECKPOINT_NAME)
+        window = windows[state.point]
+        key = (state.point if window.started or window.fresh else id(window.allowed[0]) if window.allowed else -1,
+               window.phase, window.turn, raw)
+        if key in cache:
+            finding = cache[key]
+        else:
+            finding = cache[key] = check(raw, window)
+        if finding is None or len(result.violations) >= max_violations:
+            continue
+        invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
+        detail = finding.detail if invariant == finding.invariant else f"{finding.invariant}: {finding.detail}"
+        result.violations.append(Violation(invariant, state.model, state.point, window.words(),
+                                           _operation_words(ops, state), dict(state.files), detail, finding.resume))
+    result.points = len(points)
+    if result.returned is not None and not result.violations:
+        final = windows[-1].allowed
+        try:
+            got = snapshot(result.returned)
+        except (KeyError, TypeError, ValueError):
+            got = None
+        if final and got != final[0]:
+            result.violations.append(Violation(
+                "WHOLE", "none", len(ops), "after run_agent returned", "with no crash at all", {},
+                "run_agent returned a state that differs from the one the protocol's loop ends with",
+                "a caller that reads the returned state sees the wrong conversation or counters"))

@@ -1,0 +1,175 @@
+"""What must hold in every crash state, each with an id a failure names (DESIGN.md §5).
+
+A :class:`Window` says what the loop had done by a crash point: which saves had finished, which
+was in progress, which tool calls had started, whether the model was being called. :func:`check`
+reads one checkpoint file against it and returns the first invariant that fails, with what a
+resume would run into. The checks run from the most basic (can the file be read at all?) to the
+most exact (is it one of the states a correct loop saves?), so a failure names its real cause.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .protocol import FIELDS, field_problems, spend, tool_use_blocks
+
+INVARIANTS = {
+    "PARSE": "checkpoint.json is one complete JSON object (it may be missing only until the first save completes)",
+    "FIELDS": "the file has exactly the six protocol keys, with the right types, and version 1",
+    "WHOLE": "the file is the last completed save or the save in progress: never a mix, never an older one",
+    "TRACE": "every tool call that has started is on disk: its result is in messages, or it is pendingToolUse",
+    "PAIRING": "pendingToolUse is the last assistant tool_use; every earlier tool_use has its result right after it",
+    "FRESH": "when the model is called, every result so far is on disk and nothing is left pending",
+    "COUNTS": "turns equals the tool results in messages; tokensUsed equals the spend of the responses recorded",
+    "ATOMIC-DIR": "the temp file lives in the checkpoint's own directory (a rename across file systems is a copy)",
+    "DURABLE": "once a save has returned, no power cut rolls the file back past it",
+    "RESUME": "resuming from the file ends in the same transcript as a run that never crashed",
+}
+
+
+@dataclass
+class Window:
+    """What the loop had done at a crash point, in the protocol's terms."""
+
+    phase: str                      # before-first-response, A, tool, B, model, final, done
+    turn: int                       # the turn the phase belongs to (1-based; 0 before any)
+    allowed: list                   # the snapshots the file may equal here
+    absent_ok: bool                 # no file yet is fine (no save has completed)
+    started: list = field(default_factory=list)   # tool_use ids whose tool has started
+    recorded_results: int = 0       # tool results the loop has received so far
+    fresh: bool = False             # the model is being called: everything must be on disk
+    tool_name: str = ""
+    responses: list = field(default_factory=list)  # model responses received so far
+
+    def words(self) -> str:
+        """Where the loop was, in the lesson's words."""
+        if self.phase == "before-first-response":
+            return "before the first model response"
+        if self.phase == "A":
+            return f"turn {self.turn}, save point A (the model named `{self.tool_name}`; it has not run yet)"
+        if self.phase == "tool":
+            return f"turn {self.turn}, while `{self.tool_name}` runs (save point A should be on disk)"
+        if self.phase == "B":
+            return f"turn {self.turn}, save point B (`{self.tool_name}` returned; its result is being recorded)"
+        if self.phase == "model":
+            return f"turn {self.turn}, while the model is called with the result of `{self.tool_name}`"
+        if self.phase == "final":
+            return "the final save (the model answered without asking for a tool)"
+        return "after run_agent returned"
+
+
+@dataclass
+class Finding:
+    invariant: str
+    detail: str
+    resume: str
+
+
+def _results(messages: list) -> list[str]:
+    ids = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            ids.extend(b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+    return ids
+
+
+def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
+    """The file's JSON, or why it cannot be read."""
+    if raw is None:
+        return None, "missing"
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except UnicodeDecodeError as exc:
+        return None, f"its bytes are not UTF-8 ({exc.reason} at byte {exc.start})"
+    except json.JSONDecodeError as exc:
+        return None, f"json.loads raises JSONDecodeError: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+
+
+def check(raw: Optional[bytes], window: Window) -> Optional[Finding]:
+    """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``."""
+    data, error = parse(raw)
+    if error == "missing":
+        if window.absent_ok:
+            return None
+        if window.started:
+            return Finding("TRACE", f"tool `{window.tool_name}` had started, but there is no checkpoint.json at all",
+                           "resume finds nothing, starts the task over from zero, and runs the tool again")
+        return Finding("PARSE", "there is no checkpoint.json at all, though a save had completed",
+                       "resume finds nothing and starts the task over from zero, repeating every tool call "
+                       "that already ran")
+    if error:
+        size = len(raw)
+        what = "an empty file" if size == 0 else f"{size} bytes that are not one complete JSON document"
+        return Finding("PARSE", f"checkpoint.json holds {what}: {error}",
+                       "resume cannot read the file; it was the only copy of the scene, so the task is lost")
+    if not isinstance(data, dict):
+        return Finding("PARSE", f"checkpoint.json holds a JSON {type(data).__name__}, not an object",
+                       "resume cannot find any of the six fields")
+    problems = field_problems(data)
+    if problems:
+        return Finding("FIELDS", "; ".join(problems),
+                       "resume reads a field that is not there, or trusts a value of the wrong kind")
+    messages = data["messages"]
+    if not all(isinstance(m, dict) for m in messages):
+        return Finding("FIELDS", "`messages` holds something that is not a message object",
+                       "resume cannot send these messages to the model")
+
+    results = _results(messages)
+    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+    if data["turns"] != len(results):
+        return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool results",
+                       f"resume counts on from turn {data['turns']}, so a maximum-turn cap fires "
+                       f"{'early' if data['turns'] > len(results) else 'late'}")
+    expected_tokens = sum(spend(r) for r in window.responses[:n_assistant])
+    if n_assistant <= len(window.responses) and data["tokensUsed"] != expected_tokens:
+        return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
+                       f"recorded spent {expected_tokens} (input + output + cache tokens of each, the first included)",
+                       "resume starts from the wrong spend, so compaction fires at the wrong moment")
+
+    pending = data["pendingToolUse"]
+    last_blocks = tool_use_blocks(messages[-1].get("content")) if messages and messages[-1].get("role") == "assistant" else []
+    for i, message in enumerate(messages[:-1]):
+        if message.get("role") != "assistant":
+            continue
+        for block in tool_use_blocks(message.get("content")):
+            after = _results([messages[i + 1]])
+            if block.get("id") not in after:
+                return Finding("PAIRING", f"messages[{i}] asks for tool `{block.get('name')}` ({block.get('id')}) "
+                               "but the message right after it does not hold its result",
+                               "resume sends the API a tool_use without its tool_result: a 400 error")
+    if last_blocks:
+        want = {"id": last_blocks[0].get("id"), "name": last_blocks[0].get("name"), "input": last_blocks[0].get("input")}
+        if pending != want:
+            return Finding("PAIRING", f"the last message asks for `{want['name']}` ({want['id']}) but pendingToolUse is "
+                           f"{json.dumps(pending)[:120]}",
+                           "resume cannot tell which call is dangling, so it cannot reconcile it")
+    elif pending is not None:
+        return Finding("PAIRING", f"pendingToolUse names `{pending.get('name')}` ({pending.get('id')}) but the last "
+                       "message is not the assistant turn that asked for it",
+                       "resume would reconcile a call whose result is already recorded, and may run it twice")
+
+    on_disk = set(results) | ({pending.get("id")} if isinstance(pending, dict) else set())
+    missing = [tid for tid in window.started if tid not in on_disk]
+    if missing:
+        return Finding("TRACE", f"tool `{window.tool_name}` had started ({missing[-1]}), but the file says "
+                       f"nothing about it: it holds {len(results)} results and pendingToolUse is "
+                       f"{json.dumps(pending)[:60]}",
+                       "resume has no idea a tool call was in flight: it asks the model again and may run "
+                       "the tool a second time (publishing the table twice)")
+    if window.fresh and (pending is not None or len(results) < window.recorded_results):
+        return Finding("FRESH", f"the model was called with {window.recorded_results} tool results, but the file "
+                       f"holds {len(results)} and pendingToolUse is {json.dumps(pending)[:60]}",
+                       "resume would treat a finished tool as unfinished and may run it again")
+    snapshot = {k: data[k] for k in FIELDS}
+    if snapshot not in window.allowed:
+        older = n_assistant < max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
+                                  default=0)
+        detail = ("the file is an older save than the last one that completed" if older else
+                  "the file is not any state the loop saved: a mix of two saves, or fields that do not match the "
+                  "conversation")
+        return Finding("WHOLE", detail, "resume continues from a scene that never existed, or from one that is "
+                       "behind what already happened")
+    return None

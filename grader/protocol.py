@@ -1,0 +1,127 @@
+"""The checkpoint protocol (DESIGN.md §3): six fields, how spend is counted, and the reference loop.
+
+The reference loop is the loop exactly as the lesson draws it. The invariants compare what a
+student's loop left on disk with the states this loop would have saved, so a student's code may be
+written any way it likes as long as the file it leaves is one of these.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Callable, Iterable
+
+CHECKPOINT_NAME = "checkpoint.json"
+VERSION = 1
+FIELDS = ("version", "task", "turns", "tokensUsed", "messages", "pendingToolUse")
+FIELD_TYPES = {
+    "version": int,
+    "task": str,
+    "turns": int,
+    "tokensUsed": int,
+    "messages": list,
+    "pendingToolUse": (dict, type(None)),
+}
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def spend(response: dict) -> int:
+    """Tokens one model response cost: input, output and both cache counts (absent keys count 0).
+
+    Every call resends the whole history as input, so input tokens are most of what a long task
+    spends; counting only output tokens would leave a compaction threshold blind to them.
+    """
+    usage = response.get("usage") or {}
+    return sum(int(usage.get(key) or 0) for key in USAGE_KEYS)
+
+
+def tool_use_blocks(content: Any) -> list[dict]:
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def pending_record(block: dict) -> dict:
+    return {"id": block["id"], "name": block["name"], "input": block["input"]}
+
+
+def tool_result_message(block: dict, result: str) -> dict:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}]}
+
+
+def initial_state(task: str) -> dict:
+    return {
+        "version": VERSION,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+
+def snapshot(state: dict) -> dict:
+    """What a save of ``state`` puts on disk: the six fields, as JSON would give them back."""
+    return json.loads(json.dumps({key: state[key] for key in FIELDS}))
+
+
+def run_reference(task: str, tools: list, call_model: Callable, execute_tool: Callable,
+                  save: Callable[[dict, str], None]) -> dict:
+    """The loop of DESIGN.md §3, calling ``save(state, label)`` at each save point.
+
+    ``label`` is ``"A"``, ``"B"`` or ``"final"``. Used to build the states a correct loop saves.
+    """
+    state = initial_state(task)
+    response = call_model(tools=tools, messages=copy.deepcopy(state["messages"]))
+    state["tokensUsed"] += spend(response)
+    while response.get("stop_reason") == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = tool_use_blocks(response["content"])[0]
+        state["pendingToolUse"] = pending_record(block)
+        save(state, "A")
+        result = execute_tool(block["name"], block["input"])
+        state["messages"].append(tool_result_message(block, result))
+        state["turns"] += 1
+        state["pendingToolUse"] = None
+        save(state, "B")
+        response = call_model(tools=tools, messages=copy.deepcopy(state["messages"]))
+        state["tokensUsed"] += spend(response)
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save(state, "final")
+    return state
+
+
+def reference_saves(task: str, responses: Iterable[dict], results: Iterable[str]) -> list[tuple[str, dict]]:
+    """The ``(label, snapshot)`` pairs a correct loop saves, given the responses and tool results."""
+    responses = list(responses)
+    results = list(results)
+    saves: list[tuple[str, dict]] = []
+
+    def call_model(**_: Any) -> dict:
+        return responses.pop(0)
+
+    def execute_tool(name: str, tool_input: Any) -> str:
+        return results.pop(0)
+
+    run_reference(task, [], call_model, execute_tool, lambda s, label: saves.append((label, snapshot(s))))
+    return saves
+
+
+def field_problems(data: Any) -> list[str]:
+    """Why ``data`` (a parsed checkpoint) does not have exactly the six fields with the right types."""
+    if not isinstance(data, dict):
+        return [f"the file holds a JSON {type(data).__name__}, not an object with the six fields"]
+    problems = []
+    missing = [k for k in FIELDS if k not in data]
+    extra = [k for k in data if k not in FIELDS]
+    if missing:
+        problems.append("missing " + ", ".join(f"`{k}`" for k in missing))
+    if extra:
+        problems.append("extra keys that are not part of the protocol: " + ", ".join(f"`{k}`" for k in extra))
+    for key, kind in FIELD_TYPES.items():
+        if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+            want = "null or an object" if key == "pendingToolUse" else kind.__name__
+            problems.append(f"`{key}` is {json.dumps(data[key])[:40]}, not {want}")
+    if isinstance(data.get("version"), int) and data["version"] != VERSION and not isinstance(data["version"], bool):
+        problems.append(f"`version` is {data['version']}, not {VERSION}")
+    return problems

@@ -1,0 +1,583 @@
+"""The recorder: every operation with an effect outside the process, in the order it happened.
+
+While a :class:`Recorder` is active it sees each file-system operation at the point where it
+reaches the operating system: a ``write`` is recorded when Python hands bytes to the OS (a buffer
+flush, ``os.write``, ``sendfile``), not when ``json.dump`` puts them into Python's buffer. That is
+the difference between a file that survives a kill and one that is still empty.
+
+How it sees: every public route to a file is patched for the duration (``open``, ``io.open``,
+``os.open``/``write``/``fsync``/``replace``/``rename``/..., ``os.sendfile`` for ``shutil``, and
+pathlib's accessor on 3.10, which binds ``io.open`` and ``os.replace`` at import). Files are
+opened through :class:`RecordingFileIO`, a ``FileIO`` subclass, under Python's own
+``BufferedWriter`` and ``TextIOWrapper``, so buffering is exactly what the real ``open`` does.
+
+How it knows what it missed: an audit hook (PEP 578) watches the same operations from inside the
+interpreter. An operation that raises an audit event while none of the recorder's wrappers is
+running went around them (a name bound before recording began, a C extension); it lands in
+:attr:`Recorder.unseen`, and a result built on an incomplete trace says so instead of passing.
+"""
+
+from __future__ import annotations
+
+import _io
+import builtins
+import io
+import os
+import stat
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+_real = {
+    "open": _io.open,
+    "os.open": os.open, "os.close": os.close, "os.write": os.write, "os.fsync": os.fsync,
+    "os.replace": os.replace, "os.rename": os.rename, "os.remove": os.remove, "os.unlink": os.unlink,
+    "os.truncate": os.truncate, "os.ftruncate": os.ftruncate, "os.mkdir": os.mkdir, "os.rmdir": os.rmdir,
+}
+for _name in ("fdatasync", "pwrite", "writev", "sendfile", "link", "symlink"):
+    if hasattr(os, _name):
+        _real["os." + _name] = getattr(os, _name)
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+# Kinds of operation that change what a crash would leave behind (the others only mark time).
+FS_KINDS = frozenset({"open", "write", "truncate", "fsync", "rename", "unlink", "mkdir", "rmdir", "link", "close"})
+LOOP_KINDS = frozenset({"model_start", "model_end", "tool_start", "tool_end", "run_start", "run_end"})
+
+
+@dataclass
+class Op:
+    """One recorded operation. ``path`` is absolute; ``handle`` names one open file (fds get reused)."""
+
+    index: int
+    kind: str
+    api: str = ""
+    path: Optional[str] = None
+    dest: Optional[str] = None
+    handle: Optional[int] = None
+    offset: int = 0
+    data: bytes = b""
+    size: int = 0
+    flags: frozenset = frozenset()
+    is_dir: bool = False
+    payload: Any = None
+    note: str = ""
+
+    def describe(self) -> str:
+        """The operation in a learner's words: ``os.write of 8192 bytes to checkpoint.json.tmp``."""
+        name = _short(self.path)
+        if self.kind == "open":
+            how = "created" if "create" in self.flags else "opened"
+            trunc = ", emptying it" if "trunc" in self.flags else ""
+            return f"{self.api or 'open'} {how} {name} for writing{trunc}"
+        if self.kind == "write":
+            return f"{self.api} of {len(self.data)} bytes to {name} at offset {self.offset}"
+        if self.kind == "truncate":
+            return f"{self.api} of {name} to {self.size} bytes"
+        if self.kind == "fsync":
+            return f"{self.api} of {'the directory ' if self.is_dir else ''}{name}"
+        if self.kind == "rename":
+            return f"{self.api}({name} -> {_short(self.dest)})"
+        if self.kind in ("unlink", "mkdir", "rmdir", "close"):
+            return f"{self.api} of {name}"
+        if self.kind == "link":
+            return f"{self.api}({name} -> {_short(self.dest)})"
+        if self.kind == "flush":
+            return f"flush of {name}"
+        if self.kind == "model_start":
+            return f"call {self.payload} to the model starts"
+        if self.kind == "model_end":
+            return f"call {self.payload[0]} to the model returns"
+        if self.kind == "tool_start":
+            return f"tool {self.payload[0]!r} starts"
+        if self.kind == "tool_end":
+            return f"tool {self.payload[0]!r} returns"
+        return self.kind
+
+
+def _short(path: Optional[str]) -> str:
+    if path is None:
+        return "?"
+    parent, name = os.path.split(path)
+    return f"{os.path.basename(parent)}/{name}" if parent and os.path.basename(parent) else name
+
+
+@dataclass
+class _Handle:
+    id: int
+    path: str
+    writable: bool
+    is_dir: bool
+    append: bool = False
+    live_objects: list = field(default_factory=list)
+
+
+_local = threading.local()
+_active: Optional["Recorder"] = None
+_hook_installed = False
+
+
+class _inside:
+    """Marks that a recorder wrapper is running, so the audit hook knows the operation is seen."""
+
+    def __enter__(self):
+        _local.depth = getattr(_local, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _local.depth -= 1
+
+
+def _abspath(path: Any, dir_fd: Optional[int] = None) -> str:
+    path = os.fsdecode(os.fspath(path))
+    rec = _active
+    if dir_fd is not None and not os.path.isabs(path) and rec is not None and dir_fd in rec._fds:
+        path = os.path.join(rec._fds[dir_fd].path, path)
+    return os.path.abspath(path)
+
+
+def _ignored(path: str) -> bool:
+    """Writes the recorder leaves out: byte-code caches, devices, descriptors it could not name."""
+    return path.startswith(("/dev/", "<fd ")) or path.endswith((".pyc", ".pyo")) or "__pycache__" in path
+
+
+class Recorder:
+    """Record every operation with an effect outside the process, while active.
+
+    ``watch`` lists directories whose starting contents are remembered, so a crash state can be
+    rebuilt from what was there before the run. Use as a context manager; one at a time.
+    """
+
+    def __init__(self, watch: tuple = ()):
+        self.ops: list[Op] = []
+        self.unseen: list[str] = []
+        self.watch = [os.path.abspath(os.fspath(w)) for w in watch]
+        self.initial: dict[str, bytes] = {}
+        self.initial_dirs: set[str] = set()
+        self._fds: dict[int, _Handle] = {}
+        self._next_handle = 1
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._saved_dont_write_bytecode = False
+
+    # -- recording ---------------------------------------------------------------------------
+    def add(self, kind: str, **fields: Any) -> Op:
+        op = Op(len(self.ops), kind, **fields)
+        self.ops.append(op)
+        return op
+
+    def event(self, kind: str, payload: Any = None) -> None:
+        """Mark a point in the loop (model and tool calls); crash points fall between operations."""
+        self.add(kind, payload=payload)
+
+    def _register(self, fd: int, path: str, writable: bool, append: bool = False) -> _Handle:
+        try:
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+        except OSError:
+            is_dir = False
+        handle = _Handle(self._next_handle, path, writable, is_dir, append)
+        self._next_handle += 1
+        self._fds[fd] = handle
+        return handle
+
+    def _handle_for(self, fd: int) -> Optional[_Handle]:
+        handle = self._fds.get(fd)
+        if handle is None and fd > 2:
+            self.unseen.append(f"an operation on file descriptor {fd}, which was opened by a route the recorder does not see")
+        return handle
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __enter__(self) -> "Recorder":
+        global _active
+        if _active is not None:
+            raise RuntimeError("a Recorder is already active; they cannot nest")
+        _install_audit_hook()
+        for root in self.watch:
+            if os.path.isdir(root):
+                for dirpath, dirnames, filenames in os.walk(root):
+                    self.initial_dirs.add(os.path.abspath(dirpath))
+                    for name in filenames:
+                        path = os.path.abspath(os.path.join(dirpath, name))
+                        with _real["open"](path, "rb") as f:
+                            self.initial[path] = f.read()
+        self._saved_dont_write_bytecode = sys.dont_write_bytecode
+        sys.dont_write_bytecode = True  # a .pyc written mid-run is not the submission's doing
+        self._patch_all()
+        _active = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        _active = None
+        for obj, name, original in reversed(self._patches):
+            setattr(obj, name, original)
+        self._patches.clear()
+        sys.dont_write_bytecode = self._saved_dont_write_bytecode
+
+    def _set(self, obj: Any, name: str, value: Any) -> None:
+        if hasattr(obj, name):
+            self._patches.append((obj, name, getattr(obj, name)))
+            setattr(obj, name, value)
+
+    def _patch_all(self) -> None:
+        for mod in (builtins, io, _io):
+            self._set(mod, "open", recording_open)
+        self._set(io, "FileIO", RecordingFileIO)
+        for name, fn in _OS_WRAPPERS.items():
+            if "os." + name in _real:
+                self._set(os, name, fn)
+        pathlib = sys.modules.get("pathlib")
+        accessor = getattr(pathlib, "_NormalAccessor", None) if pathlib else None
+        if accessor is not None:  # Python 3.10 binds these at import; patch the copies too
+            self._set(accessor, "open", staticmethod(recording_open))
+            for name in ("replace", "rename", "unlink", "mkdir", "rmdir", "link"):
+                if name in vars(accessor):
+                    self._set(accessor, name, staticmethod(_OS_WRAPPERS[name]))
+
+
+# -- files opened through Python's io stack -------------------------------------------------------
+
+def _mode_flags(mode: str) -> tuple[bool, frozenset]:
+    flags = set()
+    if "w" in mode:
+        flags |= {"create", "trunc"}
+    if "x" in mode:
+        flags |= {"create", "excl"}
+    if "a" in mode:
+        flags |= {"create", "append"}
+    writable = bool(flags) or "+" in mode
+    return writable, frozenset(flags)
+
+
+def _os_flags(flags: int) -> frozenset:
+    out = set()
+    if flags & os.O_CREAT:
+        out.add("create")
+    if flags & os.O_TRUNC:
+        out.add("trunc")
+    if flags & os.O_APPEND:
+        out.add("append")
+    if flags & os.O_EXCL:
+        out.add("excl")
+    return frozenset(out)
+
+
+class RecordingFileIO(_io.FileIO):
+    """A ``FileIO`` that reports each write the moment it reaches the OS."""
+
+    def __init__(self, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None):
+        with _inside():
+            super().__init__(file, mode, closefd, opener)
+        rec = _active
+        self._rec = rec
+        self._handle = None
+        if rec is None:
+            return
+        fd = self.fileno()
+        writable, flags = _mode_flags(self.mode)
+        handle = rec._fds.get(fd)
+        if handle is None:
+            if isinstance(file, int):
+                rec.unseen.append(f"file descriptor {fd} was opened by a route the recorder does not see, then wrapped "
+                                  "with open()/os.fdopen()")
+            path = _abspath(file) if not isinstance(file, int) else f"<fd {fd}>"
+            handle = rec._register(fd, path, writable, "append" in flags)
+            if writable and not _ignored(path) and not handle.is_dir:
+                rec.add("open", api="open", path=path, handle=handle.id, flags=flags)
+        self._handle = handle
+
+    def write(self, b: Any) -> Optional[int]:
+        rec, handle = self._rec, self._handle
+        if rec is None or handle is None or rec is not _active or _ignored(handle.path):
+            return super().write(b)
+        with _inside():
+            offset = os.fstat(self.fileno()).st_size if handle.append else self.tell()
+            n = super().write(b)
+        if n:
+            rec.add("write", api="write", path=handle.path, handle=handle.id, offset=offset,
+                    data=bytes(memoryview(b)[:n]))
+        return n
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        with _inside():
+            n = super().truncate(size)
+        rec, handle = self._rec, self._handle
+        if rec is not None and rec is _active and handle is not None and not _ignored(handle.path):
+            rec.add("truncate", api="truncate", path=handle.path, handle=handle.id, size=n)
+        return n
+
+    def flush(self) -> None:
+        super().flush()
+        rec, handle = self._rec, self._handle
+        if rec is not None and rec is _active and handle is not None and handle.writable and not self.closed \
+                and not _ignored(handle.path):
+            rec.add("flush", api="flush", path=handle.path, handle=handle.id)
+
+    def close(self) -> None:
+        rec, handle = self._rec, self._handle
+        if self.closed:
+            return
+        fd = self.fileno()
+        with _inside():
+            super().close()
+        if rec is not None and rec is _active and handle is not None and rec._fds.get(fd) is handle:
+            del rec._fds[fd]
+            if handle.writable and not _ignored(handle.path):
+                rec.add("close", api="close", path=handle.path, handle=handle.id)
+
+
+def recording_open(file: Any, mode: str = "r", buffering: int = -1, encoding: Optional[str] = None,
+                   errors: Optional[str] = None, newline: Optional[str] = None, closefd: bool = True,
+                   opener: Any = None) -> Any:
+    """``open`` with Python's own buffering over a :class:`RecordingFileIO` (as ``_pyio.open`` builds it)."""
+    if _active is None or not isinstance(mode, str) or not set(mode) & set("wxa+"):
+        return _real["open"](file, mode, buffering, encoding, errors, newline, closefd, opener)
+    if not isinstance(file, (str, bytes, int)) and not hasattr(file, "__fspath__"):
+        return _real["open"](file, mode, buffering, encoding, errors, newline, closefd, opener)
+    binary = "b" in mode
+    if binary and (encoding is not None or errors is not None or newline is not None):
+        return _real["open"](file, mode, buffering, encoding, errors, newline, closefd, opener)
+    rawmode = "".join(c for c in mode if c in "rwxa+")
+    raw = RecordingFileIO(file, rawmode, closefd, opener=opener)
+    try:
+        line_buffering = False
+        if buffering == 1 or (buffering < 0 and raw.isatty()):
+            buffering, line_buffering = -1, True
+        if buffering < 0:
+            buffering = io.DEFAULT_BUFFER_SIZE
+            try:
+                blksize = os.fstat(raw.fileno()).st_blksize
+                if blksize > 1:
+                    buffering = blksize
+            except (OSError, AttributeError):
+                pass
+        if buffering == 0:
+            if binary:
+                return raw
+            raise ValueError("can't have unbuffered text I/O")
+        if "+" in mode:
+            buffer = io.BufferedRandom(raw, buffering)
+        elif set(rawmode) & set("wxa"):
+            buffer = io.BufferedWriter(raw, buffering)
+        else:
+            buffer = io.BufferedReader(raw, buffering)
+        if binary:
+            return buffer
+        if encoding is None and hasattr(io, "text_encoding"):
+            encoding = io.text_encoding(None)
+        text = io.TextIOWrapper(buffer, encoding, errors, newline, line_buffering)
+        text.mode = mode
+        return text
+    except BaseException:
+        raw.close()
+        raise
+
+
+# -- the os module --------------------------------------------------------------------------------
+
+def _recording(name: str):
+    def decorate(fn):
+        fn.__name__ = name
+        fn.__qualname__ = name
+        fn.__doc__ = f"os.{name}, recorded by crashcourse while a Recorder is active."
+        return fn
+    return decorate
+
+
+@_recording("open")
+def _os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] = None) -> int:
+    with _inside():
+        fd = _real["os.open"](path, flags, mode, dir_fd=dir_fd)
+    rec = _active
+    if rec is not None:
+        full = _abspath(path, dir_fd)
+        writable = bool(flags & _WRITE_FLAGS)
+        handle = rec._register(fd, full, writable, bool(flags & os.O_APPEND))
+        if writable and not handle.is_dir and not _ignored(full):
+            rec.add("open", api="os.open", path=full, handle=handle.id, flags=_os_flags(flags))
+    return fd
+
+
+@_recording("close")
+def _os_close(fd: int) -> None:
+    with _inside():
+        _real["os.close"](fd)
+    rec = _active
+    if rec is not None and fd in rec._fds:
+        handle = rec._fds.pop(fd)
+        if handle.writable and not handle.is_dir and not _ignored(handle.path):
+            rec.add("close", api="os.close", path=handle.path, handle=handle.id)
+
+
+def _fd_write(api: str, fd: int, data: bytes, offset: Optional[int] = None) -> None:
+    rec = _active
+    if rec is None or fd <= 2:
+        return
+    handle = rec._handle_for(fd)
+    if handle is None or _ignored(handle.path):
+        return
+    rec.add("write", api=api, path=handle.path, handle=handle.id, offset=offset, data=data)
+
+
+def _position(fd: int, append: bool) -> int:
+    with _inside():
+        return os.fstat(fd).st_size if append else os.lseek(fd, 0, os.SEEK_CUR)
+
+
+@_recording("write")
+def _os_write(fd: int, data: Any) -> int:
+    rec = _active
+    handle = rec._fds.get(fd) if rec is not None else None
+    offset = _position(fd, handle.append) if handle is not None else 0
+    with _inside():
+        n = _real["os.write"](fd, data)
+    _fd_write("os.write", fd, bytes(memoryview(data)[:n]), offset)
+    return n
+
+
+@_recording("pwrite")
+def _os_pwrite(fd: int, data: Any, offset: int) -> int:
+    with _inside():
+        n = _real["os.pwrite"](fd, data, offset)
+    _fd_write("os.pwrite", fd, bytes(memoryview(data)[:n]), offset)
+    return n
+
+
+@_recording("writev")
+def _os_writev(fd: int, buffers: Any) -> int:
+    buffers = [bytes(memoryview(b)) for b in buffers]
+    rec = _active
+    handle = rec._fds.get(fd) if rec is not None else None
+    offset = _position(fd, handle.append) if handle is not None else 0
+    with _inside():
+        n = _real["os.writev"](fd, buffers)
+    _fd_write("os.writev", fd, b"".join(buffers)[:n], offset)
+    return n
+
+
+@_recording("sendfile")
+def _os_sendfile(out_fd: int, in_fd: int, offset: Optional[int], count: int, *args: Any, **kwargs: Any) -> int:
+    # shutil.copyfile copies with sendfile on Linux: the bytes never pass through a Python write,
+    # so read back what was sent, from the source, to know what reached the destination.
+    rec = _active
+    handle = rec._fds.get(out_fd) if rec is not None else None
+    start = _position(out_fd, handle.append) if handle is not None else 0
+    with _inside():
+        n = _real["os.sendfile"](out_fd, in_fd, offset, count, *args, **kwargs)
+        data = os.pread(in_fd, n, offset if offset is not None else os.lseek(in_fd, 0, os.SEEK_CUR) - n) if n else b""
+    if n:
+        _fd_write("os.sendfile", out_fd, data, start)
+    return n
+
+
+def _fsync_like(api: str, real: str):
+    def fsync(fd: Any) -> None:
+        if hasattr(fd, "fileno"):
+            fd = fd.fileno()
+        with _inside():
+            _real[real](fd)
+        rec = _active
+        if rec is not None:
+            handle = rec._handle_for(fd)
+            if handle is not None and not _ignored(handle.path):
+                rec.add("fsync", api=api, path=handle.path, handle=handle.id, is_dir=handle.is_dir)
+    return fsync
+
+
+def _path_op(kind: str, api: str, real: str, two: bool = False):
+    if two:
+        def op(src: Any, dst: Any, *, src_dir_fd: Optional[int] = None, dst_dir_fd: Optional[int] = None,
+               **kwargs: Any) -> None:
+            with _inside():
+                _real[real](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, **kwargs)
+            rec = _active
+            if rec is not None:
+                a, b = _abspath(src, src_dir_fd), _abspath(dst, dst_dir_fd)
+                if not (_ignored(a) and _ignored(b)):
+                    rec.add(kind, api=api, path=a, dest=b)
+    else:
+        def op(path: Any, *args: Any, dir_fd: Optional[int] = None, **kwargs: Any) -> None:
+            with _inside():
+                if dir_fd is not None:
+                    _real[real](path, *args, dir_fd=dir_fd, **kwargs)
+                else:
+                    _real[real](path, *args, **kwargs)
+            rec = _active
+            if rec is not None:
+                full = _abspath(path, dir_fd)
+                if not _ignored(full):
+                    rec.add(kind, api=api, path=full)
+    op.__name__ = op.__qualname__ = api.split(".")[-1]
+    return op
+
+
+@_recording("truncate")
+def _os_truncate(path: Any, length: int) -> None:
+    if isinstance(path, int):
+        return _os_ftruncate(path, length)
+    with _inside():
+        _real["os.truncate"](path, length)
+    rec = _active
+    if rec is not None and not _ignored(_abspath(path)):
+        rec.add("truncate", api="os.truncate", path=_abspath(path), size=length)
+
+
+@_recording("ftruncate")
+def _os_ftruncate(fd: int, length: int) -> None:
+    with _inside():
+        _real["os.ftruncate"](fd, length)
+    rec = _active
+    if rec is not None:
+        handle = rec._handle_for(fd)
+        if handle is not None and not _ignored(handle.path):
+            rec.add("truncate", api="os.ftruncate", path=handle.path, handle=handle.id, size=length)
+
+
+_OS_WRAPPERS = {
+    "open": _os_open, "close": _os_close, "write": _os_write, "pwrite": _os_pwrite, "writev": _os_writev,
+    "sendfile": _os_sendfile, "fsync": _fsync_like("os.fsync", "os.fsync"),
+    "fdatasync": _fsync_like("os.fdatasync", "os.fdatasync"),
+    "replace": _path_op("rename", "os.replace", "os.replace", two=True),
+    "rename": _path_op("rename", "os.rename", "os.rename", two=True),
+    "link": _path_op("link", "os.link", "os.link", two=True),
+    "remove": _path_op("unlink", "os.remove", "os.remove"),
+    "unlink": _path_op("unlink", "os.unlink", "os.unlink"),
+    "mkdir": _path_op("mkdir", "os.mkdir", "os.mkdir"),
+    "rmdir": _path_op("rmdir", "os.rmdir", "os.rmdir"),
+    "truncate": _os_truncate, "ftruncate": _os_ftruncate,
+}
+
+
+# -- the audit hook: what went around the wrappers ---------------------------------------------------
+
+_WATCHED_EVENTS = {"os.rename", "os.remove", "os.truncate", "os.mkdir", "os.rmdir", "os.link", "os.symlink",
+                   "shutil.copyfile", "sqlite3.connect", "mmap.__new__", "os.chmod", "os.utime"}
+_HARMLESS_EVENTS = {"os.chmod", "os.utime", "shutil.copyfile"}  # seen through the calls they make
+
+
+def _audit(event: str, args: tuple) -> None:
+    rec = _active
+    if rec is None or getattr(_local, "depth", 0):
+        return
+    if event == "open":
+        path, mode, flags = (args + (None, None, None))[:3]
+        if isinstance(path, int) or path is None:
+            return
+        writes = (isinstance(mode, str) and bool(set(mode) & set("wxa+"))) or (
+            mode is None and isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
+        if writes:
+            full = _abspath(path)
+            if not _ignored(full):
+                rec.unseen.append(f"a file opened for writing by a route the recorder does not see: {full}")
+    elif event in _WATCHED_EVENTS and event not in _HARMLESS_EVENTS:
+        first = args[0] if args else ""
+        if isinstance(first, (str, bytes, os.PathLike)) and _ignored(_abspath(first)):
+            return
+        rec.unseen.append(f"{event}{tuple(str(a) for a in args[:2])}, called by a route the recorder does not see "
+                          "(a name bound before recording started, or a C extension)")
+
+
+def _install_audit_hook() -> None:
+    global _hook_installed
+    if not _hook_installed:
+        sys.addaudithook(_audit)
+        _hook_installed = True

@@ -1,0 +1,208 @@
+"""A scripted model and scripted tools: the course's task, played the same way every time.
+
+``call_model(*, tools, messages)`` returns Messages-API-shaped dicts from a script and checks what
+it is sent the way the real API would (a tool_use with no tool_result right after it is a 400
+there, so it is an error here too). ``execute_tool(name, input)`` returns the scripted result of the
+call the model asked for. No network, no key: same seed, same run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .protocol import tool_use_blocks
+
+TICKET_TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"
+
+TICKET_TOOLS = [
+    {"name": "list_tickets", "description": "List the support tickets opened in a quarter.",
+     "input_schema": {"type": "object", "properties": {"quarter": {"type": "string"}}, "required": ["quarter"]}},
+    {"name": "classify_tickets", "description": "Label each ticket with an issue type.",
+     "input_schema": {"type": "object", "properties": {"ticket_ids": {"type": "array", "items": {"type": "string"}}},
+                      "required": ["ticket_ids"]}},
+    {"name": "publish_table", "description": "Post a Markdown table to the team channel (not idempotent).",
+     "input_schema": {"type": "object", "properties": {"title": {"type": "string"}, "markdown": {"type": "string"}},
+                      "required": ["title", "markdown"]}},
+]
+
+NON_IDEMPOTENT_TOOLS = frozenset({"publish_table"})
+
+
+class ScriptedModelError(AssertionError):
+    """The loop sent the scripted model something the real Messages API would refuse, or called it too often."""
+
+
+class ScriptedToolError(AssertionError):
+    """The loop ran a tool the model did not ask for, or ran one call twice."""
+
+
+@dataclass
+class Scenario:
+    """One conversation: the task, the tools, each model response and each tool's result, in order."""
+
+    name: str
+    task: str
+    tools: list
+    responses: list
+    results: list
+    seed: int = 0
+    non_idempotent: frozenset = field(default_factory=frozenset)
+
+    @property
+    def turns(self) -> int:
+        return len(self.results)
+
+    def model(self) -> "ScriptedModel":
+        return ScriptedModel(self)
+
+    def executor(self) -> "ScriptedTools":
+        return ScriptedTools(self)
+
+
+def check_messages(messages: Any) -> None:
+    """Raise ScriptedModelError where the real API would answer 400 to these messages."""
+    if not isinstance(messages, list) or not messages:
+        raise ScriptedModelError("messages must be a non-empty list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise ScriptedModelError(f"messages[{i}] is not a user or assistant message: {str(message)[:80]}")
+    if messages[0]["role"] != "user":
+        raise ScriptedModelError("the first message must be the user's")
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        wanted = [b["id"] for b in tool_use_blocks(message.get("content"))]
+        if not wanted:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        content = following.get("content") if following and following.get("role") == "user" else None
+        answered = [b.get("tool_use_id") for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+        missing = [w for w in wanted if w not in answered]
+        if missing:
+            raise ScriptedModelError(
+                f"messages[{i}] has tool_use {', '.join(missing)} with no tool_result in the message right after it "
+                "(the real API answers this with a 400)")
+        if len(answered) != len(set(answered)):
+            raise ScriptedModelError(f"messages[{i + 1}] answers one tool_use twice")
+
+
+class ScriptedModel:
+    """``call_model(*, tools, messages)`` for a :class:`Scenario`."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.calls = 0
+
+    def __call__(self, *, tools: Any = None, messages: Any = None, **_: Any) -> dict:
+        check_messages(messages)
+        if self.calls >= len(self.scenario.responses):
+            raise ScriptedModelError(
+                f"the model was called {self.calls + 1} times, but the task ends after {len(self.scenario.responses)} "
+                "calls (the last response had stop_reason 'end_turn')")
+        expected_results = sum(1 for m in messages for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+                               if isinstance(b, dict) and b.get("type") == "tool_result")
+        if expected_results != self.calls:
+            raise ScriptedModelError(
+                f"call {self.calls + 1} to the model carried {expected_results} tool results; it should carry "
+                f"{self.calls}, one for each tool the model has asked for so far")
+        response = copy.deepcopy(self.scenario.responses[self.calls])
+        self.calls += 1
+        return response
+
+
+class ScriptedTools:
+    """``execute_tool(name, input)`` for a :class:`Scenario`; keeps a log of effects."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.calls = 0
+        self.effects: list[tuple[str, Any]] = []
+
+    def __call__(self, name: str, tool_input: Any) -> str:
+        asked = [b for r in self.scenario.responses for b in tool_use_blocks(r.get("content"))]
+        if self.calls >= len(asked):
+            raise ScriptedToolError(f"tool {name!r} was run, but the model has not asked for another tool")
+        block = asked[self.calls]
+        if name != block["name"] or json.loads(json.dumps(tool_input)) != block["input"]:
+            raise ScriptedToolError(
+                f"the loop ran {name}({json.dumps(tool_input)[:60]}), but the model asked for "
+                f"{block['name']}({json.dumps(block['input'])[:60]})")
+        self.effects.append((name, tool_input))
+        result = self.scenario.results[self.calls]
+        self.calls += 1
+        return result
+
+
+def _tool_id(rng: random.Random) -> str:
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
+    return "toolu_01" + "".join(rng.choice(alphabet) for _ in range(22))
+
+
+def _usage(rng: random.Random, history: int, cached: bool) -> dict:
+    usage = {"input_tokens": history + rng.randint(40, 90), "output_tokens": rng.randint(30, 400)}
+    if cached:
+        usage["cache_creation_input_tokens"] = rng.randint(0, 200)
+        usage["cache_read_input_tokens"] = rng.randint(200, 1800)
+    return usage
+
+
+ISSUE_TYPES = ["billing", "login", "bug", "feature request", "shipping", "refund"]
+
+
+def support_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
+    """The course's task: sort last quarter's support tickets by issue type into one table.
+
+    Three tool calls (list, classify, publish), then a final answer. The ticket list is large
+    enough (tens of KiB) that one checkpoint takes several buffer flushes to write.
+    """
+    rng = random.Random(seed)
+    subjects = ["Charged twice", "Can't sign in", "Export crashes", "Dark mode please", "Parcel late",
+                "Refund not received", "Password reset loop", "Invoice shows wrong VAT", "Café menu garbled: ☕"]
+    rows = [{"id": f"T-{4000 + i}", "subject": rng.choice(subjects), "opened": f"2026-0{rng.randint(7, 9)}-{rng.randint(10, 28)}",
+             "body": " ".join(rng.choice(["app", "order", "card", "account", "screen", "error", "again", "today", "ünïcode"])
+                              for _ in range(rng.randint(8, 20)))} for i in range(tickets)]
+    labels = {row["id"]: rng.choice(ISSUE_TYPES) for row in rows}
+    counts = {t: sum(1 for v in labels.values() if v == t) for t in ISSUE_TYPES}
+    table = "| issue type | tickets |\n|---|---|\n" + "".join(f"| {t} | {n} |\n" for t, n in sorted(counts.items()))
+    calls = [
+        ("I'll start by listing last quarter's tickets.", "list_tickets", {"quarter": "2026-Q3"}, json.dumps(rows, ensure_ascii=False)),
+        (f"There are {tickets} tickets. Next I'll label each with an issue type.", "classify_tickets",
+         {"ticket_ids": [r["id"] for r in rows]}, json.dumps(labels)),
+        ("Here is the table; I'll publish it.", "publish_table", {"title": "Q3 tickets by issue type", "markdown": table},
+         json.dumps({"posted": True, "message_id": "msg_" + str(rng.randint(10 ** 5, 10 ** 6))})),
+    ]
+    responses, results, history = [], [], len(TICKET_TASK) // 4
+    for i, (text, name, tool_input, result) in enumerate(calls):
+        responses.append({"id": f"msg_{seed}_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+                          "content": [{"type": "text", "text": text},
+                                      {"type": "tool_use", "id": _tool_id(rng), "name": name, "input": tool_input}],
+                          "usage": _usage(rng, history, cached=i > 0)})
+        results.append(result)
+        history += len(result) // 4
+    responses.append({"id": f"msg_{seed}_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+                      "content": [{"type": "text", "text": "Done. Q3 tickets by issue type:\n\n" + table}],
+                      "usage": _usage(rng, history, cached=True)})
+    return Scenario("support-tickets", TICKET_TASK, TICKET_TOOLS, responses, results, seed, NON_IDEMPOTENT_TOOLS)
+
+
+def from_turns(task: str, turns: list[tuple[str, Any, str]], final_text: str = "Done.", *, seed: int = 0,
+               usages: list[dict] | None = None, name: str = "conversation") -> Scenario:
+    """Build a scenario from ``(tool name, tool input, result)`` triples, one tool call per turn."""
+    rng = random.Random(seed)
+    names = sorted({t[0] for t in turns}) or ["noop"]
+    tools = [{"name": n, "description": f"scripted tool {n}", "input_schema": {"type": "object"}} for n in names]
+    responses, results = [], []
+    for i, (tool, tool_input, result) in enumerate(turns):
+        usage = usages[i] if usages else _usage(rng, 100 * i, cached=i % 2 == 1)
+        responses.append({"id": f"msg_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+                          "content": [{"type": "tool_use", "id": _tool_id(rng), "name": tool, "input": tool_input}],
+                          "usage": usage})
+        results.append(result)
+    usage = usages[len(turns)] if usages else _usage(rng, 100 * len(turns), cached=False)
+    responses.append({"id": "msg_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+                      "content": [{"type": "text", "text": final_text}], "usage": usage})
+    return Scenario(name, task, tools, responses, results, seed)
