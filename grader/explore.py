@@ -313,6 +313,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
                 "on a machine where that folder is another file system, the same crash tears the file"))
             break
     cache: dict = {}
+    parsed: dict = {}
     points = set()
     for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
                                            recorder.initial_dirs):
@@ -320,12 +321,11 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         points.add(state.point)
         raw = state.read(CHECKPOINT_NAME)
         window = windows[state.point]
-        key = (state.point if window.started or window.fresh else id(window.allowed[0]) if window.allowed else -1,
-               window.phase, window.turn, raw)
+        key = (window.signature(), raw)
         if key in cache:
             finding = cache[key]
         else:
-            finding = cache[key] = check(raw, window)
+            finding = cache[key] = check(raw, window, parsed)
         if finding is None or len(result.violations) >= max_violations:
             continue
         invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
@@ -344,3 +344,68 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
                 "WHOLE", "none", len(ops), "after run_agent returned", "with no crash at all", {},
                 "run_agent returned a state that differs from the one the protocol's loop ends with",
                 "a caller that reads the returned state sees the wrong conversation or counters"))
+
+
+@dataclass
+class FileCrashes:
+    """The crash states of one file written by your own code (what :func:`explore_writes` finds)."""
+
+    path: str
+    before: Optional[bytes]
+    after: Optional[bytes]
+    ops: list
+    states: list
+    unseen: list
+
+    @property
+    def versions(self) -> list:
+        """Each distinct content a crash could leave (None: the file is missing), in order of appearance."""
+        seen: list = []
+        for state in self.states:
+            data = state.read(os.path.basename(self.path))
+            if data not in seen:
+                seen.append(data)
+        return seen
+
+    def failures(self, acceptable: Callable[[Optional[bytes]], bool]) -> list[str]:
+        out = []
+        for state in self.states:
+            data = state.read(os.path.basename(self.path))
+            if not acceptable(data):
+                where = _operation_words(self.ops, state)
+                shown = "missing" if data is None else describe_bytes(data)
+                out.append(f"{state.model} ({MODEL_NAMES[state.model]}), {where}: {os.path.basename(self.path)} is {shown}")
+        return out
+
+    def assert_each(self, acceptable: Callable[[Optional[bytes]], bool], what: str = "acceptable") -> None:
+        """Fail with every crash state whose file ``acceptable`` rejects."""
+        if self.unseen:
+            raise AssertionError("the recorder could not see every write, so no verdict is possible:\n  "
+                                 + "\n  ".join(self.unseen[:5]))
+        bad = self.failures(acceptable)
+        if bad:
+            raise AssertionError(f"{len(bad)} of {len(self.states)} crash states leave a file that is not {what}:\n  "
+                                 + "\n  ".join(bad[:8]) + ("\n  ..." if len(bad) > 8 else ""))
+
+    def assert_atomic(self) -> None:
+        """Every crash leaves either the old file (or none, if there was none) or the new one, whole."""
+        self.assert_each(lambda data: data in (self.before, self.after), "the old version or the new one, whole")
+
+
+def explore_writes(fn: Callable[[], Any], path: Any, models: Iterable[str] = ("M1", "M2")) -> FileCrashes:
+    """Run ``fn()`` under the recorder and rebuild ``path`` as every crash under ``models`` would leave it."""
+    path = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(path)
+    before = None
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            before = f.read()
+    with Recorder(watch=[directory]) as recorder:
+        fn()
+    after = None
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            after = f.read()
+    states = list(crash_models.crash_states(recorder.ops, recorder.initial, directory, os.path.basename(path),
+                                            models, recorder.initial_dirs))
+    return FileCrashes(path, before, after, recorder.ops, states, list(dict.fromkeys(recorder.unseen)))

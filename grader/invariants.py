@@ -43,6 +43,11 @@ class Window:
     tool_name: str = ""
     responses: list = field(default_factory=list)  # model responses received so far
 
+    def signature(self) -> tuple:
+        """Windows with equal signatures accept exactly the same files."""
+        return (self.phase, self.turn, len(self.started), self.recorded_results, len(self.responses), self.fresh,
+                self.absent_ok, len(self.allowed))
+
     def words(self) -> str:
         """Where the loop was, in the lesson's words."""
         if self.phase == "before-first-response":
@@ -80,6 +85,12 @@ def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
     """The file's JSON, or why it cannot be read."""
     if raw is None:
         return None, "missing"
+    if not raw:
+        return None, "it is empty: the crash came after the file was created or emptied, before any bytes reached it"
+    if not raw.rstrip().endswith(b"}"):
+        # A torn or half-written object: decoding 100 KiB to learn that would be slow.
+        last = raw.rstrip()[-1:].decode("latin-1") or "nothing"
+        return None, f"it stops before the closing brace of the JSON object (the last byte is {last!r})"
     try:
         return json.loads(raw.decode("utf-8")), None
     except UnicodeDecodeError as exc:
@@ -88,9 +99,17 @@ def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
         return None, f"json.loads raises JSONDecodeError: {exc.msg} (line {exc.lineno}, column {exc.colno})"
 
 
-def check(raw: Optional[bytes], window: Window) -> Optional[Finding]:
-    """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``."""
-    data, error = parse(raw)
+def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -> Optional[Finding]:
+    """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``.
+
+    ``parsed`` may carry a cache of ``parse`` results keyed by the raw bytes.
+    """
+    if parsed is None:
+        data, error = parse(raw)
+    else:
+        if raw not in parsed:
+            parsed[raw] = parse(raw)
+        data, error = parsed[raw]
     if error == "missing":
         if window.absent_ok:
             return None
@@ -101,9 +120,8 @@ def check(raw: Optional[bytes], window: Window) -> Optional[Finding]:
                        "resume finds nothing and starts the task over from zero, repeating every tool call "
                        "that already ran")
     if error:
-        size = len(raw)
-        what = "an empty file" if size == 0 else f"{size} bytes that are not one complete JSON document"
-        return Finding("PARSE", f"checkpoint.json holds {what}: {error}",
+        what = "0 bytes" if not raw else f"{len(raw)} bytes that are not one complete JSON document"
+        return Finding("PARSE", f"checkpoint.json holds {what}; {error}",
                        "resume cannot read the file; it was the only copy of the scene, so the task is lost")
     if not isinstance(data, dict):
         return Finding("PARSE", f"checkpoint.json holds a JSON {type(data).__name__}, not an object",

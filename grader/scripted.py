@@ -91,7 +91,11 @@ def check_messages(messages: Any) -> None:
 
 
 class ScriptedModel:
-    """``call_model(*, tools, messages)`` for a :class:`Scenario`."""
+    """``call_model(*, tools, messages)`` for a :class:`Scenario`.
+
+    Stateless on purpose: the answer depends only on the messages sent (the number of assistant
+    turns in them), like a real model, so a loop resumed from a checkpoint gets the same script.
+    """
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
@@ -99,42 +103,48 @@ class ScriptedModel:
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **_: Any) -> dict:
         check_messages(messages)
-        if self.calls >= len(self.scenario.responses):
+        if messages[-1]["role"] != "user":
+            raise ScriptedModelError("the last message sent to the model must be the user's (a task or tool results)")
+        index = sum(1 for m in messages if m["role"] == "assistant")
+        if index >= len(self.scenario.responses):
             raise ScriptedModelError(
-                f"the model was called {self.calls + 1} times, but the task ends after {len(self.scenario.responses)} "
-                "calls (the last response had stop_reason 'end_turn')")
-        expected_results = sum(1 for m in messages for b in (m.get("content") if isinstance(m.get("content"), list) else [])
-                               if isinstance(b, dict) and b.get("type") == "tool_result")
-        if expected_results != self.calls:
-            raise ScriptedModelError(
-                f"call {self.calls + 1} to the model carried {expected_results} tool results; it should carry "
-                f"{self.calls}, one for each tool the model has asked for so far")
-        response = copy.deepcopy(self.scenario.responses[self.calls])
+                f"the model was called again after its final answer (the conversation already has {index} "
+                "assistant turns and the last one ended with stop_reason 'end_turn')")
         self.calls += 1
-        return response
+        return copy.deepcopy(self.scenario.responses[index])
 
 
 class ScriptedTools:
-    """``execute_tool(name, input)`` for a :class:`Scenario`; keeps a log of effects."""
+    """``execute_tool(name, input)`` for a :class:`Scenario`; keeps a log of every effect.
+
+    The call is matched to the tool_use block the model asked for with the same name and input
+    (the first one not yet run, or the last one if all have run), so a resumed loop can run a
+    tool again and the log shows it: ``effects`` lists ``(tool_use id, name, input)`` per run.
+    """
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.calls = 0
-        self.effects: list[tuple[str, Any]] = []
+        self.effects: list[tuple[str, str, Any]] = []
+        self.blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
 
-    def __call__(self, name: str, tool_input: Any) -> str:
-        asked = [b for r in self.scenario.responses for b in tool_use_blocks(r.get("content"))]
-        if self.calls >= len(asked):
-            raise ScriptedToolError(f"tool {name!r} was run, but the model has not asked for another tool")
-        block = asked[self.calls]
-        if name != block["name"] or json.loads(json.dumps(tool_input)) != block["input"]:
+    def __call__(self, name: str, tool_input: Any, **_: Any) -> str:
+        normal = json.loads(json.dumps(tool_input))
+        done = {effect[0] for effect in self.effects}
+        matches = [i for i, b in enumerate(self.blocks) if b["name"] == name and b["input"] == normal]
+        if not matches:
             raise ScriptedToolError(
-                f"the loop ran {name}({json.dumps(tool_input)[:60]}), but the model asked for "
-                f"{block['name']}({json.dumps(block['input'])[:60]})")
-        self.effects.append((name, tool_input))
-        result = self.scenario.results[self.calls]
+                f"the loop ran {name}({json.dumps(tool_input)[:80]}), but the model never asked for that call")
+        fresh = [i for i in matches if self.blocks[i]["id"] not in done]
+        index = fresh[0] if fresh else matches[-1]
+        block = self.blocks[index]
+        self.effects.append((block["id"], name, tool_input))
         self.calls += 1
-        return result
+        return self.scenario.results[index]
+
+    def runs_of(self, tool_use_id: str) -> int:
+        """How many times the call the model made under ``tool_use_id`` was run."""
+        return sum(1 for effect in self.effects if effect[0] == tool_use_id)
 
 
 def _tool_id(rng: random.Random) -> str:

@@ -1,0 +1,88 @@
+"""Level 2 tests: crash run_agent at every point and read what each crash leaves on disk.
+
+Each test runs your loop once on a scripted model (no network), records every file operation,
+then rebuilds the checkpoint directory as it would be after a crash at each point: the process
+killed between two operations (M1), or in the middle of a write (M2). A failure tells you where
+the crash landed, what was on disk, and what a resume would have run into.
+"""
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from grader.conversations import conversations
+from grader.explore import explore_loop
+from grader.grading import STUDENT_TIMEOUT, assert_holds
+from grader.plugin import rerun_command
+from grader.scripted import support_tickets
+
+MODELS = ("M1", "M2")
+
+
+@pytest.fixture
+def run_agent(submission):
+    return submission.function("agent.py", "run_agent")
+
+
+@pytest.fixture
+def tickets(run_agent, crashcourse_seed):
+    """Your loop on the course's task, with every crash state checked (computed once per test)."""
+    return explore_loop(run_agent, support_tickets(crashcourse_seed), models=MODELS, timeout=STUDENT_TIMEOUT)
+
+
+@pytest.mark.task(taskno=1)
+@pytest.mark.points(1)
+def test_the_loop_still_finishes_the_task(tickets, request):
+    """Uncrashed, the loop runs every tool once, ends on the model's answer, and returns the six fields."""
+    assert_holds(tickets, [], rerun_command(request))
+    assert tickets.returned is not None, "run_agent returned None; it should return the final state"
+    final = tickets.returned
+    assert final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}"
+    assert final["pendingToolUse"] is None, "after the final answer nothing should be pending"
+    assert final["messages"][-1]["role"] == "assistant", "the final answer should be the last message"
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(3)
+def test_a_crash_mid_save_never_leaves_half_a_file(tickets, request):
+    """Wherever the process dies, checkpoint.json is one whole save: never torn, never a mix."""
+    assert_holds(tickets, ["PARSE", "WHOLE"], rerun_command(request),
+                 also_about="Think about where the new bytes go while they are being written.")
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_the_temp_file_sits_beside_the_checkpoint(tickets, request):
+    """The temp file is renamed within one directory, so the rename is atomic."""
+    assert_holds(tickets, ["ATOMIC-DIR"], rerun_command(request))
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(3)
+def test_every_tool_call_that_starts_is_on_disk(tickets, request):
+    """A crash while a tool runs leaves that call on disk, as pendingToolUse."""
+    assert_holds(tickets, ["TRACE", "PAIRING"], rerun_command(request),
+                 also_about="Which save point does this loop never reach?")
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(1)
+def test_the_file_is_current_when_the_model_is_called(tickets, request):
+    """By the time the model is called, the result is recorded and nothing is left pending; counters agree."""
+    assert_holds(tickets, ["FRESH", "COUNTS"], rerun_command(request))
+
+
+@pytest.mark.task(taskno=4)
+@pytest.mark.points(1)
+def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_seed, request):
+    """The same guarantees on conversations of 0 to 12 turns with unicode and large tool results."""
+    rerun = rerun_command(request)
+
+    @seed(crashcourse_seed)
+    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(conversations())
+    def check(scenario):
+        exploration = explore_loop(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
+        assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"], rerun)
+
+    check()

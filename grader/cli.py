@@ -1,0 +1,54 @@
+"""The ``crashcourse`` command (also ``python -m grader``).
+
+Each group of subcommands lives in its own module and registers itself here:
+:mod:`grader.student_cli` (demo, check, hint, watch, selfcheck, run) and
+:mod:`grader.grading_cli` (grade, gradescope-package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from . import __version__
+
+DESCRIPTION = """\
+crashcourse: checkpoints for agent loops, proven by crashing them at every point.
+
+Start here:
+  crashcourse demo              the crash matrix of each level's broken starter beside its fix
+  pytest exercises/level2       grade your level-2 fix (red until it survives every crash)
+  crashcourse check 2           the same checks as a crash matrix, first failure explained
+  crashcourse hint 2            a nudge, one step at a time
+  crashcourse grade DIR --level 2 --format json    (instructors) grade a folder of submissions
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crashcourse", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"crashcourse {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from . import grading_cli, student_cli
+
+    student_cli.register(sub)
+    grading_cli.register(sub)
+    return parser
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Generated conversations: a Hypothesis strategy of scripted scenarios.
+
+Each drawn :class:`~grader.scripted.Scenario` has 0 to 12 turns, unicode everywhere, tool inputs of
+every JSON type, results from a few bytes to tens of KiB (so one checkpoint spans many 8 KiB buffer
+flushes), and usage with and without the cache fields. Drawing is deterministic under a seed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import strategies as st
+
+from .scripted import Scenario, from_turns
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-10 ** 12, 10 ** 12)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32) | _text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+    max_leaves=12,
+)
+_tool_input = st.dictionaries(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12), _json, max_size=5)
+
+
+@st.composite
+def _result(draw: st.DrawFn) -> str:
+    size = draw(st.sampled_from([0, 1, 40, 700, 5000, 9000, 30000]))
+    unit = draw(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8))
+    return (unit * (size // len(unit) + 1))[:size] if size else ""
+
+
+@st.composite
+def _usage(draw: st.DrawFn) -> dict:
+    usage = {"input_tokens": draw(st.integers(0, 200000)), "output_tokens": draw(st.integers(0, 8000))}
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        if draw(st.booleans()):
+            usage[key] = draw(st.integers(0, 100000))
+    return usage
+
+
+@st.composite
+def conversations(draw: st.DrawFn, min_turns: int = 0, max_turns: int = 12) -> Scenario:
+    """A strategy for scenarios: ``@given(conversations())``."""
+    n = draw(st.integers(min_turns, max_turns))
+    names = draw(st.lists(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=16), min_size=1, max_size=4,
+                          unique=True))
+    turns = [(draw(st.sampled_from(names)), draw(_tool_input), draw(_result())) for _ in range(n)]
+    usages = [draw(_usage()) for _ in range(n + 1)]
+    task = draw(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80))
+    final = draw(_text)
+    seed = draw(st.integers(0, 2 ** 31))
+    scenario = from_turns(task, turns, final or "Done.", seed=seed, usages=usages,
+                          name=f"a generated conversation of {n} turns")
+    json.dumps(scenario.responses)  # every drawn value must survive a JSON round trip
+    return scenario

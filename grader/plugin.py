@@ -1,0 +1,183 @@
+"""crashcourse's pytest plugin: grade a folder of exercise files, and explore crashes in your own code.
+
+Registered through the ``pytest11`` entry point, so it is active wherever crashcourse is installed.
+
+Options (each has an ini twin with the same help text):
+
+``--submission DIR``
+    Grade the exercise files in DIR instead of the ones beside the tests. This is how the kit
+    tests its solutions and how ``crashcourse grade`` grades a student's folder.
+``--crashcourse-seed N``
+    The seed for the scripted model and the generated conversations. Same seed, same crash
+    states; the report header prints it so any run can be repeated.
+``--crashcourse-examples N``
+    How many generated conversations a property test tries (default 12).
+
+Markers: ``@pytest.mark.task(taskno=N)`` ties a test to task N of the level's README;
+``@pytest.mark.points(P)`` says how many points it is worth.
+
+Fixtures: ``submission`` (load the file under test), ``crashcourse_seed``, and ``crash_explorer``
+for any project's own file-writing code::
+
+    def test_settings_are_saved_atomically(crash_explorer, tmp_path):
+        target = tmp_path / "settings.json"
+        target.write_text('{"theme": "dark"}')
+        crashes = crash_explorer(lambda: save_settings(target, {"theme": "light"}), target)
+        crashes.assert_atomic()
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .explore import explore_writes
+
+DEFAULT_SEED = 20261129
+DEFAULT_EXAMPLES = 12
+_counter = itertools.count()
+
+SEED_HELP = "seed for the scripted model and generated conversations (printed in the header; same seed, same run)"
+SUBMISSION_HELP = "grade the exercise files in this folder instead of the ones beside the tests"
+EXAMPLES_HELP = "how many generated conversations each property test tries"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crashcourse", "crashcourse: crash an agent loop at every point")
+    group.addoption("--submission", "--crashcourse-submission", dest="crashcourse_submission", default=None,
+                    metavar="DIR", help=SUBMISSION_HELP)
+    group.addoption("--crashcourse-seed", dest="crashcourse_seed", default=None, metavar="N", help=SEED_HELP)
+    group.addoption("--crashcourse-examples", dest="crashcourse_examples", default=None, metavar="N", help=EXAMPLES_HELP)
+    parser.addini("crashcourse_submission", SUBMISSION_HELP, default="")
+    parser.addini("crashcourse_seed", SEED_HELP, default="")
+    parser.addini("crashcourse_examples", EXAMPLES_HELP, default="")
+
+
+def _int_option(config: pytest.Config, name: str, default: int) -> int:
+    raw, source = config.getoption(name), f"--{name.replace('_', '-')}"
+    if raw is None:
+        raw, source = config.getini(name), f"the ini option {name}"
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"{source} must be a whole number, got {raw!r}") from None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "task(taskno): the task of the level's README this test checks")
+    config.addinivalue_line("markers", "points(value): how many points this test is worth")
+    config._crashcourse_seed = _int_option(config, "crashcourse_seed", DEFAULT_SEED)
+    config._crashcourse_examples = _int_option(config, "crashcourse_examples", DEFAULT_EXAMPLES)
+    folder = config.getoption("crashcourse_submission") or config.getini("crashcourse_submission") or None
+    if folder is not None:
+        path = Path(folder).expanduser().resolve()
+        if not path.is_dir():
+            raise pytest.UsageError(f"--submission {folder}: no such folder. Point it at a folder that holds the "
+                                    "level's files (for example solutions/level2).")
+        folder = path
+    config._crashcourse_submission = folder
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    where = config._crashcourse_submission or "the files beside each test"
+    return f"crashcourse: seed {config._crashcourse_seed}, grading {where} (re-run with --crashcourse-seed " \
+           f"{config._crashcourse_seed})"
+
+
+class Submission:
+    """The folder being graded; :meth:`load` imports one of its files as a fresh module."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def path(self, filename: str) -> Path:
+        return self.folder / filename
+
+    def load(self, filename: str) -> Any:
+        """Import ``filename`` from the folder as a new module (a fresh copy on every call)."""
+        path = self.path(filename)
+        if not path.exists():
+            pytest.fail(f"There is no {filename} in {self.folder}. The level's tests grade a file with exactly that "
+                        "name.", pytrace=False)
+        name = f"crashcourse_submission_{path.stem}_{next(_counter)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            pytest.fail(f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}. Fix it, then re-run.",
+                        pytrace=False)
+        except Exception as exc:  # noqa: BLE001 - importing a student's file may raise anything
+            pytest.fail(f"Importing {filename} raised {type(exc).__name__}: {exc}", pytrace=False)
+        finally:
+            sys.modules.pop(name, None)
+        return module
+
+    def function(self, filename: str, name: str) -> Any:
+        module = self.load(filename)
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            pytest.fail(f"{filename} has no function `{name}`; the tests call it by that name.", pytrace=False)
+        return fn
+
+
+@pytest.fixture
+def submission(request: pytest.FixtureRequest) -> Submission:
+    """The folder under test: ``--submission DIR``, or the folder of the test file itself."""
+    folder = request.config._crashcourse_submission or Path(str(request.node.fspath)).parent
+    return Submission(Path(folder))
+
+
+@pytest.fixture
+def crashcourse_seed(request: pytest.FixtureRequest) -> int:
+    return request.config._crashcourse_seed
+
+
+@pytest.fixture
+def crash_explorer():
+    """``crash_explorer(fn, path, models=("M1", "M2"))`` runs ``fn`` and returns every crash state of ``path``."""
+    return explore_writes
+
+
+def rerun_command(request: pytest.FixtureRequest) -> str:
+    """The exact command that re-runs only this test, with this seed and submission."""
+    config = request.config
+    parts = ["pytest", f'"{request.node.nodeid}"', f"--crashcourse-seed {config._crashcourse_seed}"]
+    if config._crashcourse_submission:
+        parts.append(f"--submission {os.path.relpath(config._crashcourse_submission)}")
+    return " ".join(parts)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    scored = []
+    for status in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(status, []):
+            if getattr(report, "when", "call") != "call" and status != "error":
+                continue
+            points = dict(getattr(report, "user_properties", ())).get("crashcourse_points")
+            if points is not None:
+                scored.append((report.nodeid, status == "passed", points))
+    if not scored:
+        return
+    got = sum(p for _, ok, p in scored if ok)
+    total = sum(p for _, _, p in scored)
+    terminalreporter.write_sep("-", f"crashcourse: {got:g} of {total:g} points")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("points")
+    if marker is not None:
+        item.user_properties.append(("crashcourse_points", float(marker.args[0] if marker.args else 1)))
+    task = item.get_closest_marker("task")
+    if task is not None:
+        item.user_properties.append(("crashcourse_task", task.kwargs.get("taskno", task.args[0] if task.args else 0)))
