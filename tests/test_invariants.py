@@ -1,0 +1,128 @@
+"""Each invariant fires on the file that breaks it, and stays quiet on the files a correct loop saves."""
+
+import json
+
+import pytest
+
+from grader.explore import windows_for
+from grader.invariants import Window, check
+from grader.protocol import reference_saves, spend
+from grader.scripted import support_tickets
+
+SCENARIO = support_tickets(seed=3)
+SAVES = reference_saves(SCENARIO.task, SCENARIO.responses, SCENARIO.results)
+A1, B1, A2 = SAVES[0][1], SAVES[1][1], SAVES[2][1]
+
+
+def raw(state):
+    return json.dumps(state).encode()
+
+
+def window(phase, turn, allowed, **kw):
+    kw.setdefault("responses", SCENARIO.responses[:turn])
+    return Window(phase, turn, allowed, kw.pop("absent_ok", False), **kw)
+
+
+def test_spend_counts_input_output_and_both_cache_fields():
+    assert spend({"usage": {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 3,
+                            "cache_read_input_tokens": 2}}) == 20
+    assert spend({"usage": {"output_tokens": 5}}) == 5
+    assert spend({}) == 0
+
+
+def test_the_reference_saves_follow_the_protocol_loop():
+    labels = [label for label, _ in SAVES]
+    assert labels == ["A", "B", "A", "B", "A", "B", "final"]
+    assert A1["pendingToolUse"]["name"] == "list_tickets" and A1["turns"] == 0
+    assert B1["pendingToolUse"] is None and B1["turns"] == 1
+    assert SAVES[-1][1]["tokensUsed"] == sum(spend(r) for r in SCENARIO.responses)
+
+
+def test_a_save_the_loop_made_passes():
+    assert check(raw(A1), window("tool", 1, [A1], started=[A1["pendingToolUse"]["id"]])) is None
+    assert check(raw(B1), window("B", 1, [A1, B1], started=[A1["pendingToolUse"]["id"]], recorded_results=1)) is None
+
+
+@pytest.mark.parametrize("content, invariant", [
+    (None, "PARSE"),
+    (b"", "PARSE"),
+    (b'{"version": 1, "task": "x", "tur', "PARSE"),
+    (b"[1, 2]", "PARSE"),
+])
+def test_unreadable_files_break_parse(content, invariant):
+    found = check(content, window("B", 1, [A1, B1], recorded_results=1))
+    assert found is not None and found.invariant == invariant
+
+
+def test_a_missing_field_breaks_fields():
+    state = dict(B1)
+    del state["tokensUsed"]
+    assert check(raw(state), window("B", 1, [A1, B1])).invariant == "FIELDS"
+
+
+def test_an_extra_runtime_key_breaks_fields():
+    state = dict(B1, client="<live client>")
+    assert check(raw(state), window("B", 1, [A1, B1])).invariant == "FIELDS"
+
+
+def test_a_turn_count_that_disagrees_with_the_messages_breaks_counts():
+    state = dict(B1, turns=2)
+    assert check(raw(state), window("B", 1, [A1, B1])).invariant == "COUNTS"
+
+
+def test_counting_only_output_tokens_breaks_counts():
+    state = dict(A1, tokensUsed=SCENARIO.responses[0]["usage"]["output_tokens"])
+    found = check(raw(state), window("A", 1, [A1]))
+    assert found.invariant == "COUNTS" and "cache" in found.detail
+
+
+def test_a_pending_call_that_does_not_match_the_last_tool_use_breaks_pairing():
+    state = json.loads(json.dumps(A1))
+    state["pendingToolUse"]["input"] = {"quarter": "2020-Q1"}
+    assert check(raw(state), window("tool", 1, [A1])).invariant == "PAIRING"
+
+
+def test_a_stale_pending_call_after_its_result_breaks_pairing():
+    state = json.loads(json.dumps(B1))
+    state["pendingToolUse"] = A1["pendingToolUse"]
+    assert check(raw(state), window("B", 1, [A1, B1])).invariant == "PAIRING"
+
+
+def test_an_older_save_while_a_tool_runs_breaks_trace():
+    tool2 = A2["pendingToolUse"]["id"]
+    found = check(raw(B1), window("tool", 2, [A2], started=[A1["pendingToolUse"]["id"], tool2], recorded_results=1,
+                                  tool_name="classify_tickets"))
+    assert found.invariant == "TRACE" and "classify_tickets" in found.detail
+
+
+def test_a_file_still_pending_while_the_model_is_called_breaks_fresh():
+    found = check(raw(A1), window("model", 1, [B1], started=[A1["pendingToolUse"]["id"]], recorded_results=1,
+                                  fresh=True))
+    assert found.invariant == "FRESH"
+
+
+def test_a_valid_but_different_state_breaks_whole():
+    state = json.loads(json.dumps(B1))
+    state["task"] = "some other task"
+    assert check(raw(state), window("B", 1, [A1, B1])).invariant == "WHOLE"
+
+
+def test_windows_cover_every_crash_point_of_a_run():
+    from grader.explore import record_run
+    import importlib.util
+    import pathlib
+    import tempfile
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "solutions" / "level2" / "agent.py"
+    spec = importlib.util.spec_from_file_location("solution_for_windows", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory() as tmp:
+        recorder, returned, error, _ = record_run(module.run_agent, SCENARIO, tmp, "checkpoints")
+    assert error is None
+    windows = windows_for(recorder.ops, SCENARIO.task)
+    assert len(windows) == len(recorder.ops) + 1
+    phases = [w.phase for w in windows]
+    assert phases[0] == "before-first-response" and phases[-1] == "done"
+    for phase in ("A", "tool", "B", "model", "final"):
+        assert phase in phases
