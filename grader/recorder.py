@@ -35,7 +35,7 @@ _real = {
     "os.replace": os.replace, "os.rename": os.rename, "os.remove": os.remove, "os.unlink": os.unlink,
     "os.truncate": os.truncate, "os.ftruncate": os.ftruncate, "os.mkdir": os.mkdir, "os.rmdir": os.rmdir,
 }
-for _name in ("fdatasync", "pwrite", "writev", "sendfile", "link", "symlink"):
+for _name in ("fdatasync", "pwrite", "writev", "sendfile", "copy_file_range", "link", "symlink"):
     if hasattr(os, _name):
         _real["os." + _name] = getattr(os, _name)
 
@@ -136,6 +136,25 @@ def _abspath(path: Any, dir_fd: Optional[int] = None) -> str:
     return os.path.abspath(path)
 
 
+def _describe_fd(fd: int) -> tuple[Optional[str], bool, bool]:
+    """(path, writable, append) of an open descriptor, from the kernel; path None where it cannot say."""
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None, False, False
+    if not path.startswith("/") or path.endswith(" (deleted)"):
+        return None, False, False
+    writable, append = True, False
+    try:
+        import fcntl
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        writable = flags & os.O_ACCMODE != os.O_RDONLY
+        append = bool(flags & os.O_APPEND)
+    except (ImportError, OSError):
+        pass
+    return path, writable, append
+
+
 def _ignored(path: str) -> bool:
     """Writes the recorder leaves out: byte-code caches, devices, descriptors it could not name."""
     return path.startswith(("/dev/", "<fd ")) or path.endswith((".pyc", ".pyo")) or "__pycache__" in path
@@ -156,6 +175,7 @@ class Recorder:
         self.initial_dirs: set[str] = set()
         self._fds: dict[int, _Handle] = {}
         self._next_handle = 1
+        self._just_opened: Optional[int] = None  # the fd os.open returned last (for open(..., opener=))
         self._patches: list[tuple[Any, str, Any]] = []
         self._saved_dont_write_bytecode = False
 
@@ -180,9 +200,17 @@ class Recorder:
         return handle
 
     def _handle_for(self, fd: int) -> Optional[_Handle]:
+        """The open file behind ``fd``; a descriptor opened out of sight is named through /proc if possible."""
         handle = self._fds.get(fd)
         if handle is None and fd > 2:
-            self.unseen.append(f"an operation on file descriptor {fd}, which was opened by a route the recorder does not see")
+            # A file opened for reading (by the real open) and then fsynced, a dup()ed descriptor, or
+            # one opened before recording began: the kernel still knows its name.
+            path, writable, append = _describe_fd(fd)
+            if path is None:
+                self.unseen.append(f"an operation on file descriptor {fd}, which was opened by a route the recorder "
+                                   "does not see")
+            else:
+                handle = self._register(fd, path, writable, append)
         return handle
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -212,6 +240,49 @@ class Recorder:
             setattr(obj, name, original)
         self._patches.clear()
         sys.dont_write_bytecode = self._saved_dont_write_bytecode
+        self._compare_with_disk()
+
+    def _compare_with_disk(self) -> None:
+        """Replay the trace and compare it with the watched directories as the run left them.
+
+        Some routes raise no audit event at all (``os.write`` or ``os.fsync`` bound before recording
+        began, a C library writing to a descriptor it was handed). Their bytes still show up on
+        disk, so a file whose real contents differ from what the recorded operations rebuild is
+        reported as unseen. (A missed ``fsync`` leaves no trace on disk; that one stays invisible.)
+        """
+        if not self.watch:
+            return
+        from .crash_models import FileSystem  # late: crash_models imports this module
+
+        fs = FileSystem(self.initial, self.initial_dirs)
+        for op in self.ops:
+            fs.apply(op)
+        rebuilt = {path: inode.snap() for path, inode in fs.names.items()}
+        on_disk: dict[str, bytes] = {}
+        for root in self.watch:
+            for dirpath, _dirs, filenames in os.walk(root):
+                for name in filenames:
+                    path = os.path.abspath(os.path.join(dirpath, name))
+                    if _ignored(path):
+                        continue
+                    try:
+                        with _real["open"](path, "rb") as f:
+                            on_disk[path] = f.read()
+                    except OSError:
+                        continue
+        roots = tuple(root + os.sep for root in self.watch)
+        for path in sorted(set(on_disk) | {p for p in rebuilt if p.startswith(roots)}):
+            real, replayed = on_disk.get(path), rebuilt.get(path)
+            if real == replayed or _ignored(path):
+                continue
+            if real is None:
+                what = "is gone from the disk, but the recorded operations leave it there"
+            elif replayed is None:
+                what = f"holds {len(real)} bytes on disk, but no recorded operation created it"
+            else:
+                what = (f"holds {len(real)} bytes on disk, but the recorded operations rebuild {len(replayed)} "
+                        "bytes that differ")
+            self.unseen.append(f"{path} {what}: something changed it by a route the recorder does not see")
 
     def _set(self, obj: Any, name: str, value: Any) -> None:
         if hasattr(obj, name):
@@ -274,12 +345,15 @@ class RecordingFileIO(_io.FileIO):
             return
         fd = self.fileno()
         writable, flags = _mode_flags(self.mode)
-        handle = rec._fds.get(fd)
-        if handle is None:
-            if isinstance(file, int):
-                rec.unseen.append(f"file descriptor {fd} was opened by a route the recorder does not see, then wrapped "
-                                  "with open()/os.fdopen()")
-            path = _abspath(file) if not isinstance(file, int) else f"<fd {fd}>"
+        if isinstance(file, int):
+            # os.fdopen(fd) or open(fd): the descriptor was opened earlier (mkstemp, os.open); wrapping
+            # it neither creates nor empties anything.
+            handle = rec._handle_for(fd)
+        elif opener is not None and rec._just_opened == fd:
+            handle = rec._fds[fd]  # the opener went through os.open, which recorded the open
+        else:
+            # FileIO opened the path itself: a new descriptor, whatever an older one with this number was.
+            path = _abspath(file)
             handle = rec._register(fd, path, writable, "append" in flags)
             if writable and not _ignored(path) and not handle.is_dir:
                 rec.add("open", api="open", path=path, handle=handle.id, flags=flags)
@@ -392,6 +466,7 @@ def _os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] 
         full = _abspath(path, dir_fd)
         writable = bool(flags & _WRITE_FLAGS)
         handle = rec._register(fd, full, writable, bool(flags & os.O_APPEND))
+        rec._just_opened = fd
         if writable and not handle.is_dir and not _ignored(full):
             rec.add("open", api="os.open", path=full, handle=handle.id, flags=_os_flags(flags))
     return fd
@@ -426,7 +501,7 @@ def _position(fd: int, append: bool) -> int:
 @_recording("write")
 def _os_write(fd: int, data: Any) -> int:
     rec = _active
-    handle = rec._fds.get(fd) if rec is not None else None
+    handle = rec._handle_for(fd) if rec is not None and fd > 2 else None
     offset = _position(fd, handle.append) if handle is not None else 0
     with _inside():
         n = _real["os.write"](fd, data)
@@ -446,7 +521,7 @@ def _os_pwrite(fd: int, data: Any, offset: int) -> int:
 def _os_writev(fd: int, buffers: Any) -> int:
     buffers = [bytes(memoryview(b)) for b in buffers]
     rec = _active
-    handle = rec._fds.get(fd) if rec is not None else None
+    handle = rec._handle_for(fd) if rec is not None and fd > 2 else None
     offset = _position(fd, handle.append) if handle is not None else 0
     with _inside():
         n = _real["os.writev"](fd, buffers)
@@ -459,13 +534,29 @@ def _os_sendfile(out_fd: int, in_fd: int, offset: Optional[int], count: int, *ar
     # shutil.copyfile copies with sendfile on Linux: the bytes never pass through a Python write,
     # so read back what was sent, from the source, to know what reached the destination.
     rec = _active
-    handle = rec._fds.get(out_fd) if rec is not None else None
+    handle = rec._handle_for(out_fd) if rec is not None and out_fd > 2 else None
     start = _position(out_fd, handle.append) if handle is not None else 0
     with _inside():
         n = _real["os.sendfile"](out_fd, in_fd, offset, count, *args, **kwargs)
         data = os.pread(in_fd, n, offset if offset is not None else os.lseek(in_fd, 0, os.SEEK_CUR) - n) if n else b""
     if n:
         _fd_write("os.sendfile", out_fd, data, start)
+    return n
+
+
+@_recording("copy_file_range")
+def _os_copy_file_range(src: int, dst: int, count: int, offset_src: Optional[int] = None,
+                        offset_dst: Optional[int] = None) -> int:
+    # Like sendfile: the kernel copies, so read back from the source what reached the destination.
+    rec = _active
+    handle = rec._handle_for(dst) if rec is not None and dst > 2 else None
+    start = offset_dst if offset_dst is not None else (_position(dst, handle.append) if handle is not None else 0)
+    with _inside():
+        n = _real["os.copy_file_range"](src, dst, count, offset_src, offset_dst)
+        where = offset_src if offset_src is not None else os.lseek(src, 0, os.SEEK_CUR) - n
+        data = os.pread(src, n, where) if n else b""
+    if n:
+        _fd_write("os.copy_file_range", dst, data, start)
     return n
 
 
@@ -534,7 +625,7 @@ def _os_ftruncate(fd: int, length: int) -> None:
 
 _OS_WRAPPERS = {
     "open": _os_open, "close": _os_close, "write": _os_write, "pwrite": _os_pwrite, "writev": _os_writev,
-    "sendfile": _os_sendfile, "fsync": _fsync_like("os.fsync", "os.fsync"),
+    "sendfile": _os_sendfile, "copy_file_range": _os_copy_file_range, "fsync": _fsync_like("os.fsync", "os.fsync"),
     "fdatasync": _fsync_like("os.fdatasync", "os.fdatasync"),
     "replace": _path_op("rename", "os.replace", "os.replace", two=True),
     "rename": _path_op("rename", "os.rename", "os.rename", two=True),
@@ -551,6 +642,7 @@ _OS_WRAPPERS = {
 
 _WATCHED_EVENTS = {"os.rename", "os.remove", "os.truncate", "os.mkdir", "os.rmdir", "os.link", "os.symlink",
                    "shutil.copyfile", "sqlite3.connect", "mmap.__new__", "os.chmod", "os.utime"}
+_PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn"}
 _HARMLESS_EVENTS = {"os.chmod", "os.utime", "shutil.copyfile"}  # seen through the calls they make
 
 
@@ -568,6 +660,9 @@ def _audit(event: str, args: tuple) -> None:
             full = _abspath(path)
             if not _ignored(full):
                 rec.unseen.append(f"a file opened for writing by a route the recorder does not see: {full}")
+    elif event in _PROCESS_EVENTS:
+        rec.unseen.append(f"{event}{tuple(str(a) for a in args[:2])} started another program; what it does to the "
+                          "disk is out of the recorder's sight")
     elif event in _WATCHED_EVENTS and event not in _HARMLESS_EVENTS:
         first = args[0] if args else ""
         if isinstance(first, (str, bytes, os.PathLike)) and _ignored(_abspath(first)):

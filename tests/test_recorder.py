@@ -1,0 +1,43 @@
+"""The recorder sees every ordinary way to write a file, at the moment bytes reach the OS.
+
+Each check in ``recorder_check.py`` runs here under pytest's interpreter, one test per check; the
+same script then runs whole under every other Python the kit supports, because the traps differ by
+version (3.10's pathlib binds ``io.open`` and ``os.replace`` at import).
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import recorder_check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OTHER_PYTHONS = ["/root/.pyenv/versions/3.10.13/bin/python", "/root/.pyenv/versions/3.12.1/bin/python",
+                 "/root/.pyenv/versions/3.13.0/bin/python"]
+
+
+@pytest.mark.parametrize("check", recorder_check.CHECKS, ids=[fn.__name__ for fn in recorder_check.CHECKS])
+def test_recorder(check, tmp_path):
+    check(os.path.realpath(tmp_path))
+
+
+@pytest.mark.parametrize("python", OTHER_PYTHONS, ids=lambda p: "python" + p.split("/")[-3].rsplit(".", 1)[0])
+def test_recorder_under_other_pythons(python):
+    if not os.path.exists(python):
+        pytest.skip(f"{python} is not installed on this machine")
+    done = subprocess.run([python, os.path.join(HERE, "recorder_check.py")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, f"{python}:\n{done.stdout}{done.stderr}"
+    assert f"all {len(recorder_check.CHECKS)} checks passed" in done.stdout, done.stdout
+
+
+def test_the_checks_import_only_the_standard_library():
+    """recorder_check must run where pytest and Hypothesis are absent: it and what it imports stay stdlib."""
+    code = ("import sys; sys.modules['pytest'] = None; sys.modules['hypothesis'] = None; "
+            f"sys.path.insert(0, {HERE!r}); import recorder_check; "
+            "bad = [m for m in ('pytest', 'hypothesis', 'grader.explore', 'grader.scripted') "
+            "if sys.modules.get(m) is not None]; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
