@@ -1,0 +1,94 @@
+"""Level 1 tests: save the six fields, then prove each one by crashing a run and resuming it.
+
+Each resume test runs the protocol's agent loop on a scripted model (no network) with your
+save_checkpoint at every save point, kills it at a chosen moment, and resumes from what is on disk
+with your load_checkpoint and the kit's reference resume (a turn cap, a compaction threshold on
+tokensUsed, and a pending tool call answered before anything else). A failure says what was on
+disk, what the resume ran into, and what to try.
+"""
+
+import pytest
+
+from grader import resume_driver as driver
+
+
+@pytest.fixture
+def checkpoint(submission):
+    """Your checkpoint.py, imported fresh for each test."""
+    return submission.load("checkpoint.py")
+
+
+def expect(problem):
+    """Fail with the resume's story, not a traceback, when a check found a problem."""
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.mark.task(taskno=1)
+@pytest.mark.points(2)
+def test_the_file_holds_exactly_the_six_fields(checkpoint, crashcourse_seed):
+    """After every save: version, task, turns, tokensUsed, messages, pendingToolUse, with the loop's values."""
+    expect(driver.check_six_fields(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_without_turns_the_turn_cap_overshoots(checkpoint, crashcourse_seed):
+    """A task capped at 4 turns, killed after 3, may run only 1 more turn after resume."""
+    expect(driver.check_turns(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_without_tokens_used_compaction_fires_late(checkpoint, crashcourse_seed):
+    """Compaction fires at the same model response as it would have without the crash."""
+    expect(driver.check_tokens(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_without_version_a_future_format_loads_silently(checkpoint, crashcourse_seed):
+    """Your own file resumes; a version-2 file is refused with UnsupportedVersion."""
+    expect(driver.check_version(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_without_task_resume_cannot_say_what_it_resumes(checkpoint, crashcourse_seed):
+    """Resume reports the user's task, in words, from the file alone."""
+    expect(driver.check_task(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_without_messages_resume_starts_over(checkpoint, crashcourse_seed):
+    """Resume continues the conversation instead of running every tool again."""
+    expect(driver.check_messages(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(1)
+def test_without_pending_tool_use_a_crash_mid_tool_goes_unnoticed(checkpoint, crashcourse_seed):
+    """Killed while a tool runs, the file says which call was cut off, and resume answers it first."""
+    expect(driver.check_pending(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(2)
+def test_load_refuses_versions_it_does_not_know(checkpoint, crashcourse_seed):
+    """Version 2, version 0 and a missing version raise UnsupportedVersion."""
+    expect(driver.check_load_versions(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(2)
+def test_load_refuses_a_file_it_cannot_resume_from(checkpoint, crashcourse_seed):
+    """A missing field, a JSON value that is not an object, or a file that is not JSON raise CheckpointError."""
+    expect(driver.check_load_shape(checkpoint, crashcourse_seed))
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(1)
+def test_load_returns_a_good_file_as_it_is(checkpoint, crashcourse_seed):
+    """A complete version-1 checkpoint comes back unchanged."""
+    expect(driver.check_load_accepts(checkpoint, crashcourse_seed))

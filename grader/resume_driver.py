@@ -1,0 +1,768 @@
+"""The kit's reference resume driver: crash a run, then pick it up again from its checkpoint.
+
+Level 1 asks which fields a checkpoint needs. The honest answer is to try: run the protocol's
+loop with the student's ``save_checkpoint``, kill it at a chosen moment, then resume from whatever
+is on disk, using the student's ``load_checkpoint``, and watch what the resumed run gets wrong.
+
+:func:`crash_run` plays the loop of DESIGN.md §3 on a scripted scenario. Its in-memory state also
+carries two runtime-only keys a real harness has (``client``, a live API client that cannot be
+written to a file, and ``startedAt``, a clock reading), which must stay out of the checkpoint. It
+stops with :class:`SimulatedCrash` either while a turn's tool runs (after save point A) or while the
+model is being called (after save point B).
+
+:func:`resume_run` is what a careful harness does on restart, written once so every submission is
+judged by the same resume:
+
+1. ``load_checkpoint(directory)``; an exception there means the resume was refused;
+2. report which task it is resuming (the file's ``task``);
+3. count on from the file's ``turns`` and ``tokensUsed`` (a missing one counts from 0, which is
+   what a resume without it has to do);
+4. answer a ``pendingToolUse`` with an error ``tool_result`` (at-most-once: the call was
+   interrupted and its outcome is unknown), so the conversation is one the API accepts;
+5. loop: call the model, add its spend; compaction fires once, at the first response that takes
+   ``tokensUsed`` to the threshold; the model may ask for another tool only while ``turns`` is
+   under the cap.
+
+The ``check_*`` functions at the end are level 1's checks. Each returns ``None`` when the
+submission behaves, or a message for the learner: what was on disk, what resume ran into, what to
+try. ``exercises/level1/test_checkpoint.py`` turns each into one test; the kit's own tests call
+:func:`level1_verdict` to grade a corpus of submissions in-process.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import json
+import os
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .explore import _time_limit, LoopTimeout
+from .protocol import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
+    tool_result_message, tool_use_blocks
+from .scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
+
+RUNTIME_KEYS = ("client", "startedAt")
+RUN_DIRECTORY = "crashed-run"   # not the default "checkpoints": a save that ignores `directory` shows up
+TIMEOUT = 20.0
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here. A BaseException, so an ``except Exception`` cannot swallow it."""
+
+
+class LiveClient:
+    """Stands in for an API client object: it lives in memory and has no place in a JSON file."""
+
+    def __repr__(self) -> str:
+        return "<LiveClient connected to api.anthropic.com>"
+
+
+# --------------------------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Save:
+    """One call of the student's ``save_checkpoint`` and what it left in the directory."""
+
+    label: str           # "A", "B" or "final"
+    turn: int            # the turn it belongs to (1-based; the final save carries the last turn)
+    expected: dict       # the six fields of the state at that moment, as JSON gives them back
+    raw: Optional[bytes]  # checkpoint.json after the save returned (None: there is none)
+    changed_state: str = ""  # how save_checkpoint changed the in-memory state, if it did
+
+    def words(self) -> str:
+        if self.label == "final":
+            return "the final save"
+        return f"save point {self.label} of turn {self.turn}"
+
+
+@dataclass
+class CrashedRun:
+    scenario: Scenario
+    workdir: str
+    directory: str
+    crash_turn: int
+    crash_phase: str      # "tool": while that turn's tool ran; "model": while the model was called after it
+    saves: list = field(default_factory=list)
+    tools: Any = None     # the ScriptedTools, shared with the resume so every run of a tool is counted
+    responses: int = 0    # model responses received before the crash
+    error: Optional[str] = None   # save_checkpoint raised, or the run did not reach the crash
+    tool_runs_before: int = 0     # tools that ran before the crash (the one in flight included)
+
+    def words(self) -> str:
+        if self.crash_phase == "tool":
+            name = self.pending_name()
+            return f"the process was killed in turn {self.crash_turn}, while `{name}` was running"
+        return f"the process was killed after turn {self.crash_turn}, while the model was being called"
+
+    def pending_name(self) -> str:
+        blocks = tool_use_blocks(self.scenario.responses[self.crash_turn - 1]["content"])
+        return blocks[0]["name"] if blocks else "?"
+
+    def pending_id(self) -> str:
+        return tool_use_blocks(self.scenario.responses[self.crash_turn - 1]["content"])[0]["id"]
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.workdir, self.directory, CHECKPOINT_NAME)
+
+    def raw(self) -> Optional[bytes]:
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+
+@contextlib.contextmanager
+def _inside(path: str):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash_turn: int, crash_phase: str,
+              directory: str = RUN_DIRECTORY) -> CrashedRun:
+    """Run the protocol's loop with ``save_checkpoint`` at save points A, B and final; crash as asked.
+
+    Runs inside ``workdir`` (the student's code sees it as the current directory).
+    """
+    run = CrashedRun(scenario, workdir, directory, crash_turn, crash_phase)
+    model, tools = scenario.model(), scenario.executor()
+    run.tools = tools
+    path = os.path.join(workdir, directory, CHECKPOINT_NAME)
+    state = initial_state(scenario.task)
+    state["client"] = LiveClient()
+    state["startedAt"] = time.monotonic()
+
+    def save(label: str) -> None:
+        expected = snapshot(state)
+        before = {key: state[key] for key in RUNTIME_KEYS}
+        before_fields = json.dumps(expected, sort_keys=True)
+        turn = state["turns"] + (1 if label == "A" else 0)
+        try:
+            save_checkpoint(state, directory)
+        except SimulatedCrash:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the student's save may raise anything; it becomes the lesson
+            where = "the final save" if label == "final" else f"save point {label} of turn {turn}"
+            run.error = (f"save_checkpoint raised {type(exc).__name__} at {where}: {exc}"
+                         + _why_save_raised(exc))
+            raise SimulatedCrash("save raised") from None
+        changed = ""
+        missing = [key for key in RUNTIME_KEYS if state.get(key) is not before[key]]
+        if missing:
+            changed = ("save_checkpoint removed or replaced " + ", ".join(f"`{k}`" for k in missing)
+                       + " in the loop's own state; the loop still needs it after the save")
+        else:
+            try:
+                now = json.dumps(snapshot(state), sort_keys=True)
+            except (KeyError, TypeError, ValueError):
+                now = None
+            if now != before_fields:
+                changed = "save_checkpoint changed the loop's own state while saving it"
+        run.saves.append(Save(label, turn, expected, _read(path), changed))
+
+    with _inside(workdir), _time_limit(TIMEOUT):
+        try:
+            response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(state["messages"]))
+            run.responses += 1
+            state["tokensUsed"] += spend(response)
+            while response.get("stop_reason") == "tool_use":
+                state["messages"].append({"role": "assistant", "content": response["content"]})
+                block = tool_use_blocks(response["content"])[0]
+                state["pendingToolUse"] = pending_record(block)
+                save("A")
+                turn = state["turns"] + 1
+                result = tools(block["name"], block["input"])
+                if (turn, "tool") == (crash_turn, crash_phase):
+                    raise SimulatedCrash(f"killed while {block['name']} ran")
+                state["messages"].append(tool_result_message(block, result))
+                state["turns"] += 1
+                state["pendingToolUse"] = None
+                save("B")
+                if (turn, "model") == (crash_turn, crash_phase):
+                    raise SimulatedCrash("killed while the model was called")
+                response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(state["messages"]))
+                run.responses += 1
+                state["tokensUsed"] += spend(response)
+            state["messages"].append({"role": "assistant", "content": response["content"]})
+            save("final")
+            run.error = run.error or f"the run finished before turn {crash_turn}, so it never crashed"
+        except SimulatedCrash:
+            pass
+        except LoopTimeout as exc:
+            run.error = f"save_checkpoint did not return: {exc}"
+    run.tool_runs_before = tools.calls
+    return run
+
+
+def _why_save_raised(exc: Exception) -> str:
+    if isinstance(exc, TypeError) and "not JSON serializable" in str(exc):
+        return (". The loop's state also holds runtime-only things (`client`, a live API client, and "
+                "`startedAt`, a clock reading); they cannot and should not go into the file. Pick out the six "
+                "protocol fields instead of dumping the whole state")
+    return ""
+
+
+# --------------------------------------------------------------------------------------------- resume
+
+
+@dataclass
+class Resume:
+    """What the reference resume did with the directory a crashed run left behind."""
+
+    refused: Optional[BaseException] = None    # what load_checkpoint raised
+    loaded: Any = None                         # what load_checkpoint returned
+    task: Optional[str] = None                 # the task resume could report ("" if the file had none)
+    start_turns: Optional[int] = None          # the turn count it read (None: there was none)
+    start_tokens: Optional[int] = None
+    assumed: list = field(default_factory=list)  # what resume had to assume because a field was missing
+    turns: int = 0                             # resume's own turn counter at the end
+    tokens: int = 0                            # resume's own tokensUsed at the end
+    tool_runs: list = field(default_factory=list)   # (name, id) of each tool run after the restart
+    reconciled: Optional[dict] = None          # the pending call resume answered
+    compacted_at: Optional[int] = None         # the model response (1-based, counted over the whole task)
+    compacted_tokens: Optional[int] = None     # resume's count when compaction fired
+    stopped_by_cap: bool = False
+    finished: bool = False
+    error: Optional[str] = None                # what stopped the resume short
+    report_line: str = ""                      # what resume tells the user when it starts
+
+
+def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 50,
+               compact_at: Optional[int] = None) -> Resume:
+    """Resume ``run`` from its checkpoint with the student's ``load_checkpoint`` (see the module docstring)."""
+    out = Resume()
+    scenario = run.scenario
+    model, tools = scenario.model(), run.tools
+    with _inside(run.workdir), _time_limit(TIMEOUT):
+        try:
+            state = load_checkpoint(run.directory)
+        except LoopTimeout as exc:
+            out.refused = exc
+            out.error = f"load_checkpoint did not return: {exc}"
+            return out
+        except Exception as exc:  # noqa: BLE001 - refusing is the loader's job; what it raised is reported
+            out.refused = exc
+            return out
+    out.loaded = state
+    if not isinstance(state, dict):
+        out.error = f"load_checkpoint returned {type(state).__name__}, not the checkpoint's dict"
+        return out
+
+    task = state.get("task")
+    out.task = task if isinstance(task, str) else ""
+    if not out.task:
+        out.assumed.append("the file names no task")
+    turns = state.get("turns")
+    out.start_turns = turns if isinstance(turns, int) else None
+    if out.start_turns is None:
+        out.assumed.append("no `turns`: counted turns from 0")
+    tokens = state.get("tokensUsed")
+    out.start_tokens = tokens if isinstance(tokens, int) else None
+    if out.start_tokens is None:
+        out.assumed.append("no `tokensUsed`: counted spend from 0")
+    turns, tokens = out.start_turns or 0, out.start_tokens or 0
+    out.report_line = (f"Resuming {out.task!r} at turn {turns}" if out.task else
+                       f"Resuming an unknown task at turn {turns}")
+
+    messages = state.get("messages")
+    if messages is None:
+        if not out.task:
+            out.error = "the file has neither `messages` nor `task`: there is nothing to resume"
+            return out
+        # All a resume can do without the conversation: start the task again from its first message.
+        out.assumed.append("no `messages`: started the conversation again from the task")
+        messages = [{"role": "user", "content": out.task}]
+    if not isinstance(messages, list):
+        out.error = (f"`messages` is a JSON {type(messages).__name__}, not a list, so resume had no conversation "
+                     "it could send to the model")
+        return out
+    messages = copy.deepcopy(messages)
+
+    pending = state.get("pendingToolUse")
+    if isinstance(pending, dict) and pending.get("id"):
+        # At-most-once: the call was interrupted and its outcome is unknown; say so to the model.
+        messages.append({"role": "user", "content": [{
+            "type": "tool_result", "tool_use_id": pending["id"], "is_error": True,
+            "content": f"interrupted by a crash while {pending.get('name')} ran; its outcome is unknown"}]})
+        out.reconciled = pending
+        turns += 1
+
+    with _inside(run.workdir), _time_limit(TIMEOUT):
+        try:
+            while True:
+                response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(messages))
+                index = sum(1 for m in messages if m.get("role") == "assistant") + 1
+                tokens += spend(response)
+                if compact_at is not None and out.compacted_at is None and tokens >= compact_at:
+                    out.compacted_at, out.compacted_tokens = index, tokens
+                messages.append({"role": "assistant", "content": response["content"]})
+                if response.get("stop_reason") != "tool_use":
+                    out.finished = True
+                    break
+                if turns >= max_turns:
+                    out.stopped_by_cap = True
+                    break
+                block = tool_use_blocks(response["content"])[0]
+                result = tools(block["name"], block["input"])
+                out.tool_runs.append((block["name"], block["id"]))
+                messages.append(tool_result_message(block, result))
+                turns += 1
+        except ScriptedModelError as exc:
+            out.error = f"the model call was refused: {exc}"
+        except ScriptedToolError as exc:
+            out.error = f"a tool call went wrong: {exc}"
+        except LoopTimeout as exc:
+            out.error = str(exc)
+    out.turns, out.tokens = turns, tokens
+    return out
+
+
+# --------------------------------------------------------------------------------------------- scenarios
+
+
+def long_task(seed: int = 0, turns: int = 8) -> Scenario:
+    """A task that needs more turns than the cap the level-1 checks set: one weekly report per turn."""
+    calls = [("read_report", {"week": week}, json.dumps({"week": week, "refunds": (seed * 7 + week * 13) % 40}))
+             for week in range(1, turns + 1)]
+    return from_turns("Add up the refunds in the last eight weekly reports", calls,
+                      "The eight reports list the refunds; the total is in my last message.", seed=seed,
+                      name="weekly-refunds")
+
+
+def future_format(run: CrashedRun) -> bytes:
+    """A checkpoint as a later version of the protocol might write it: version 2, messages compressed."""
+    state = run.saves[-1].expected if run.saves else snapshot(initial_state(run.scenario.task))
+    packed = base64.b64encode(zlib.compress(json.dumps(state["messages"]).encode())).decode()
+    record = dict(state, version=2, messages={"encoding": "zlib+base64", "data": packed})
+    return json.dumps(record).encode()
+
+
+# --------------------------------------------------------------------------------------------- messages
+
+
+def describe_file(raw: Optional[bytes]) -> str:
+    """The checkpoint in a line: its size, and the keys it holds (and which protocol keys it lacks)."""
+    if raw is None:
+        return "no checkpoint.json at all"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return f"checkpoint.json, {len(raw):,} bytes that are not JSON (it starts {raw[:40]!r})"
+    if not isinstance(data, dict):
+        return f"checkpoint.json, {len(raw):,} bytes holding a JSON {type(data).__name__}"
+    keys = ", ".join(f"`{k}`" for k in data) or "none"
+    missing = [k for k in FIELDS if k not in data]
+    text = f"checkpoint.json, {len(raw):,} bytes, keys {keys}"
+    if "version" in data and data["version"] != 1:
+        text += f" (`version` is {json.dumps(data['version'])})"
+    if missing:
+        text += "; no " + ", ".join(f"`{k}`" for k in missing)
+    return text
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _story(headline: str, run: Optional[CrashedRun], raw: Optional[bytes], ran_into: str, to_try: str,
+           extra: str = "", label: str = "What resume ran into") -> str:
+    lines = [headline]
+    if run is not None:
+        lines.append(f"  The run: {run.scenario.task!r}; {run.words()}.")
+    lines.append(f"  On disk: {describe_file(raw)}.")
+    if extra:
+        lines.append(f"  {extra}")
+    lines.append(f"  {label}: {ran_into}.")
+    lines.append(f"  What to try: {to_try}.")
+    return "\n".join(lines)
+
+
+def _run_trouble(run: CrashedRun) -> Optional[str]:
+    """The crashed run itself went wrong (save raised, wrote elsewhere): every check reports that first."""
+    if run.error:
+        return _story("The crashed run could not be set up: your save_checkpoint failed while the loop ran.",
+                      None, run.raw(), run.error, "make save_checkpoint(state, directory) write "
+                      "<directory>/checkpoint.json for any state the loop passes, and return")
+    if run.raw() is None:
+        return _story(f"save_checkpoint returned, but there is no {CHECKPOINT_NAME} in the folder it was given.",
+                      run, None, f"resume looked in {run.directory!r}/ and found nothing to resume from",
+                      "write the file to os.path.join(directory, 'checkpoint.json'), using the `directory` "
+                      "argument rather than a fixed folder")
+    return None
+
+
+def _refused(resume: Resume, run: CrashedRun) -> Optional[str]:
+    if resume.refused is None:
+        return None
+    exc = resume.refused
+    return _story("Resume could not start: load_checkpoint refused the file save_checkpoint had just written.",
+                  run, run.raw(), f"load_checkpoint raised {type(exc).__name__}: {exc}",
+                  "make the two agree: save_checkpoint writes the six protocol fields, and load_checkpoint "
+                  "accepts any file that has them with version 1")
+
+
+def _resume_error(resume: Resume, run: CrashedRun) -> Optional[str]:
+    if resume.error is None:
+        return None
+    return _story("Resume fell over.", run, run.raw(), resume.error,
+                  "check that load_checkpoint returns the dict it read, with the six protocol fields")
+
+
+# --------------------------------------------------------------------------------------------- level 1 checks
+
+CAP = 4            # turn cap of the turns check (the long task needs 8)
+CAP_CRASH = 3      # turns done before the crash
+
+
+def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
+    """After every save, checkpoint.json holds exactly the six protocol keys, with the state's values."""
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 3, "model")
+        if run.error:
+            return _run_trouble(run)
+        for save in run.saves:
+            if save.raw is None:
+                return _run_trouble(run)
+            try:
+                data = json.loads(save.raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                return _story(f"After {save.words()}, checkpoint.json is not JSON.", run, save.raw,
+                              f"json.loads raised {type(exc).__name__}: {exc}",
+                              "write the record with json.dump (or json.dumps) so any program can read it back")
+            problems = field_problems(data)
+            if problems:
+                runtime = [k for k in RUNTIME_KEYS if isinstance(data, dict) and k in data]
+                why = ("the loop's state also carries runtime-only keys (`client`, `startedAt`); they describe "
+                       "this process, not the task, so they stay out. " if runtime else "")
+                return _story(f"After {save.words()}, checkpoint.json does not hold exactly the six protocol fields.",
+                              run, save.raw, "; ".join(problems), label="What is wrong", to_try=
+                              why + "write a dict built from exactly version, task, turns, tokensUsed, messages "
+                              "and pendingToolUse, taken from the state you are given (the tests below show what "
+                              "resume runs into without each one)")
+            if data != save.expected:
+                wrong = [k for k in FIELDS if data.get(k) != save.expected[k]]
+                shown = ", ".join(f"`{k}` is {json.dumps(data.get(k))[:60]} but the loop had "
+                                  f"{json.dumps(save.expected[k])[:60]}" for k in wrong)
+                return _story(f"After {save.words()}, checkpoint.json has the six keys, but not the loop's values.",
+                              run, save.raw, shown, label="What is wrong", to_try=
+                              "copy each value from the state as it is at the moment of the save, without "
+                              "changing or defaulting it")
+            if save.changed_state:
+                return _story(f"At {save.words()}, saving changed the running loop.", run, save.raw,
+                              save.changed_state,
+                              "build a new dict for the file and leave the state you were given as it was")
+    return None
+
+
+def check_turns(module: Any, seed: int = 0) -> Optional[str]:
+    """Without `turns`, the turn cap overshoots: resume counts from 0 and grants a crashed task a new allowance."""
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, long_task(seed), workdir, CAP_CRASH, "model")
+        trouble = _run_trouble(run)
+        if trouble:
+            return trouble
+        resume = resume_run(module.load_checkpoint, run, max_turns=CAP)
+        problem = _refused(resume, run) or _resume_error(resume, run)
+        if problem:
+            return problem
+        total = run.tool_runs_before + len(resume.tool_runs)
+        if total <= CAP and resume.stopped_by_cap:
+            return None
+        counted = ("it read no `turns`, so it counted from 0" if resume.start_turns is None
+                   else f"it read turns={resume.start_turns}")
+        return _story(f"The turn cap did not hold across the crash: the task was capped at {CAP} turns, and "
+                      f"{total} ran.", run, run.raw(),
+                      f"{counted} and let {_n(len(resume.tool_runs), 'more tool')} run, after "
+                      f"{run.tool_runs_before} had run before the crash",
+                      "save the loop's `turns` with the checkpoint, so resume counts on from where the crashed "
+                      "run stopped")
+
+
+def check_tokens(module: Any, seed: int = 0) -> Optional[str]:
+    """Without `tokensUsed`, compaction fires off a count that restarted at zero: late, or never."""
+    scenario = long_task(seed)
+    spent = [spend(r) for r in scenario.responses]
+    crash_turn = 3                       # responses 1..3 were received before the crash
+    expected_at = crash_turn + 2         # the threshold is reached at the second response after resume
+    threshold = sum(spent[:expected_at])
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, scenario, workdir, crash_turn, "model")
+        trouble = _run_trouble(run)
+        if trouble:
+            return trouble
+        resume = resume_run(module.load_checkpoint, run, compact_at=threshold)
+        problem = _refused(resume, run) or _resume_error(resume, run)
+        if problem:
+            return problem
+        if resume.compacted_at == expected_at:
+            return None
+        counted = ("it read no `tokensUsed`, so it counted spend from 0" if resume.start_tokens is None
+                   else f"it read tokensUsed={resume.start_tokens}, but the crashed run had spent "
+                        f"{sum(spent[:crash_turn]):,}")
+        when = (f"fired at response {resume.compacted_at} instead" if resume.compacted_at
+                else "never fired before the task ended")
+        return _story(f"Compaction fired at the wrong moment: with a threshold of {threshold:,} tokens it is due at "
+                      f"model response {expected_at}, and it {when}.", run, run.raw(),
+                      f"{counted}; at response {expected_at} its count was "
+                      f"{(resume.start_tokens or 0) + sum(spent[crash_turn:expected_at]):,}, short of the threshold",
+                      "save the running `tokensUsed` with the checkpoint; the per-response usage figures are not "
+                      "in `messages`, so resume cannot rebuild the total afterwards")
+
+
+def check_version(module: Any, seed: int = 0) -> Optional[str]:
+    """The file says which format it is, and a format resume does not know is refused, not read."""
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 2, "model")
+        trouble = _run_trouble(run)
+        if trouble:
+            return trouble
+        own = resume_run(module.load_checkpoint, run)
+        if own.refused is not None:
+            return _refused(own, run)
+        with open(run.path, "wb") as f:
+            f.write(future_format(run))
+        future = resume_run(module.load_checkpoint, run)
+        unsupported = getattr(module, "UnsupportedVersion", None)
+        if isinstance(unsupported, type) and isinstance(future.refused, unsupported):
+            return None
+        if future.refused is not None:
+            return _story("A version-2 checkpoint was refused, but not as an unsupported version.", None,
+                          future_format(run), f"load_checkpoint raised {type(future.refused).__name__}: "
+                          f"{future.refused}", "check `version` before anything else, and raise "
+                          "UnsupportedVersion for any value but 1: a newer format may not have the fields you expect")
+        went_on = future.error or ("it carried on as if the file were version 1" if future.loaded is not None else "")
+        return _story("A checkpoint written in a future format (version 2) loaded without complaint.", None,
+                      future_format(run), f"load_checkpoint returned it, and then {went_on}",
+                      "make save_checkpoint write `version: 1`, and make load_checkpoint raise UnsupportedVersion "
+                      "when the version is anything but 1, before it reads any other field",
+                      extra="(version 2 is the kit's example of a later protocol: it stores `messages` compressed.)")
+
+
+def check_task(module: Any, seed: int = 0) -> Optional[str]:
+    """Resume can say which task it is continuing."""
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 2, "model")
+        trouble = _run_trouble(run)
+        if trouble:
+            return trouble
+        resume = resume_run(module.load_checkpoint, run)
+        problem = _refused(resume, run) or _resume_error(resume, run)
+        if problem:
+            return problem
+        if resume.task == run.scenario.task:
+            return None
+        found = f"the file's task is {resume.task!r}" if resume.task else "the file holds no `task`"
+        return _story("Resume could not report which task it was continuing.", run, run.raw(),
+                      f"{found}, so the first thing it could tell the user was {resume.report_line!r}",
+                      "save the user's task, in words, with the checkpoint: after a restart the file is all the "
+                      "harness knows")
+
+
+def check_messages(module: Any, seed: int = 0) -> Optional[str]:
+    """Without `messages`, resume starts the task over and repeats tools that already ran."""
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 3, "model")
+        trouble = _run_trouble(run)
+        if trouble:
+            return trouble
+        resume = resume_run(module.load_checkpoint, run)
+        problem = _refused(resume, run)
+        if problem:
+            return problem
+        if resume.finished and not resume.tool_runs and not resume.error:
+            return None
+        again = ", ".join(name for name, _ in resume.tool_runs)
+        ran_into = (f"it had no conversation to continue, started over from the task and ran {again} again, "
+                    "publishing the table a second time" if resume.tool_runs else (resume.error or "it did not finish"))
+        return _story("Resume did not continue the conversation; it started a new one.", run, run.raw(), ran_into,
+                      "save the whole `messages` list: the model remembers nothing between calls")
+
+
+def check_pending(module: Any, seed: int = 0) -> Optional[str]:
+    """A crash while a tool runs is on disk as pendingToolUse, so resume answers that call before going on."""
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 3, "tool")
+        trouble = _run_trouble(run)
+        if trouble:
+            return trouble
+        resume = resume_run(module.load_checkpoint, run)
+        problem = _refused(resume, run)
+        if problem:
+            return problem
+        wanted = run.pending_id()
+        if resume.reconciled and resume.reconciled.get("id") == wanted and resume.finished and not resume.error:
+            return None
+        name = run.pending_name()
+        if resume.reconciled:
+            ran_into = (f"pendingToolUse named {resume.reconciled.get('id')}, but the call in flight was {wanted}; "
+                        f"{resume.error or 'the answer went to the wrong call'}")
+        else:
+            ran_into = (f"nothing in the file marked `{name}` as started and unfinished, so resume did not notice "
+                        f"the crash mid-tool and called the model straight away; "
+                        f"{resume.error or 'the call was never reconciled'}")
+        return _story(f"A crash in the middle of `{name}` went unnoticed on resume.", run, run.raw(), ran_into,
+                      "save `pendingToolUse` (null, or the {id, name, input} of the call that has not finished): "
+                      "it is how resume knows a tool call was cut off and must be answered before anything else")
+
+
+def _good_file(seed: int = 0) -> dict:
+    """A checkpoint a correct loop saves at point A of turn 2 (so pendingToolUse is set)."""
+    from .protocol import reference_saves
+    scenario = support_tickets(seed)
+    saves = reference_saves(scenario.task, scenario.responses, scenario.results)
+    return [s for label, s in saves if label == "A"][1]
+
+
+def _exceptions(module: Any) -> tuple[Optional[type], Optional[type], Optional[str]]:
+    base, unsupported = getattr(module, "CheckpointError", None), getattr(module, "UnsupportedVersion", None)
+    if not (isinstance(base, type) and issubclass(base, Exception)):
+        return None, None, ("checkpoint.py needs `class CheckpointError(Exception)`: the error load_checkpoint "
+                            "raises for a file it cannot resume from")
+    if not (isinstance(unsupported, type) and issubclass(unsupported, base)):
+        return None, None, ("checkpoint.py needs `class UnsupportedVersion(CheckpointError)`, so a caller that "
+                            "catches CheckpointError also catches a version it does not know")
+    return base, unsupported, None
+
+
+def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
+    with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
+        os.makedirs(os.path.join(workdir, RUN_DIRECTORY))
+        with open(os.path.join(workdir, RUN_DIRECTORY, CHECKPOINT_NAME), "wb") as f:
+            f.write(raw)
+        with _inside(workdir), _time_limit(TIMEOUT):
+            try:
+                return module.load_checkpoint(RUN_DIRECTORY), None
+            except Exception as exc:  # noqa: BLE001 - which exception, if any, is what is being checked
+                return None, exc
+
+
+def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, resume_would: str,
+               to_try: str) -> Optional[str]:
+    returned, exc = _load_bytes(module, raw)
+    if isinstance(exc, want):
+        return None
+    got = (f"load_checkpoint raised {type(exc).__name__}: {exc}" if exc is not None
+           else f"load_checkpoint returned it ({type(returned).__name__}) without complaint")
+    return _story(f"load_checkpoint did not refuse {what} with {want_name}.", None, raw, f"{got}; {resume_would}",
+                  to_try)
+
+
+def check_load_versions(module: Any, seed: int = 0) -> Optional[str]:
+    """load_checkpoint raises UnsupportedVersion for version 2, version 0 and a missing version."""
+    _, unsupported, problem = _exceptions(module)
+    if problem:
+        return problem
+    good = _good_file(seed)
+    no_version = {k: v for k, v in good.items() if k != "version"}
+    cases = [
+        (dict(good, version=2), "a file marked version 2",
+         "resume would read a newer format as if it were this one"),
+        (dict(good, version=0), "a file marked version 0",
+         "resume would read an older or unfinished format as if it were this one"),
+        (no_version, "a file with no `version`",
+         "resume cannot know which format it holds, so it would be guessing"),
+        ({"version": 2, "task": good["task"], "conversation": {"encoding": "zlib+base64", "data": "eJwDAAAAAAE="},
+          "pending": []}, "a version-2 file whose other fields have new names",
+         "a newer format need not have the old fields; only `version` says what the file is, so it is read first"),
+    ]
+    tip = ("read `version` before any other field; if it is missing, or anything but the int 1, raise "
+           "UnsupportedVersion (a subclass of CheckpointError, so callers can catch both at once)")
+    for data, what, resume_would in cases:
+        found = _load_case(module, json.dumps(data).encode(), unsupported, "UnsupportedVersion", what, resume_would,
+                           tip)
+        if found:
+            return found
+    return None
+
+
+def check_load_shape(module: Any, seed: int = 0) -> Optional[str]:
+    """load_checkpoint raises CheckpointError for a missing field, a non-object, and a file that is not JSON."""
+    base, _, problem = _exceptions(module)
+    if problem:
+        return problem
+    good = _good_file(seed)
+    text = json.dumps(good).encode()
+    fields_tip = "after the version check, look for each of the six keys and raise CheckpointError naming any missing"
+    object_tip = "check that json gave you a dict before you read any field from it, and raise CheckpointError if not"
+    json_tip = ("catch json.JSONDecodeError (a ValueError) around the parse and raise CheckpointError from it, "
+                "so the caller hears about a damaged checkpoint, not a parser detail")
+    cases = []
+    for key in FIELDS[1:]:
+        cases.append((json.dumps({k: v for k, v in good.items() if k != key}).encode(), f"a file with no `{key}`",
+                      f"resume would trip over the missing `{key}` later, far from the cause", fields_tip))
+    cases += [
+        (b"[]", "a file holding a JSON list", "resume cannot look up fields in a list", object_tip),
+        (b"null", "a file holding JSON null", "resume cannot look up fields in null", object_tip),
+        (b'"checkpoint"', "a file holding a JSON string", "resume cannot look up fields in a string", object_tip),
+        (text[: len(text) // 2], "half a JSON document (a write cut short)",
+         "the caller gets a parser error that says nothing about checkpoints", json_tip),
+        (b"", "an empty file", "the caller gets a parser error that says nothing about checkpoints", json_tip),
+    ]
+    for raw, what, resume_would, tip in cases:
+        found = _load_case(module, raw, base, "CheckpointError", what, resume_would, tip)
+        if found:
+            return found
+    return None
+
+
+def check_load_accepts(module: Any, seed: int = 0) -> Optional[str]:
+    """load_checkpoint returns a good version-1 file as it is."""
+    good = _good_file(seed)
+    raw = json.dumps(good).encode()
+    returned, exc = _load_bytes(module, raw)
+    if exc is not None:
+        return _story("load_checkpoint refused a good checkpoint.", None, raw,
+                      f"load_checkpoint raised {type(exc).__name__}: {exc}",
+                      "accept any file that holds the six fields with version 1")
+    if returned != good:
+        return _story("load_checkpoint returned something other than the file's contents.", None, raw,
+                      f"it returned {json.dumps(returned, default=repr)[:100]}",
+                      "return the dict json.load gave you, unchanged")
+    return None
+
+
+LEVEL1_CHECKS = {
+    "fields": check_six_fields,
+    "turns": check_turns,
+    "tokensUsed": check_tokens,
+    "version": check_version,
+    "task": check_task,
+    "messages": check_messages,
+    "pendingToolUse": check_pending,
+    "load-version": check_load_versions,
+    "load-shape": check_load_shape,
+    "load-accepts": check_load_accepts,
+}
+
+
+def level1_verdict(module: Any, seed: int = 0) -> dict:
+    """Every level-1 check on ``module``: ``{check id: message}`` for the ones that fail."""
+    out = {}
+    for name, check in LEVEL1_CHECKS.items():
+        try:
+            problem = check(module, seed)
+        except Exception as exc:  # noqa: BLE001 - a submission missing a function fails that check, loudly
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            out[name] = problem
+    return out
