@@ -1,0 +1,18 @@
+"""VERDICT: fail ATOMIC-DIR
+
+The temp file goes to the system temp folder (mkstemp without dir), then shutil.move brings it in.
+Where /tmp is another file system, the move is a copy that a crash can tear.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    shutil.move(tmp, os.path.join(directory, "checkpoint.json"))
