@@ -1,29 +1,24 @@
 """VERDICT: fail PARSE
 
-A class that keeps one file handle open and rewrites it on each save: seek, truncate, write,
-flush. Every save empties the live checkpoint before refilling it.
+A class that owns the path and rewrites the live file on each save (open with "w", write, flush):
+every save empties the checkpoint before refilling it.
 """
 
 import json
 import os
 
-_writers = {}
-
 
 class Checkpointer:
     def __init__(self, directory):
-        os.makedirs(directory, exist_ok=True)
-        self.f = open(os.path.join(directory, "checkpoint.json"), "w", encoding="utf-8")
+        self.directory = directory
+        self.path = os.path.join(directory, "checkpoint.json")
 
     def save(self, state):
-        self.f.seek(0)
-        self.f.truncate()
-        json.dump(state, self.f)
-        self.f.flush()
+        os.makedirs(self.directory, exist_ok=True)
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(state))
+            f.flush()
 
 
 def save_checkpoint(state, directory="checkpoints"):
-    writer = _writers.get(directory)
-    if writer is None:
-        writer = _writers[directory] = Checkpointer(directory)
-    writer.save(state)
+    Checkpointer(directory).save(state)
