@@ -154,7 +154,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
 
     def save(label: str) -> None:
         expected = snapshot(state)
-        before = {key: state[key] for key in RUNTIME_KEYS}
+        before = {key: state.get(key) for key in RUNTIME_KEYS}
         before_fields = json.dumps(expected, sort_keys=True)
         turn = state["turns"] + (1 if label == "A" else 0)
         try:
@@ -469,7 +469,7 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
                               "changing or defaulting it")
             if save.changed_state:
                 return _story(f"At {save.words()}, saving changed the running loop.", run, save.raw,
-                              save.changed_state,
+                              save.changed_state, label="What is wrong", to_try=
                               "build a new dict for the file and leave the state you were given as it was")
     return None
 

@@ -15,7 +15,11 @@ from grader import resume_driver as driver
 @pytest.fixture
 def checkpoint(submission):
     """Your checkpoint.py, imported fresh for each test."""
-    return submission.load("checkpoint.py")
+    module = submission.load("checkpoint.py")
+    for name in ("save_checkpoint", "load_checkpoint"):
+        if not callable(getattr(module, name, None)):
+            pytest.fail(f"checkpoint.py has no function `{name}`; the tests call it by that name.", pytrace=False)
+    return module
 
 
 def expect(problem):

