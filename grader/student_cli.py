@@ -1,26 +1,899 @@
-"""Student commands: demo, check, hint, watch, selfcheck, run. (Being built: issue 5.)"""
+"""Student commands: demo, check, hint, watch, selfcheck and run.
+
+Every command reads the level list from ``exercises/manifest.json`` (:mod:`grader.manifest`).
+
+``crashcourse demo``
+    For each level, the crash matrix of the broken starter beside the solution, on the scripted model.
+``crashcourse check N [--path DIR]``
+    The level's tests on your files (the same tests as ``pytest exercises/levelN``) and the crash
+    matrix of your loop; the first failure explained in full. Exit status 0 only when all pass.
+``crashcourse hint N [--reset] [--task K]``
+    The next hint for the first task that still fails: a question, then where to look, then the API.
+``crashcourse watch [N]``
+    Runs check again every time you save one of the level's files. Ctrl-C stops it.
+``crashcourse selfcheck``
+    (For the kit's maintainers.) Every starter breaks what it is planted to break, every solution
+    passes, every README task has its three hints, and the manifest is in order.
+``crashcourse run N [--live]``
+    Runs your loop once and shows the conversation and the checkpoint it left; ``--live`` uses the
+    real Messages API (needs the ``anthropic`` extra and ANTHROPIC_API_KEY).
+
+This module is also a tiny pytest plugin (``-p grader.student_cli``): when CRASHCOURSE_REPORT names
+a file, each test's outcome, task, points and failure text are appended to it as JSON lines. That
+is how ``check`` reads the very same test run that ``pytest`` shows.
+"""
 
 from __future__ import annotations
 
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
 
-def register(sub) -> None:
-    demo = sub.add_parser("demo", help="the crash matrix of each level's starter beside its solution")
-    demo.set_defaults(handler=_demo)
+from . import manifest as manifest_mod
+from . import matrix
+from .plugin import DEFAULT_SEED
+
+STATE_DIR = ".crashcourse"
+STEP_NAMES = ("A question", "Where to look", "What to reach for")
+TEST_TIMEOUT = 300
+DEFAULT_RUN_DIR = os.path.join(STATE_DIR, "run", "checkpoints")
 
 
-def _demo(args) -> int:
-    from .explore import explore_loop
-    from .plugin import Submission  # noqa: F401  (kept light: the full demo lands with issue 5)
-    from .scripted import support_tickets
-    import importlib.util
-    import pathlib
+# --- the pytest half: report each test to check ---------------------------------------------------
 
-    root = pathlib.Path(__file__).resolve().parent.parent
-    for label, folder in (("starter", "exercises/level2"), ("solution", "solutions/level2")):
-        spec = importlib.util.spec_from_file_location(f"demo_{label}", root / folder / "agent.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        result = explore_loop(module.run_agent, support_tickets())
-        verdict = "survives every crash" if result.ok else "breaks " + ", ".join(sorted(result.tripped))
-        print(f"level 2 {label}: {result.states} crash states at {result.points} points: {verdict}")
+
+def pytest_runtest_logreport(report: Any) -> None:
+    path = os.environ.get("CRASHCOURSE_REPORT")
+    if not path or (report.when != "call" and not report.failed):
+        return
+    props = dict(getattr(report, "user_properties", ()) or ())
+    message = ""
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = str(report.longrepr) if crash is None else str(report.longrepr)
+        # pytest.fail(..., pytrace=False) gives exactly the learner's message; keep it whole.
+        if hasattr(report, "longreprtext"):
+            message = report.longreprtext
+    record = {"nodeid": report.nodeid, "outcome": report.outcome, "when": report.when,
+              "task": props.get("crashcourse_task"), "points": props.get("crashcourse_points"),
+              "message": message}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+# --- running a level's tests ----------------------------------------------------------------------
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    outcome: str
+    task: Optional[int]
+    points: Optional[float]
+    message: str
+
+    @property
+    def name(self) -> str:
+        return self.nodeid.split("::")[-1]
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+@dataclass
+class TestRun:
+    returncode: int
+    results: list = field(default_factory=list)
+    output: str = ""
+    problem: str = ""   # the run itself went wrong (timeout, collection error)
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0 and not self.problem
+
+    def failing_tasks(self) -> list[int]:
+        return sorted({r.task or 0 for r in self.results if not r.passed})
+
+    def first_failure(self) -> Optional[TestResult]:
+        return next((r for r in self.results if not r.passed), None)
+
+    def points(self) -> tuple[float, float]:
+        scored = [r for r in self.results if r.points is not None and r.outcome != "skipped"]
+        return sum(r.points for r in scored if r.passed), sum(r.points for r in scored)
+
+
+def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
+              seed: Optional[int] = None, timeout: float = TEST_TIMEOUT) -> TestRun:
+    """The level's tests on ``folder``, in a fresh pytest process (as ``pytest exercises/levelN`` runs them)."""
+    tests = level.test_paths()
+    if not tests:
+        return TestRun(2, problem=f"{level.folder}/ has no test files yet, so there is nothing to check against.")
+    with tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
+        report = Path(tmp) / "report.jsonl"
+        cmd = [sys.executable, "-m", "pytest", *[str(t) for t in tests], "--submission", str(folder), "-q",
+               "-p", "no:cacheprovider", "-p", "grader.student_cli", "--color=no"]
+        if examples is not None:
+            cmd += ["--crashcourse-examples", str(examples)]
+        if seed is not None:
+            cmd += ["--crashcourse-seed", str(seed)]
+        env = dict(os.environ, CRASHCOURSE_REPORT=str(report), PYTHONDONTWRITEBYTECODE="1")
+        try:
+            proc = subprocess.run(cmd, cwd=str(level.root), env=env, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return TestRun(124, problem=f"the tests were still running after {timeout:g} s; does the loop wait "
+                                        "forever somewhere?")
+        results = []
+        if report.exists():
+            for line in report.read_text(encoding="utf-8").splitlines():
+                r = json.loads(line)
+                results.append(TestResult(r["nodeid"], r["outcome"], r["task"], r["points"], r["message"]))
+        run = TestRun(proc.returncode, results, proc.stdout + proc.stderr)
+        if proc.returncode not in (0, 1) or (proc.returncode == 1 and not any(not r.passed for r in results)):
+            tail = "\n".join(run.output.strip().splitlines()[-15:])
+            run.problem = f"pytest could not run the tests (exit status {proc.returncode}):\n{tail}"
+        return run
+
+
+# --- shared helpers -------------------------------------------------------------------------------
+
+
+def _manifest() -> manifest_mod.Manifest:
+    return manifest_mod.load()
+
+
+def _say(text: str = "", stream: Any = None) -> None:
+    print(text, file=stream or sys.stdout)
+
+
+def _rel(path: Path) -> str:
+    """``path`` relative to the current folder when it lies inside it, else absolute."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def _state_path(name: str) -> Path:
+    return Path.cwd() / STATE_DIR / name
+
+
+def _read_state(name: str) -> dict:
+    try:
+        return json.loads(_state_path(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_state(name: str, data: dict) -> None:
+    path = _state_path(name)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only folder only costs the memory of which hints were shown
+
+
+def files_signature(paths: list[Path]) -> list:
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append([str(path), st.st_mtime_ns, st.st_size])
+        except OSError:
+            out.append([str(path), None, None])
+    return out
+
+
+def level_column(title: str, folder: Path, level: manifest_mod.Level, seed: int = 0) -> Optional[matrix.Column]:
+    """The level's matrix column for the files in ``folder``, or None if the level has no matrix engine."""
+    if level.engine in ("loop", "parallel"):
+        return matrix.loop_column(title, folder, level, seed)
+    if level.engine == "fields":
+        return matrix.fields_column(title, folder, level, seed)
+    return None
+
+
+def _render(columns: list, level: manifest_mod.Level, paint: matrix.Painter, legend: bool = True) -> str:
+    if level.engine == "fields":
+        return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend, group=False,
+                             heading="resume check (crash a run, then resume it)")
+    return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend)
+
+
+def _level_heading(level: manifest_mod.Level, paint: matrix.Painter) -> str:
+    return paint.bold(level.label)
+
+
+def _engine_words(level: manifest_mod.Level) -> str:
+    if level.engine == "fields":
+        return ("Each row crashes a run that saves with this checkpoint.py, resumes it with the kit's resume driver, "
+                "and says what went wrong.")
+    if level.crash_models:
+        return f"Crash models: {matrix.models_line(level)}."
+    return ""
+
+
+# --- demo -----------------------------------------------------------------------------------------
+
+DEMO_INTRO = """\
+crashcourse demo: where a crash lands in an agent loop, and what a resume would find there.
+
+Each level's loop runs once on a scripted model (no network, no key) while every file operation is
+recorded; the grader then rebuilds checkpoint.json as a crash at each point would leave it. Rows are
+crash points in the loop's words; cells say what a resume would find. Left: the broken starter you
+get. Right: the solution.
+"""
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    paint = matrix.Painter()
+    try:
+        kit = _manifest()
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return 1
+    _say(DEMO_INTRO)
+    shown = 0
+    for level in kit.levels:
+        if args.level is not None and level.number != args.level:
+            continue
+        _say(_level_heading(level, paint))
+        if not level.exists():
+            _say(f"  not in this copy of the kit yet ({level.folder}/ is not there); skipped.\n")
+            continue
+        columns = []
+        for title, folder in (("starter", level.starter_dir), ("solution", level.solution_dir)):
+            try:
+                col = level_column(title, folder, level)
+            except Exception as exc:  # noqa: BLE001 - one broken level must not hide the others
+                col = matrix.failed_column(title, f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+            if col is None:
+                break
+            columns.append(col)
+        if not columns:
+            first = level.test_paths()
+            where = f"pytest {level.folder}" if first else f"the tests in {level.folder}/ (not written yet)"
+            _say(f"  no crash matrix for this kind of level ({level.engine}) in the demo yet; {where} shows its "
+                 "verdicts.\n")
+            continue
+        words = _engine_words(level)
+        if words:
+            _say(textwrap.fill(words, matrix.terminal_width(), initial_indent="  ", subsequent_indent="  "))
+        _say(_render(columns, level, paint))
+        _say()
+        shown += 1
+    _say("Your turn: open exercises/level2/agent.py, then run\n"
+         "  pytest exercises/level2      the grader (red until your loop survives every crash)\n"
+         "  crashcourse check 2          the same tests plus your loop's crash matrix\n"
+         "  crashcourse hint 2           a nudge: a question first, then where to look, then the API\n"
+         "  crashcourse watch 2          check again every time you save")
     return 0
+
+
+# --- check ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckOutcome:
+    level: manifest_mod.Level
+    folder: Path
+    column: Optional[matrix.Column]
+    tests: TestRun
+
+    @property
+    def ok(self) -> bool:
+        return self.tests.passed and not (self.column is not None and self.column.failed)
+
+
+def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
+                seed: Optional[int] = None, out: Callable[[str], None] = print,
+                paint: Optional[matrix.Painter] = None) -> CheckOutcome:
+    """Run the level's tests and draw the crash matrix for ``folder``; print the lot through ``out``."""
+    paint = paint or matrix.Painter(enabled=False)
+    out(_level_heading(level, paint))
+    files = ", ".join(_rel(folder / name) for name in level.files)
+    out(f"  checking {files}")
+    missing = [name for name in level.files if not (folder / name).is_file()]
+    if missing:
+        out(f"\n  There is no {', '.join(missing)} in {_rel(folder)}. The level grades a file with exactly that name.")
+        return CheckOutcome(level, folder, None, TestRun(2, problem="missing file"))
+    tests = run_tests(level, folder, examples=examples, seed=seed)
+    try:
+        # The plugin's seed, so the matrix shows the very run the tests judged.
+        col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
+    except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
+        col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+    outcome = CheckOutcome(level, folder, col, tests)
+    out("")
+    if col is not None:
+        words = _engine_words(level)
+        if words:
+            out(textwrap.fill(words, matrix.terminal_width(), initial_indent="  ", subsequent_indent="  "))
+        out(_render([col], level, paint, legend=True))
+    else:
+        out(f"  (No crash matrix for this kind of level yet; the tests below are the verdict.)")
+    out("")
+    out(paint.bold("Tests") + f" (the same run as `pytest {_rel(level.starter_dir)}"
+        + (f" --submission {_rel(folder)}`)" if folder.resolve() != level.starter_dir.resolve() else "`)"))
+    if tests.problem:
+        out("  " + tests.problem.replace("\n", "\n  "))
+    for r in tests.results:
+        mark = paint("✓", "32") if r.passed else paint("✗", "31") if r.outcome != "skipped" else "-"
+        task = f"task {r.task}" if r.task is not None else "      "
+        pts = f"{r.points:g} pt" if r.points is not None else ""
+        out(f"  {mark} {task}  {r.name.replace('test_', '', 1).replace('_', ' ')}" + (f"  ({pts})" if pts else ""))
+    got, total = tests.points()
+    if total:
+        out(f"  {got:g} of {total:g} points")
+    first = _first_failure_text(outcome, tests)
+    if first:
+        out("")
+        out(paint.bold("The first failure, in full"))
+        out(wrap_block(first, matrix.terminal_width(), "  "))
+    out("")
+    if outcome.ok:
+        out(paint("Level {} passes: every crash leaves a file a resume can carry on from.".format(level.number), "32"))
+    else:
+        task = (tests.failing_tasks() or [1])[0]
+        out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still failing)")
+        if col is not None and tests.passed and col.failed:
+            out("Note: the tests pass, but the crash matrix above shows a crash state that breaks a rule; the "
+                "level counts as failing until both agree.")
+    _remember_status(level, folder, outcome)
+    return outcome
+
+
+def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
+    col = outcome.column
+    first_test = tests.first_failure()
+    rerun = ""
+    if first_test is not None:
+        rerun = f'pytest "{_rel(outcome.level.root / first_test.nodeid)}"'
+        if outcome.folder.resolve() != outcome.level.starter_dir.resolve():
+            rerun += f" --submission {_rel(outcome.folder)}"
+    if col is not None and col.exploration is not None and col.exploration.violations:
+        # Explain the violation behind the first failing test, so the re-run command fits it.
+        named = re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message) if first_test else []
+        v = next((v for v in col.exploration.violations if v.invariant in named), col.exploration.violations[0])
+        if rerun and not v.rerun:
+            v.rerun = rerun
+        return v.explain()
+    if col is not None and col.exploration is not None and (col.exploration.error or col.exploration.unseen):
+        return col.exploration.report(rerun)
+    if col is not None and col.problems:
+        check_id, message = next(iter(col.problems.items()))
+        return message + (f"\n  Re-run the tests: {rerun}" if rerun else "")
+    if first_test is not None:
+        return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if rerun else "")
+    return ""
+
+
+def wrap_block(text: str, width: int, indent: str = "") -> str:
+    """Wrap each line of ``text`` to ``width``, keeping its indent; commands stay on one line to copy."""
+    out = []
+    for line in text.splitlines():
+        lead = indent + line[:len(line) - len(line.lstrip())]
+        if "pytest " in line or len(indent + line) <= width:
+            out.append(indent + line)
+        else:
+            out.extend(textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "  ",
+                                     break_on_hyphens=False))
+    return "\n".join(out)
+
+
+def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutcome) -> None:
+    status = _read_state("status.json")
+    status[str(level.number)] = {"folder": str(folder.resolve()), "passed": outcome.ok,
+                                 "failing_tasks": outcome.tests.failing_tasks(),
+                                 "files": files_signature(level.watched_files(folder))}
+    _write_state("status.json", status)
+
+
+def _folder_for(level: manifest_mod.Level, path: Optional[str]) -> Path:
+    return Path(path).resolve() if path else level.starter_dir
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        level = _manifest().require(args.level)
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return 2
+    folder = _folder_for(level, args.path)
+    if not folder.is_dir():
+        _say(f"--path {args.path}: there is no such folder.")
+        return 2
+    outcome = check_level(level, folder, examples=args.examples, seed=args.seed, paint=matrix.Painter())
+    return 0 if outcome.ok else 1
+
+
+# --- hint -----------------------------------------------------------------------------------------
+
+
+def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> Optional[int]:
+    """The first task still failing: from the last check if the files have not changed, else a fresh run."""
+    status = _read_state("status.json").get(str(level.number))
+    if status and status.get("files") == files_signature(level.watched_files(folder)) \
+            and status.get("folder") == str(folder.resolve()):
+        failing = status.get("failing_tasks") or []
+        return failing[0] if failing else None
+    if not level.test_paths():
+        return tasks[0].number if tasks else None
+    print("(running the tests to see which task is still failing...)", file=sys.stderr)
+    run = run_tests(level, folder, examples=3)
+    if run.problem:
+        return tasks[0].number if tasks else None
+    failing = run.failing_tasks()
+    return failing[0] if failing else None
+
+
+def cmd_hint(args: argparse.Namespace) -> int:
+    try:
+        level = _manifest().require(args.level)
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return 2
+    hints_path = level.starter_dir / level.hints
+    tasks = manifest_mod.parse_hints(hints_path)
+    state = _read_state("hints.json")
+    key = str(level.number)
+    if args.reset:
+        state.pop(key, None)
+        _write_state("hints.json", state)
+        _say(f"Hints for level {level.number} start again from the first question.")
+        return 0
+    if not tasks:
+        _say(f"Level {level.number} has no hints yet ({_rel(hints_path)} is missing or empty).")
+        return 1
+    if args.task is not None:
+        number = args.task
+    else:
+        number = _failing_task(level, _folder_for(level, args.path), tasks)
+        if number is None:
+            _say(f"Every test of level {level.number} passes, so there is nothing to hint at. "
+                 f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)")
+            return 0
+    task = next((t for t in tasks if t.number == number), None)
+    if task is None:
+        task = tasks[0]
+    shown = state.setdefault(key, {})
+    count = min(int(shown.get(str(task.number), 0)) + 1, len(task.steps))
+    shown[str(task.number)] = count
+    _write_state("hints.json", state)
+    paint = matrix.Painter()
+    width = matrix.terminal_width()
+    _say(paint.bold(f"Level {level.number}, task {task.number}: {task.title}") +
+         f"   (hint {count} of {len(task.steps)})")
+    _say()
+    for i, step in enumerate(task.steps[:count]):
+        name = STEP_NAMES[i] if i < len(STEP_NAMES) else f"Hint {i + 1}"
+        body = textwrap.fill(step, width, initial_indent="  ", subsequent_indent="  ")
+        _say(("  " + name + ":") if i < count - 1 else paint.bold("  " + name + ":"))
+        _say(body if i == count - 1 else paint(body, "2"))
+        _say()
+    if count < len(task.steps):
+        _say(f"Still stuck? Run `crashcourse hint {level.number}` again for the next step.")
+    else:
+        _say(f"That was the last hint for task {task.number}. `crashcourse check {level.number}` explains the "
+             f"failure in full; `crashcourse hint {level.number} --reset` starts the hints over.")
+    return 0
+
+
+# --- watch ----------------------------------------------------------------------------------------
+
+
+def _watchdog_event(folder: Path) -> Any:
+    """A threading.Event set on any change in ``folder`` if watchdog is installed, else None (poll only)."""
+    try:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+    except ImportError:
+        return None, None
+    import threading
+
+    event = threading.Event()
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, _: Any) -> None:
+            event.set()
+
+    observer = Observer()
+    observer.schedule(Handler(), str(folder), recursive=False)
+    observer.daemon = True
+    observer.start()
+    return event, observer
+
+
+def watch_loop(paths: list[Path], on_change: Callable[[], Any], *, interval: float = 0.5,
+               max_checks: Optional[int] = None, event: Any = None, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Call ``on_change()`` once, then again whenever a file in ``paths`` changes (mtime or size).
+
+    Polls every ``interval`` seconds; if ``event`` (a threading.Event set by a file watcher) is given,
+    it wakes up sooner. Stops after ``max_checks`` calls (for tests) or on Ctrl-C. Returns the checks made.
+    """
+    checks = 0
+    last = files_signature(paths)
+    try:
+        on_change()
+        checks += 1
+        while max_checks is None or checks < max_checks:
+            if event is not None:
+                event.wait(interval)
+                event.clear()
+            else:
+                sleep(interval)
+            now = files_signature(paths)
+            if now != last:
+                last = now
+                on_change()
+                checks += 1
+    except KeyboardInterrupt:
+        print("\nStopped watching.")
+    return checks
+
+
+def _pick_watch_level(kit: manifest_mod.Manifest) -> Optional[manifest_mod.Level]:
+    status = _read_state("status.json")
+    existing = [lv for lv in kit.existing() if lv.test_paths()]
+    for level in existing:
+        if not status.get(str(level.number), {}).get("passed"):
+            return level
+    return existing[0] if existing else None
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    try:
+        kit = _manifest()
+        level = kit.require(args.level) if args.level is not None else _pick_watch_level(kit)
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return 2
+    if level is None:
+        _say("There is no level with tests to watch yet.")
+        return 2
+    folder = _folder_for(level, args.path)
+    paths = level.watched_files(folder)
+    paint = matrix.Painter()
+    clear = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    event, observer = _watchdog_event(folder)
+
+    def again() -> None:
+        if clear:
+            print("\033[2J\033[H", end="")
+        outcome = check_level(level, folder, examples=args.examples, paint=paint)
+        names = ", ".join(_rel(p) for p in paths if p.exists())
+        print(f"\nWatching {names} (checks {'on every save' if event else f'every {args.interval:g} s'}); "
+              "Ctrl-C to stop.")
+        if outcome.ok:
+            nxt = next((lv for lv in kit.existing() if lv.number > level.number), None)
+            if nxt:
+                print(f"Next: crashcourse watch {nxt.number}  ({nxt.title})")
+
+    try:
+        watch_loop(paths, again, interval=args.interval, max_checks=args.max_checks, event=event)
+    finally:
+        if observer is not None:
+            observer.stop()
+    return 0
+
+
+# --- selfcheck ------------------------------------------------------------------------------------
+
+
+LINE_NUMBER = re.compile(r"\blines?\s+\d+", re.IGNORECASE)
+
+
+def level_problems(level: manifest_mod.Level) -> list[str]:
+    """Static problems of one level folder: files, README tasks, hints, test markers."""
+    out = []
+    where = f"level {level.number}"
+    for name in level.files:
+        if not (level.solution_dir / name).is_file():
+            out.append(f"{where}: the solution folder {level.solution}/ has no {name}")
+    listed = [level.starter_dir / t for t in level.tests]
+    absent = [p.name for p in listed if not p.is_file()]
+    if absent:
+        found = sorted(p.name for p in level.starter_dir.glob("test_*.py"))
+        out.append(f"{where}: the manifest lists {', '.join(absent)} but {level.folder}/ holds "
+                   f"{', '.join(found) or 'no test files'}")
+    readme = level.starter_dir / level.readme
+    tasks = manifest_mod.readme_tasks(readme)
+    if not readme.is_file():
+        out.append(f"{where}: {level.folder}/{level.readme} is missing")
+    elif not tasks:
+        out.append(f"{where}: {level.folder}/{level.readme} has no '## N. Title' task headings")
+    elif [n for n, _ in tasks] != list(range(1, len(tasks) + 1)):
+        out.append(f"{where}: README tasks are numbered {[n for n, _ in tasks]}, not 1, 2, 3, ...")
+    hints_path = level.starter_dir / level.hints
+    hints = {t.number: t for t in manifest_mod.parse_hints(hints_path)}
+    if not hints_path.is_file():
+        out.append(f"{where}: {level.folder}/{level.hints} is missing")
+    else:
+        for number, title in tasks:
+            hint = hints.get(number)
+            if hint is None:
+                out.append(f"{where}: task {number} ({title}) has no hints")
+                continue
+            if hint.title.strip().lower() != title.strip().lower():
+                out.append(f"{where}: hints for task {number} are titled {hint.title!r}, the README says {title!r}")
+            if len(hint.steps) != 3:
+                out.append(f"{where}: task {number} has {len(hint.steps)} hint bullets; it needs exactly 3 "
+                           "(a question, a pointer, the API)")
+            elif not hint.steps[0].rstrip().endswith("?"):
+                out.append(f"{where}: the first hint of task {number} should be a question")
+            for step in hint.steps:
+                if LINE_NUMBER.search(step):
+                    out.append(f"{where}: a hint of task {number} cites a line number ({step[:50]!r}...); "
+                               "line numbers change as the learner edits")
+        extra = sorted(set(hints) - {n for n, _ in tasks})
+        if extra and tasks:
+            out.append(f"{where}: hints.md has tasks {extra} that the README does not")
+    marked = manifest_mod.test_task_numbers(level.test_paths())
+    unknown = sorted(marked - {n for n, _ in tasks})
+    if tasks and unknown:
+        out.append(f"{where}: tests are marked with task numbers {unknown} that the README does not have")
+    return out
+
+
+def engine_problems(level: manifest_mod.Level) -> tuple[list[str], str]:
+    """What the matrix engine says about the starter (planted only) and the solution (clean)."""
+    starter = level_column("starter", level.starter_dir, level)
+    if starter is None:
+        return [], "no matrix engine for this level; judged by its tests only"
+    solution = level_column("solution", level.solution_dir, level)
+    out = []
+    if starter.kind == "fields":
+        tripped = set(starter.problems)
+    elif starter.exploration is not None:
+        tripped = set(starter.exploration.tripped)
+    else:
+        tripped = {"ERROR"}
+    planted = set(level.planted)
+    if tripped != planted:
+        more, less = sorted(tripped - planted), sorted(planted - tripped)
+        parts = ([f"also breaks {', '.join(more)}"] if more else []) + ([f"no longer breaks {', '.join(less)}"]
+                                                                         if less else [])
+        out.append(f"level {level.number}: the starter should break exactly {', '.join(sorted(planted))}, "
+                   f"but it {' and '.join(parts)}" + (f" ({starter.note})" if starter.note else ""))
+    if solution.failed:
+        what = (", ".join(sorted(solution.problems)) if solution.kind == "fields" else
+                solution.summary())
+        out.append(f"level {level.number}: the solution fails the matrix: {what}")
+    summary = f"starter breaks {', '.join(sorted(tripped)) or 'nothing'}; solution {'clean' if not solution.failed else 'FAILS'}"
+    return out, summary
+
+
+def cmd_selfcheck(args: argparse.Namespace) -> int:
+    try:
+        kit = _manifest()
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return 1
+    paint = matrix.Painter()
+    problems = [f"manifest: {p}" for p in manifest_mod.problems(kit)]
+    notes = []
+    jobs = []
+    for level in kit.levels:
+        if not level.exists():
+            line = f"level {level.number}: {level.folder}/ is not there yet"
+            (problems if args.strict else notes).append(line)
+            continue
+        problems.extend(level_problems(level))
+        try:
+            found, summary = engine_problems(level)
+        except Exception as exc:  # noqa: BLE001 - report, keep checking the other levels
+            found, summary = [f"level {level.number}: the matrix engine raised {type(exc).__name__}: {exc}"], "error"
+        problems.extend(found)
+        notes.append(f"level {level.number}: {summary}")
+        if level.test_paths() and not args.no_tests:
+            jobs.append((level, "starter", level.starter_dir))
+            jobs.append((level, "solution", level.solution_dir))
+    if jobs:
+        _say(f"Running the tests of {len(jobs) // 2} level(s) on their starters and solutions...")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            runs = list(pool.map(lambda job: run_tests(job[0], job[2], examples=args.examples), jobs))
+        for (level, which, _), run in zip(jobs, runs):
+            if run.problem and run.returncode != 1:
+                problems.append(f"level {level.number}: the tests could not run on the {which}: "
+                                f"{run.problem.splitlines()[0]}")
+            elif which == "starter" and run.passed:
+                problems.append(f"level {level.number}: the starter passes every test; it should fail")
+            elif which == "solution" and not run.passed:
+                names = ", ".join(r.name for r in run.results if not r.passed)
+                problems.append(f"level {level.number}: the solution fails {names or 'the tests'}")
+            else:
+                got, total = run.points()
+                notes.append(f"level {level.number}: {which} tests {'fail as they should' if which == 'starter' else 'pass'}"
+                             + (f" ({got:g} of {total:g} points)" if total else ""))
+    for note in notes:
+        _say("  " + note)
+    if problems:
+        _say()
+        _say(paint(f"selfcheck found {len(problems)} problem(s):", "31"))
+        for p in problems:
+            _say(textwrap.fill(p, matrix.terminal_width(), initial_indent="  - ", subsequent_indent="    "))
+        return 1
+    _say(paint("selfcheck: every level present is in order.", "32"))
+    return 0
+
+
+# --- run ------------------------------------------------------------------------------------------
+
+
+def _show_response(response: dict) -> None:
+    for block in response.get("content") or []:
+        if block.get("type") == "text" and block.get("text"):
+            text = block["text"].strip().replace("\n", " ")
+            print(f"  model: {text[:150]}{'…' if len(text) > 150 else ''}")
+        elif block.get("type") == "tool_use":
+            args = json.dumps(block.get("input"))
+            print(f"  model asks for {block['name']}({args[:80]}{'…' if len(args) > 80 else ''})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import live
+    from .scripted import support_tickets
+
+    try:
+        level = _manifest().require(args.level)
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return 2
+    folder = _folder_for(level, args.path)
+    if level.function != "run_agent":
+        _say(f"Level {level.number}'s file has no run_agent loop to drive (it grades {level.function}); "
+             "`crashcourse run` works on the levels whose file is an agent loop: "
+             + ", ".join(str(lv.number) for lv in _manifest().levels if lv.function == "run_agent") + ".")
+        return 2
+    if args.live:
+        try:
+            live.check_available()
+        except live.LiveUnavailable as exc:
+            _say(str(exc))
+            return 2
+    try:
+        module = matrix.load_module(folder / level.files[0], "run")
+    except Exception as exc:  # noqa: BLE001
+        _say(f"Importing {_rel(folder / level.files[0])} raised {type(exc).__name__}: {exc}")
+        return 1
+    directory = Path(args.directory).resolve()
+    if (directory / "checkpoint.json").exists() and args.directory == DEFAULT_RUN_DIR:
+        (directory / "checkpoint.json").unlink()  # the last run's file would hide a loop that never saves
+    filename = _rel(folder / level.files[0])
+
+    def on_tool(name: str, result: str) -> None:
+        print(f"  tool {name} -> {len(result):,} characters")
+
+    try:
+        if args.live:
+            print(f"Running {filename} with {args.model} over the real Messages API (a few cents at most)...")
+            print(f"  task: {support_tickets().task}")
+            state, desk = live.run_live(module.run_agent, client=live.default_client(), directory=str(directory),
+                                        model=args.model, desk=live.TicketDesk(seed=args.seed),
+                                        max_tokens=args.max_tokens, on_response=_show_response, on_tool=on_tool)
+            for table in desk.published:
+                print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
+        else:
+            scenario = support_tickets(args.seed)
+            model, tools_run = scenario.model(), scenario.executor()
+            print(f"Running {filename} on the scripted model (add --live for the real API)...")
+            print(f"  task: {scenario.task}")
+
+            def call_model(**kwargs: Any) -> dict:
+                response = model(**kwargs)
+                _show_response(response)
+                return response
+
+            def execute_tool(name: str, tool_input: Any) -> str:
+                result = tools_run(name, tool_input)
+                on_tool(name, result)
+                return result
+
+            state = module.run_agent(scenario.task, scenario.tools, call_model, execute_tool, str(directory))
+    except Exception as exc:  # noqa: BLE001 - show the learner what their loop (or the API) raised
+        print(f"\nThe run stopped: {type(exc).__name__}: {exc}")
+        return 1
+    path = directory / "checkpoint.json"
+    print()
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            summary = (f"turns={data.get('turns')}, tokensUsed={data.get('tokensUsed')}, "
+                       f"{len(data.get('messages') or [])} messages, pendingToolUse={json.dumps(data.get('pendingToolUse'))}")
+        except ValueError:
+            summary = "not valid JSON"
+        print(f"Checkpoint left on disk: {_rel(path)} ({path.stat().st_size:,} bytes): {summary}")
+    else:
+        print(f"No checkpoint at {_rel(path)}: did run_agent save to the directory it was given?")
+    if isinstance(state, dict):
+        print(f"run_agent returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
+    print(f"To see what a crash at each point would leave: crashcourse check {level.number}")
+    return 0
+
+
+# --- registration ---------------------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("demo", help="the crash matrix of each level's starter beside its solution",
+                       description="Show, for each level, where a crash lands in the broken starter and in the "
+                                   "solution, and what a resume would find there. Scripted model: no network, no key.",
+                       formatter_class=fmt)
+    p.add_argument("level", nargs="?", type=int, help="show only this level")
+    p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser("check", help="grade your files for level N: tests, crash matrix, first failure in full",
+                       description="Run level N's tests on your files (the same run as `pytest exercises/levelN`), "
+                                   "draw your loop's crash matrix, and explain the first failure in full. Exits 0 only "
+                                   "when everything passes.\n\nexample:\n  crashcourse check 2\n"
+                                   "  crashcourse check 2 --path ~/my-attempt", formatter_class=fmt)
+    p.add_argument("level", type=int, help="the level number (see crashcourse demo)")
+    p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
+    p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
+    p.add_argument("--seed", type=int, metavar="N", help="the scripted model's seed (default: the plugin's)")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("hint", help="the next hint for the first task still failing",
+                       description="Hints come in three steps per task: a question, then where to look, then the API "
+                                   "to reach for. Each call shows one more step of the first task that still fails.",
+                       formatter_class=fmt)
+    p.add_argument("level", type=int)
+    p.add_argument("--task", type=int, metavar="K", help="hints for task K instead of the first failing one")
+    p.add_argument("--reset", action="store_true", help="forget which hints were shown for this level")
+    p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
+    p.set_defaults(handler=cmd_hint)
+
+    p = sub.add_parser("watch", help="check again every time you save (Ctrl-C stops)",
+                       description="Runs `crashcourse check` on the level, then again whenever one of its files "
+                                   "changes. Without N, watches the first level that does not pass yet.",
+                       formatter_class=fmt)
+    p.add_argument("level", nargs="?", type=int)
+    p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
+    p.add_argument("--interval", type=float, default=0.5, metavar="S", help="seconds between looks at the files")
+    p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
+    p.add_argument("--max-checks", type=int, metavar="N", help=argparse.SUPPRESS)
+    p.set_defaults(handler=cmd_watch)
+
+    p = sub.add_parser("selfcheck", help="(maintainers) every starter fails as planted, every solution passes",
+                       description="Checks the kit itself: the manifest is ordered with unique names; each level "
+                                   "present has its files, README tasks and three hints per task; each starter breaks "
+                                   "exactly what it is planted to break; each solution passes its tests.",
+                       formatter_class=fmt)
+    p.add_argument("--strict", action="store_true", help="count levels that are not there yet as problems")
+    p.add_argument("--no-tests", action="store_true", help="skip running the level tests (faster)")
+    p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
+    p.set_defaults(handler=cmd_selfcheck)
+
+    from .live import DEFAULT_MODEL
+
+    p = sub.add_parser("run", help="run your loop once (scripted, or --live with the real API)",
+                       description="Run your level-N loop on the course's task and show the conversation and the "
+                                   "checkpoint it leaves. With --live it talks to the real Messages API (needs "
+                                   "pip install -e '.[anthropic]' and ANTHROPIC_API_KEY).", formatter_class=fmt)
+    p.add_argument("level", type=int)
+    p.add_argument("--live", action="store_true", help="use the real Messages API instead of the scripted model")
+    p.add_argument("--model", default=os.environ.get("CRASHCOURSE_MODEL", DEFAULT_MODEL),
+                   help=f"model for --live (default {DEFAULT_MODEL}, or $CRASHCOURSE_MODEL)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max_tokens per call for --live")
+    p.add_argument("--directory", default=DEFAULT_RUN_DIR, metavar="DIR",
+                   help="where the loop writes its checkpoint")
+    p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the scripted task")
+    p.set_defaults(handler=cmd_run)

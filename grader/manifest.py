@@ -1,0 +1,222 @@
+"""The ordered exercise manifest (``exercises/manifest.json``), read by every student command.
+
+One entry per level, in order: its number, a short unique name, a title, the folder of the
+starter and of the solution, the contract file names, the test files, the README and hints files,
+what the shipped starter is planted to break, the crash models its tests use, and the engine that
+draws its crash matrix. Paths are relative to the kit's root (the folder holding ``exercises/``).
+
+A level whose folder is not there yet is still listed; commands say so instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+MANIFEST_PATH = Path("exercises") / "manifest.json"
+REQUIRED = ("number", "name", "title", "folder", "solution", "files", "tests", "readme", "hints", "engine",
+            "planted", "crash_models")
+ENGINES = ("fields", "loop", "resume", "parallel", "journal")
+
+
+class ManifestError(Exception):
+    """The manifest is missing, unreadable, or names a level it does not have."""
+
+
+class LevelMissing(ManifestError):
+    """The level is in the manifest, but its folder is not in this copy of the kit yet."""
+
+
+@dataclass(frozen=True)
+class Level:
+    number: int
+    name: str
+    title: str
+    folder: str
+    solution: str
+    files: tuple
+    tests: tuple
+    readme: str
+    hints: str
+    engine: str
+    function: str
+    planted: tuple
+    crash_models: tuple
+    answers: Optional[str] = None
+    root: Path = field(default=Path("."), compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"Level {self.number}: {self.title}"
+
+    @property
+    def starter_dir(self) -> Path:
+        return self.root / self.folder
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.root / self.solution
+
+    def exists(self) -> bool:
+        """True once the level's starter folder holds its contract files."""
+        return all((self.starter_dir / name).is_file() for name in self.files)
+
+    def missing_message(self) -> str:
+        if not self.starter_dir.is_dir():
+            return (f"Level {self.number} ({self.title}) is not in this copy of the kit yet: there is no "
+                    f"{self.folder}/ folder. Pull the latest kit, or pick another level (crashcourse demo lists them).")
+        absent = [name for name in self.files if not (self.starter_dir / name).is_file()]
+        return (f"Level {self.number} ({self.title}) is not complete yet: {self.folder}/ has no "
+                f"{', '.join(absent)}. Pull the latest kit, or pick another level.")
+
+    def test_paths(self) -> list[Path]:
+        """The level's test files: those the manifest lists, else any ``test_*.py`` in the folder."""
+        listed = [self.starter_dir / name for name in self.tests if (self.starter_dir / name).is_file()]
+        return listed or sorted(self.starter_dir.glob("test_*.py"))
+
+    def watched_files(self, folder: Optional[Path] = None) -> list[Path]:
+        """The files a student edits for this level, in ``folder`` (default: the starter folder)."""
+        folder = Path(folder) if folder is not None else self.starter_dir
+        names = list(self.files) + ([self.answers] if self.answers else [])
+        return [folder / name for name in names]
+
+
+@dataclass
+class Manifest:
+    root: Path
+    levels: list
+
+    def level(self, number: int) -> Level:
+        for level in self.levels:
+            if level.number == number:
+                return level
+        known = ", ".join(str(lv.number) for lv in self.levels)
+        raise ManifestError(f"There is no level {number}. The levels are {known}.")
+
+    def require(self, number: int) -> Level:
+        """The level, or :class:`LevelMissing` with a learner's message if its files are not there yet."""
+        level = self.level(number)
+        if not level.exists():
+            raise LevelMissing(level.missing_message())
+        return level
+
+    def existing(self) -> list:
+        return [level for level in self.levels if level.exists()]
+
+
+def find_root(start: Optional[Path] = None) -> Path:
+    """The kit's root: the nearest folder at or above ``start`` (default: cwd) holding the manifest,
+    else the folder this package was installed from (an editable install)."""
+    env = os.environ.get("CRASHCOURSE_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / MANIFEST_PATH).is_file():
+            return folder
+    return Path(__file__).resolve().parent.parent
+
+
+def load(root: Optional[Path] = None) -> Manifest:
+    root = Path(root) if root is not None else find_root()
+    path = root / MANIFEST_PATH
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"There is no {MANIFEST_PATH} under {root}. Run crashcourse from inside the kit's folder "
+                            "(the one you cloned), or set CRASHCOURSE_ROOT to it.") from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    levels = []
+    for i, entry in enumerate(raw.get("levels", [])):
+        missing = [key for key in REQUIRED if key not in entry]
+        if missing:
+            raise ManifestError(f"{path}: level entry {i + 1} lacks {', '.join(missing)}")
+        levels.append(Level(
+            number=int(entry["number"]), name=str(entry["name"]), title=str(entry["title"]),
+            folder=str(entry["folder"]), solution=str(entry["solution"]), files=tuple(entry["files"]),
+            tests=tuple(entry["tests"]), readme=str(entry["readme"]), hints=str(entry["hints"]),
+            engine=str(entry["engine"]), function=str(entry.get("function") or ""),
+            planted=tuple(entry["planted"]), crash_models=tuple(entry["crash_models"]),
+            answers=entry.get("answers"), root=root))
+    return Manifest(root, levels)
+
+
+def problems(manifest: Manifest) -> list[str]:
+    """What is wrong with the manifest itself: order, unique names, known engines, non-empty lists."""
+    out = []
+    numbers = [level.number for level in manifest.levels]
+    if not numbers:
+        out.append("the manifest lists no levels")
+    if numbers != list(range(1, len(numbers) + 1)):
+        out.append(f"levels must be numbered 1, 2, 3, ... in order; the manifest has {numbers}")
+    for key in ("number", "name", "title", "folder", "solution"):
+        values = [getattr(level, key) for level in manifest.levels]
+        dupes = sorted({str(v) for v in values if values.count(v) > 1})
+        if dupes:
+            out.append(f"two levels share a {key}: {', '.join(dupes)}")
+    for level in manifest.levels:
+        if not level.files:
+            out.append(f"level {level.number} lists no files")
+        if not level.tests:
+            out.append(f"level {level.number} lists no test files")
+        if level.engine not in ENGINES:
+            out.append(f"level {level.number} names engine {level.engine!r}; known: {', '.join(ENGINES)}")
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", level.name):
+            out.append(f"level {level.number}'s name {level.name!r} should be lowercase words joined by '-'")
+    return out
+
+
+# --- the level's README tasks and its hints (formats in the kit's conventions) -------------------
+
+TASK_HEADING = re.compile(r"^##\s+(\d+)\.\s+(.+?)\s*$")
+
+
+def readme_tasks(path: Path) -> list[tuple[int, str]]:
+    """``[(number, title)]`` of the ``## N. Title`` headings of a level README, in order."""
+    if not path.is_file():
+        return []
+    return [(int(m.group(1)), m.group(2)) for line in path.read_text(encoding="utf-8").splitlines()
+            if (m := TASK_HEADING.match(line))]
+
+
+@dataclass
+class TaskHints:
+    number: int
+    title: str
+    steps: list  # question, pointer, API (three, in that order)
+
+
+def parse_hints(path: Path) -> list[TaskHints]:
+    """The tasks of a ``hints.md``: ``## N. Title`` followed by its ``- `` bullets.
+
+    A bullet may continue on indented lines below it; they join into one step.
+    """
+    tasks: list[TaskHints] = []
+    if not path.is_file():
+        return tasks
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = TASK_HEADING.match(line)
+        if heading:
+            tasks.append(TaskHints(int(heading.group(1)), heading.group(2), []))
+        elif tasks and line.startswith("- "):
+            tasks[-1].steps.append(line[2:].strip())
+        elif tasks and tasks[-1].steps and line.startswith((" ", "\t")) and line.strip():
+            tasks[-1].steps[-1] += " " + line.strip()
+    return tasks
+
+
+TASK_MARKER = re.compile(r"mark\.task\(\s*(?:taskno\s*=\s*)?(\d+)")
+
+
+def test_task_numbers(paths: list[Path]) -> set[int]:
+    """The task numbers the level's tests are marked with (``@pytest.mark.task(taskno=N)``)."""
+    found: set[int] = set()
+    for path in paths:
+        if path.is_file():
+            found.update(int(n) for n in TASK_MARKER.findall(path.read_text(encoding="utf-8")))
+    return found
