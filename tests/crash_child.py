@@ -1,0 +1,123 @@
+"""Run the level-2 loop for real, under the recorder, and optionally SIGKILL this process mid-run.
+
+Used by the kit's agreement tests, never by learners::
+
+    python tests/crash_child.py VARIANT WORKDIR [--kill-after K,K,...] [--seed N] [--trace FILE]
+
+VARIANT is ``solution`` (the level-2 solution as shipped) or the name of a file in
+``corpus/save_checkpoint/`` whose ``save_checkpoint`` replaces the solution's. The loop runs on
+the course's scripted task in WORKDIR/checkpoints.
+
+With ``--kill-after``, for each K this process forks a child (imports are paid once), and the
+child runs the loop in WORKDIR/K/checkpoints and kills itself with SIGKILL the moment the recorder
+has logged operation number K (the first K operations happened, the rest never did), after
+printing that operation; nothing it held in Python's buffers gets to the disk. One line per K goes
+to stdout: ``K <wait status> KILLED AFTER <operation>``.
+
+With ``--trace FILE`` the recorded operations are written to FILE as JSON after an uncrashed run.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import signal
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from grader import recorder as recorder_module  # noqa: E402
+from grader.explore import record_run  # noqa: E402
+from grader.scripted import support_tickets  # noqa: E402
+
+SOLUTION = os.path.join(ROOT, "solutions", "level2", "agent.py")
+CORPUS = os.path.join(HERE, "corpus", "save_checkpoint")
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def loop_for(variant):
+    agent = load(SOLUTION, "agent_under_test")
+    if variant != "solution":
+        agent.save_checkpoint = load(os.path.join(CORPUS, variant + ".py"), "variant").save_checkpoint
+    return agent.run_agent
+
+
+def op_line(op):
+    """One operation as both sides print it, to check the two runs line up."""
+    name = os.path.basename(op.path) if op.path else "-"
+    return f"{op.index} {op.kind} {name} {len(op.data)}"
+
+
+def kill_after(k, report_fd):
+    real_write = recorder_module._real["os.write"]
+    add = recorder_module.Recorder.add
+
+    def add_then_maybe_die(self, kind, **fields):
+        op = add(self, kind, **fields)
+        if len(self.ops) == k:
+            real_write(report_fd, ("KILLED AFTER " + op_line(op)).encode())
+            os.kill(os.getpid(), signal.SIGKILL)
+        return op
+    recorder_module.Recorder.add = add_then_maybe_die
+
+
+def run_killed(run, k, workdir, seed):
+    """Fork; the child runs the loop until operation k and dies by SIGKILL. Returns (status, its last words)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        try:
+            kill_after(k, write_end)
+            os.makedirs(workdir)
+            record_run(run, support_tickets(seed), workdir, "checkpoints", timeout=None)
+        finally:
+            os._exit(3)  # the run ended (or failed) before operation k
+    os.close(write_end)
+    said = b""
+    while True:
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        said += chunk
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    return status, said.decode()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("variant")
+    parser.add_argument("workdir")
+    parser.add_argument("--kill-after", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace", default=None)
+    args = parser.parse_args()
+    run = loop_for(args.variant)
+    workdir = os.path.realpath(args.workdir)
+    if args.kill_after is not None:
+        for k in (int(x) for x in args.kill_after.split(",")):
+            status, said = run_killed(run, k, os.path.join(workdir, str(k)), args.seed)
+            print(k, status, said, flush=True)
+        return 0
+    recorder, _, error, _ = record_run(run, support_tickets(args.seed), workdir, "checkpoints", timeout=None)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    if args.trace:
+        with open(args.trace, "w", encoding="utf-8") as f:
+            json.dump([{"index": op.index, "kind": op.kind, "api": op.api, "path": op.path, "dest": op.dest,
+                        "size": len(op.data), "offset": op.offset, "is_dir": op.is_dir} for op in recorder.ops], f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
