@@ -1,0 +1,204 @@
+"""Level 3 tests: crash run_agent at every point, now with the power cut as well as the process killed.
+
+Each test runs your loop once on a scripted model (no network), records every file operation, and
+rebuilds the checkpoint directory as a crash at each point would leave it. Besides a killed process
+(M1) and a torn write (M2), the power may go out: unsynced file data is lost (M3), unsynced
+operations land in any order (M4), or a rename or a new file or folder is lost until its directory
+is fsynced (M5). DURABLE fails when a save that had returned is undone by such a crash.
+"""
+
+import errno
+import json
+import os
+import stat
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from grader.conversations import conversations
+from grader.explore import explore_loop
+from grader.grading import STUDENT_TIMEOUT, assert_holds
+from grader.plugin import rerun_command
+from grader.scripted import support_tickets
+
+KILLED = ("M1", "M2")
+POWER_CUT = ("M1", "M2", "M3", "M4", "M5")
+SAMPLE = {"version": 1, "task": "Sort the tickets", "turns": 1, "tokensUsed": 120, "pendingToolUse": None,
+          "messages": [{"role": "user", "content": "Sort the tickets"}]}
+
+
+@pytest.fixture
+def run_agent(submission):
+    return submission.function("agent.py", "run_agent")
+
+
+@pytest.fixture
+def crash(run_agent, crashcourse_seed):
+    """``crash(models)``: your loop on the course's task, every crash state under ``models`` checked."""
+    return lambda models: explore_loop(run_agent, support_tickets(crashcourse_seed), models=models,
+                                       timeout=STUDENT_TIMEOUT)
+
+
+@pytest.mark.task(taskno=1)
+@pytest.mark.points(1)
+def test_a_killed_process_still_leaves_a_whole_current_file(crash, request):
+    """Level 2's guarantees still hold: whole saves, at both save points, counters right."""
+    exploration = crash(KILLED)
+    assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"],
+                 rerun_command(request))
+    assert exploration.returned is not None, "run_agent returned None; it should return the final state"
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(3)
+def test_the_data_is_on_disk_before_the_rename(crash, request):
+    """M3: the power goes out and unsynced file data is lost, but the rename is kept."""
+    assert_holds(crash(("M3",)), ["DURABLE"], rerun_command(request),
+                 also_about="Which bytes had reached the disk itself, not only the operating system, when "
+                            "the temp file took the checkpoint's name?")
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(3)
+def test_a_save_that_returned_is_never_undone(crash, request):
+    """M4 and M5: a rename, or a folder the loop made, may be lost until its directory is fsynced."""
+    exploration = crash(("M4", "M5"))
+    # Show a rolled-back or vanished file first: an empty file here is task 2's lesson again.
+    exploration.violations.sort(key=lambda v: not ("older save" in v.detail or "no checkpoint.json" in v.detail))
+    assert_holds(exploration, ["DURABLE"], rerun_command(request),
+                 also_about="A rename changes a directory, not a file. Which directory, and has it been "
+                            "fsynced by the time save_checkpoint returns? Was the folder itself new?")
+
+
+# -- Task 4: platforms ---------------------------------------------------------------------------------
+#
+# These two run save_checkpoint directly, with the operating system made to behave like another
+# platform for one call. They are plain functions so the kit's own tests can reuse them.
+
+def _is_directory(fd):
+    try:
+        return stat.S_ISDIR(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+def problem_where_folders_cannot_be_opened(load, workdir):
+    """Save twice where opening a folder raises PermissionError and os.O_DIRECTORY does not exist (as on
+    Windows). Returns what went wrong, or None."""
+    real_open = os.open
+    had_flag = hasattr(os, "O_DIRECTORY")
+    flag = getattr(os, "O_DIRECTORY", None)
+
+    def windows_like_open(path, flags, *args, **kwargs):
+        target = path if kwargs.get("dir_fd") is None else None
+        if target is not None and os.path.isdir(target):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    old = os.getcwd()
+    os.chdir(workdir)
+    caught = warnings.catch_warnings()
+    caught.__enter__()
+    os.open = windows_like_open
+    if had_flag:
+        del os.O_DIRECTORY
+    try:
+        warnings.simplefilter("ignore")  # a warning that says "cannot sync the folder here" is welcome
+        module = load()  # loaded here, so `from os import open` sees this platform too
+        first = dict(SAMPLE)
+        second = dict(SAMPLE, turns=2, tokensUsed=300)
+        for state in (first, second):
+            try:
+                module.save_checkpoint(state, "checkpoints")
+            except Exception as exc:  # noqa: BLE001 - any exception is the finding
+                return (f"save_checkpoint raised {type(exc).__name__}: {exc}. On a platform where a folder cannot "
+                        "be opened, the save itself still works: only the directory fsync has to be skipped")
+        with open(os.path.join("checkpoints", "checkpoint.json"), encoding="utf-8") as f:
+            on_disk = json.load(f)
+        if on_disk != second:
+            return "after two saves checkpoint.json does not hold the second state"
+        return None
+    finally:
+        os.open = real_open
+        if had_flag:
+            os.O_DIRECTORY = flag
+        caught.__exit__(None, None, None)
+        os.chdir(old)
+
+
+def problem_when_fsync_fails(load, workdir):
+    """Save once, then save again while fsync of a file reports an I/O error (EIO). Returns what went
+    wrong, or None."""
+    real_fsync = os.fsync
+    failed = []
+
+    def failing_fsync(fd):
+        fd = fd.fileno() if hasattr(fd, "fileno") else fd
+        if not _is_directory(fd):
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    old = os.getcwd()
+    os.chdir(workdir)
+    try:
+        module = load()
+        module.save_checkpoint(dict(SAMPLE), "checkpoints")
+        os.fsync = failing_fsync
+        module = load()
+        try:
+            module.save_checkpoint(dict(SAMPLE, turns=2, tokensUsed=300), "checkpoints")
+        except OSError:
+            pass
+        else:
+            if not failed:
+                return ("save_checkpoint never called os.fsync on the file it wrote, so its data may still be only "
+                        "in the operating system's cache when the save returns")
+            return ("fsync reported an I/O error, yet save_checkpoint returned as if the save were safe. The "
+                    "caller will go on and run the next tool, trusting a save that may not be on disk")
+        finally:
+            os.fsync = real_fsync
+        with open(os.path.join("checkpoints", "checkpoint.json"), encoding="utf-8") as f:
+            on_disk = json.load(f)
+        if on_disk != SAMPLE:
+            return ("the failed save still replaced checkpoint.json: the file now points at data the disk "
+                    "said it could not store, instead of the previous save")
+        return None
+    finally:
+        os.fsync = real_fsync
+        os.chdir(old)
+
+
+@pytest.mark.task(taskno=4)
+@pytest.mark.points(1)
+def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path):
+    """On a platform that will not open a folder, save_checkpoint still saves (and skips only that sync)."""
+    problem = problem_where_folders_cannot_be_opened(lambda: submission.load("agent.py"), tmp_path)
+    assert problem is None, problem
+
+
+@pytest.mark.task(taskno=4)
+@pytest.mark.points(1)
+def test_a_failed_fsync_is_not_swallowed(submission, tmp_path):
+    """If fsync of the temp file fails, save_checkpoint raises and the previous checkpoint stays."""
+    problem = problem_when_fsync_fails(lambda: submission.load("agent.py"), tmp_path)
+    assert problem is None, problem
+
+
+@pytest.mark.task(taskno=5)
+@pytest.mark.points(1)
+def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_seed, request):
+    """Every guarantee, under all five crash models, on conversations of 0 to 12 turns."""
+    rerun = rerun_command(request)
+
+    @seed(crashcourse_seed)
+    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(conversations())
+    def check(scenario):
+        exploration = explore_loop(run_agent, scenario, models=POWER_CUT, timeout=STUDENT_TIMEOUT)
+        assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS",
+                                   "DURABLE"], rerun)
+
+    check()

@@ -1,0 +1,194 @@
+"""Level 3 as a whole: the power-cut models catch each missing sync, the corpus is graded right, the
+starter is red for its planted reason and the solution green.
+
+The corpus in tests/corpus/level3 is graded in-process with the same engine calls and the same
+platform checks the exercise's test file makes; one end-to-end run per folder goes through pytest.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.crash_models import crash_states
+from grader.explore import explore_loop
+from grader.recorder import Op
+from grader.scripted import from_turns, support_tickets
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(__file__).resolve().parent / "corpus" / "level3"
+KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"}
+
+
+def load(path, name="agent"):
+    spec = importlib.util.spec_from_file_location(f"level3_{name}_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+EXERCISE_TESTS = load(ROOT / "exercises" / "level3" / "test_agent.py", "tests")
+
+
+def explore(agent_file, models, scenario=None):
+    run = load(agent_file).run_agent
+    return explore_loop(run, scenario or support_tickets(7), models=models, timeout=20)
+
+
+def failed_checks(agent_file, tmp_path):
+    """The level's checks that ``agent_file`` fails, named after the README's tasks."""
+    failed = set()
+    if explore(agent_file, ("M1", "M2")).tripped & (KILLED_INVARIANTS | {"ERROR", "UNSEEN"}):
+        failed.add("killed")
+    if not explore(agent_file, ("M3",)).ok:
+        failed.add("M3")
+    if not explore(agent_file, ("M4", "M5")).ok:
+        failed.add("M4/M5")
+    (tmp_path / "win").mkdir()
+    (tmp_path / "eio").mkdir()
+    if EXERCISE_TESTS.problem_where_folders_cannot_be_opened(lambda: load(agent_file), tmp_path / "win"):
+        failed.add("windows")
+    if EXERCISE_TESTS.problem_when_fsync_fails(lambda: load(agent_file), tmp_path / "eio"):
+        failed.add("fsync-error")
+    if failed & {"killed", "M3", "M4/M5"}:
+        return failed  # the generated conversations would only repeat those findings
+    big = "ünïcode ☕ " * 1500
+    for scenario in (from_turns("nothing to do", [], name="0 turns"),
+                     from_turns("many", [("t", {"n": i, "x": [None, 1.5, "☕"]}, big) for i in range(3)], name="3 turns")):
+        if not explore(agent_file, ("M1", "M2", "M3", "M4", "M5"), scenario).ok:
+            failed.add("generated")
+    return failed
+
+
+EXPECTED = {
+    "right_solution": set(),
+    "right_low_level_os_calls": set(),
+    "right_pathlib_class": set(),
+    "wrong_starter_no_fsync": {"M3", "M4/M5", "fsync-error"},
+    "wrong_file_fsync_only": {"M4/M5"},
+    "wrong_dir_fsync_only": {"M3", "M4/M5", "fsync-error"},
+    "wrong_fsync_without_flush": {"M3", "M4/M5"},
+    "wrong_fsync_after_rename": {"M3", "M4/M5", "fsync-error"},
+    "wrong_dir_fsync_before_rename": {"M4/M5"},
+    "wrong_new_folder_not_synced": {"M4/M5"},
+    "wrong_syncs_the_parent_only": {"M4/M5"},
+    "wrong_swallows_fsync_errors": {"fsync-error"},
+    "wrong_crashes_on_windows": {"windows"},
+}
+
+
+def test_the_corpus_is_complete():
+    on_disk = {p.name for p in CORPUS.iterdir() if (p / "agent.py").exists()}
+    assert on_disk == set(EXPECTED)
+    assert sum(1 for n in EXPECTED if n.startswith("right_")) >= 3
+    assert sum(1 for n in EXPECTED if n.startswith("wrong_")) >= 6
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_submission_fails_exactly_its_planted_checks(name, tmp_path):
+    assert failed_checks(CORPUS / name / "agent.py", tmp_path) == EXPECTED[name]
+
+
+def test_the_starter_is_the_level_2_solution_with_no_sync():
+    starter = (ROOT / "exercises" / "level3" / "agent.py").read_text(encoding="utf-8")
+    level2 = (ROOT / "solutions" / "level2" / "agent.py").read_text(encoding="utf-8")
+    assert starter.split('"""', 2)[2] == level2.split('"""', 2)[2]
+    assert "fsync" not in starter.split('"""', 2)[2]
+
+
+def test_the_starter_leaves_an_empty_checkpoint_after_a_power_cut_under_m3():
+    exploration = explore(ROOT / "exercises" / "level3" / "agent.py", ("M3",))
+    empty = [v for v in exploration.violations if v.files.get("checkpoint.json") == b""]
+    assert empty, exploration.report()
+    assert "os.replace" in empty[0].operation or "model" in empty[0].operation or "tool" in empty[0].operation
+    assert all(v.invariant == "DURABLE" and v.model == "M3" for v in exploration.violations)
+
+
+def test_without_a_directory_fsync_the_previous_checkpoint_comes_back_under_m5():
+    for name in ("wrong_starter_no_fsync", "wrong_file_fsync_only"):
+        exploration = explore(CORPUS / name / "agent.py", ("M5",))
+        rolled_back = [v for v in exploration.violations if "older save" in v.detail]
+        assert rolled_back, f"{name}: {exploration.report()}"
+        data = json.loads(rolled_back[0].files["checkpoint.json"])
+        assert data["version"] == 1  # a whole, older save, not a torn one
+
+
+def test_a_directory_fsync_alone_still_loses_the_data_under_m3():
+    exploration = explore(CORPUS / "wrong_dir_fsync_only" / "agent.py", ("M3",))
+    assert any(v.files.get("checkpoint.json") == b"" for v in exploration.violations), exploration.report()
+    assert explore(CORPUS / "wrong_dir_fsync_only" / "agent.py", ("M5",)).tripped == {"DURABLE"}
+
+
+def test_the_solution_holds_under_every_model_on_generated_conversations():
+    from hypothesis import HealthCheck, given, settings
+
+    from grader.conversations import conversations
+
+    run = load(ROOT / "solutions" / "level3" / "agent.py").run_agent
+
+    @settings(max_examples=6, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(conversations(max_turns=6))
+    def check(scenario):
+        exploration = explore_loop(run, scenario, models=("M1", "M2", "M3", "M4", "M5"))
+        assert exploration.ok, exploration.report()
+
+    check()
+
+
+# -- the power models themselves ----------------------------------------------------------------------
+
+def _ops(*specs):
+    return [Op(i, kind, **fields) for i, (kind, fields) in enumerate(specs)]
+
+
+def test_m5_loses_a_folder_made_during_the_run_until_its_parent_is_fsynced(tmp_path):
+    work = str(tmp_path)
+    folder = os.path.join(work, "checkpoints")
+    target = os.path.join(folder, "checkpoint.json")
+    steps = [("mkdir", dict(path=folder)),
+             ("open", dict(path=target + ".tmp", handle=1, flags=frozenset({"create", "trunc"}))),
+             ("write", dict(path=target + ".tmp", handle=1, data=b"{}")),
+             ("fsync", dict(path=target + ".tmp", handle=1)),
+             ("close", dict(path=target + ".tmp", handle=1)),
+             ("rename", dict(path=target + ".tmp", dest=target)),
+             ("fsync", dict(path=folder, handle=2, is_dir=True))]
+    unsynced = list(crash_states(_ops(*steps), {}, folder, models=("M5",), initial_dirs={work}))
+    assert any(s.point == len(steps) and s.read("checkpoint.json") is None and "checkpoints/" in s.note
+               for s in unsynced)
+    synced = list(crash_states(_ops(*steps, ("fsync", dict(path=work, handle=3, is_dir=True))), {}, folder,
+                               models=("M5",), initial_dirs={work}))
+    assert [s.read("checkpoint.json") for s in synced if s.point == len(steps) + 1] == [b"{}"]
+
+
+def test_m4_replays_a_truncate_when_an_earlier_write_is_missing(tmp_path):
+    folder = str(tmp_path)
+    target = os.path.join(folder, "checkpoint.json")
+    steps = [("open", dict(path=target, handle=1, flags=frozenset({"create"}))),
+             ("write", dict(path=target, handle=1, offset=0, data=b"abcdef")),
+             ("truncate", dict(path=target, handle=1, size=3)),
+             ("write", dict(path=target, handle=1, offset=3, data=b"XY"))]
+    versions = {s.read("checkpoint.json") for s in crash_states(_ops(*steps), {}, folder, models=("M4",))
+                if s.point == len(steps)}
+    assert b"abcXY" in versions            # everything landed
+    assert b"\0\0\0XY" in versions         # the first write missing: the truncate still applies
+    assert b"abcXYf" in versions           # the truncate missing: the old tail shows past the last write
+
+
+@pytest.mark.parametrize("folder, passes", [("exercises/level3", False), ("solutions/level3", True)])
+def test_the_exercise_is_red_as_shipped_and_green_when_solved(folder, passes):
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level3",
+            "--crashcourse-examples", "2"]
+    if folder != "exercises/level3":
+        args += ["--submission", folder]
+    else:
+        args += ["-k", "killed or on_disk_before"]  # the planted failure, and what must keep passing
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert (done.returncode == 0) == passes, done.stdout[-3000:]
+    if not passes:
+        assert "test_the_data_is_on_disk_before_the_rename FAILED" in done.stdout or \
+            "FAILED exercises/level3/test_agent.py::test_the_data_is_on_disk_before_the_rename" in done.stdout
+        assert "test_a_killed_process_still_leaves_a_whole_current_file" not in done.stdout.split("short test summary")[-1]
