@@ -1,7 +1,415 @@
-"""Instructor commands: grade, gradescope-package. (Being built: issue 4.)"""
+"""Instructor commands: ``crashcourse grade`` and ``crashcourse gradescope-package``.
+
+``crashcourse grade SUBMISSIONS --level N`` grades every folder (or ``.zip``) in SUBMISSIONS with
+the level's own tests, ``exercises/levelN/test_*.py``, exactly as a student's ``pytest
+exercises/levelN`` would, but each submission in its own box (see :mod:`grader.sandbox`) and
+with the verdict computed outside it (see :mod:`grader.judge`).
+
+How a batch runs: this process imports pytest, Hypothesis, the crash engine and the level's
+tests once, then forks one judge per submission (up to ``--jobs`` at a time), so no judge pays
+for Python's start-up again. Each judge starts one sandboxed worker for the student's code and
+sends back its results as JSON on a pipe; this process writes the report.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Optional
+
+from . import reports, sandbox
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+MAX_UNZIPPED = 100 * 1024 ** 2
+MAX_FILES = 2000
+
+GRADE_HELP = """\
+Grade a folder of submissions with a level's tests, each one isolated and time-boxed.
+
+SUBMISSIONS holds one folder or .zip per student; its name (without .zip) is the student id.
+Each submission is copied into a fresh temporary folder, and its code runs in a separate process
+with a wall-clock limit, memory, CPU and file-size limits, a scrubbed environment and (as root) a
+read-only view of everything but its own folder. The tests run in another process, which the
+student's code cannot reach: printing fake results, exiting early or patching pytest earns what
+the code really earned.
+
+examples:
+  crashcourse grade submissions/ --level 2                     JSON on stdout
+  crashcourse grade submissions/ --level 2 --format md --output class.md
+  crashcourse grade submissions/ --level 2 --format gradescope --output results/
+  crashcourse grade submissions/ --level 2 --seed 7 --scenarios private/extra.json
+"""
+
+PACKAGE_HELP = """\
+Build the autograder zip for Gradescope (setup.sh, run_autograder, the kit and the level's tests).
+Upload it as a "Zip file upload" autograder; students then submit the level's file(s).
+Seeds and scenarios you pass here go into the zip, which students never see.
+"""
+
 
 def register(sub) -> None:
+    grade = sub.add_parser("grade", help="(instructors) grade a folder of submissions, isolated, with reports",
+                           description=GRADE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    grade.add_argument("submissions", metavar="SUBMISSIONS", help="folder with one folder or .zip per student")
+    grade.add_argument("--level", type=int, required=True, help="the level to grade (its tests in exercises/levelN)")
+    grade.add_argument("--format", choices=reports.FORMATS, default="json", help="report format (default json)")
+    grade.add_argument("--output", metavar="PATH", help="write the report here (for gradescope: a folder); "
+                       "default stdout (gradescope: ./gradescope-results)")
+    grade.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="K",
+                       help="submissions graded at once (default: min(2, cores))")
+    grade.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                       help="wall-clock seconds one submission's code may run in total (default 60)")
+    grade.add_argument("--seed", type=int, default=None, metavar="N",
+                       help="seed for the scripted model and generated conversations (instructor-only)")
+    grade.add_argument("--scenarios", metavar="PATH", default=None,
+                       help="extra instructor-only scenarios, a JSON or Python file (see grader.judge.load_scenarios)")
+    grade.add_argument("--examples", type=int, default=None, metavar="N",
+                       help="generated conversations per property test (default: the level's own)")
+    grade.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    grade.set_defaults(handler=_grade)
+
+    package = sub.add_parser("gradescope-package", help="(instructors) build the Gradescope autograder zip",
+                             description=PACKAGE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    package.add_argument("--level", type=int, required=True)
+    package.add_argument("--output", metavar="PATH", default=None, help="zip to write (default "
+                         "crashcourse-levelN-autograder.zip)")
+    package.add_argument("--seed", type=int, default=None)
+    package.add_argument("--scenarios", default=None, metavar="PATH")
+    package.add_argument("--timeout", type=float, default=120.0)
+    package.set_defaults(handler=_package)
+
+    run = sub.add_parser("gradescope-run", help=argparse.SUPPRESS)
+    run.add_argument("--level", type=int, required=True)
+    run.add_argument("--submission", default="/autograder/submission")
+    run.add_argument("--results", default="/autograder/results/results.json")
+    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--scenarios", default=None)
+    run.add_argument("--timeout", type=float, default=120.0)
+    run.set_defaults(handler=_gradescope_run)
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+def level_folder(level: int) -> Path:
+    folder = KIT_ROOT / "exercises" / f"level{level}"
+    if not folder.is_dir() or not list(folder.glob("test_*.py")):
+        have = sorted(p.name for p in (KIT_ROOT / "exercises").glob("level*") if list(p.glob("test_*.py")))
+        raise SystemExit(f"crashcourse grade: level {level} has no tests in {folder}. Levels with tests: "
+                         f"{', '.join(have) or 'none'}.")
+    return folder
+
+
+def _grade(args) -> int:
+    if not os.path.isdir(args.submissions):
+        print(f"crashcourse grade: {args.submissions} is not a folder. Point it at a folder that holds one folder "
+              "or .zip per student.", file=sys.stderr)
+        return 2
+    if args.scenarios and not os.path.isfile(args.scenarios):
+        print(f"crashcourse grade: --scenarios {args.scenarios}: no such file", file=sys.stderr)
+        return 2
+    if args.jobs < 1 or args.timeout <= 0:
+        print("crashcourse grade: --jobs must be at least 1 and --timeout above 0", file=sys.stderr)
+        return 2
+    output = args.output or ("gradescope-results" if args.format == "gradescope" else None)
+    progress = sys.stderr.isatty() and not args.no_progress
+    batch = grade_batch(args.submissions, args.level, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
+                        scenarios=args.scenarios, examples=args.examples, progress=progress,
+                        protect=[output] if output else [])
+    if args.format == "gradescope":
+        written = reports.write_gradescope(batch, output)
+        print(f"wrote {len(written)} results.json file(s) under {output}/", file=sys.stderr)
+    else:
+        text = reports.render(batch, args.format)
+        if output:
+            Path(output).parent.mkdir(parents=True, exist_ok=True)
+            Path(output).write_text(text, encoding="utf-8")
+            print(f"wrote {output}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+    for note in batch.get("notes", []):
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+# -- a batch ----------------------------------------------------------------------------------------
+
+def discover(folder: str) -> list[tuple[str, Path]]:
+    """``(student id, path)`` for each folder or .zip in ``folder``, sorted by id."""
+    out = []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            out.append((entry.name, entry))
+        elif entry.is_file() and entry.suffix.lower() == ".zip":
+            out.append((entry.stem, entry))
+    return out
+
+
+def unpack(source: Path, target: Path) -> Optional[str]:
+    """Copy a folder, or extract a zip safely, into ``target``. Returns a problem, or None."""
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        try:
+            with zipfile.ZipFile(source) as z:
+                members = z.infolist()
+                if len(members) > MAX_FILES or sum(m.file_size for m in members) > MAX_UNZIPPED:
+                    return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB or {MAX_FILES} files"
+                target.mkdir(parents=True)
+                for m in members:
+                    name = m.filename.replace("\\", "/")
+                    parts = [p for p in name.split("/") if p not in ("", ".")]
+                    if name.startswith("/") or ".." in parts or (m.external_attr >> 16) & 0o170000 == 0o120000:
+                        return f"{source.name} holds a path the grader will not unpack: {m.filename!r}"
+                    if not parts or parts[0] == "__MACOSX":
+                        continue
+                    dest = target.joinpath(*parts)
+                    if m.is_dir():
+                        dest.mkdir(parents=True, exist_ok=True)
+                        continue
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(m) as src, open(dest, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+            return f"{source.name} is not a zip file the grader can read ({exc})"
+    # A zip of the folder rather than of its files: look inside the one folder it holds.
+    inside = [p for p in target.iterdir() if not p.name.startswith(".")]
+    if len(inside) == 1 and inside[0].is_dir() and not list(target.glob("*.py")):
+        for p in list(inside[0].iterdir()):
+            p.rename(target / p.name)
+        inside[0].rmdir()
     return None
+
+
+def preload(level_dir: Path) -> None:
+    """Import everything a judge needs once, here, so each forked judge starts warm."""
+    import hypothesis  # noqa: F401
+    import pytest
+
+    from . import conversations, explore, judge, plugin, scripted  # noqa: F401
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
+        cwd = os.getcwd()
+        try:
+            os.chdir(KIT_ROOT)
+            pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)])
+        finally:
+            os.chdir(cwd)
+
+
+class Job:
+    def __init__(self, student: str, source: Path, root: str):
+        self.student, self.source, self.root = student, source, root
+        self.token = uuid.uuid4().hex
+        self.pid = 0
+        self.fd = -1
+        self.data = bytearray()
+        self.started = 0.0
+        self.result: Optional[dict] = None
+
+
+def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float = 60.0, seed: Optional[int] = None,
+                scenarios: Optional[str] = None, examples: Optional[int] = None, progress: bool = False,
+                protect: tuple = ()) -> dict:
+    """Grade every submission in the folder; returns ``{"level", "submissions", "notes"}``."""
+    level_dir = level_folder(level)
+    entries = discover(submissions)
+    notes = []
+    read_only = sandbox.read_only_view_available()
+    if not read_only:
+        notes.append("a read-only view of the file system was not available here (it needs root and mount "
+                     "namespaces); the grader checked afterwards that the submissions folder did not change instead")
+    preload(level_dir)
+    sandbox.set_subreaper()
+    watched = [submissions] + [p for p in protect if p]
+    before = sandbox.tree_state(watched)
+    queue = list(entries)
+    running: dict[int, Job] = {}
+    done: list[dict] = []
+    bar = Progress(len(entries)) if progress else None
+    grace = 2 * timeout + 60.0  # the judge's own work on top of the code's budget
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                student, source = queue.pop(0)
+                job = _start(student, source, level_dir, timeout, seed, scenarios, examples, read_only,
+                             [j.fd for j in running.values()])
+                if job.result is not None:
+                    done.append(job.result)
+                    _finish(job)
+                    if bar:
+                        bar.step(job.result)
+                    continue
+                running[job.fd] = job
+            if not running:
+                continue
+            now = time.monotonic()
+            wait = max(0.05, min(j.started + timeout + grace - now for j in running.values()))
+            ready, _, _ = select.select(list(running), [], [], wait)
+            for fd in ready:
+                job = running[fd]
+                chunk = os.read(fd, 1 << 20)
+                if chunk:
+                    job.data += chunk
+                    continue
+                del running[fd]
+                _collect(job, timeout)
+                done.append(job.result)
+                _finish(job)
+                if bar:
+                    bar.step(job.result)
+            now = time.monotonic()
+            for fd, job in list(running.items()):
+                if now > job.started + timeout + grace:
+                    del running[fd]
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(job.pid, signal.SIGKILL)
+                    job.result = _error(job.student, f"grading this submission took longer than {timeout + grace:g} s "
+                                                     "and was stopped")
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(job.pid, 0)
+                    _finish(job)
+                    done.append(job.result)
+                    if bar:
+                        bar.step(job.result)
+    finally:
+        for job in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+            _finish(job)
+        if bar:
+            bar.close()
+    changed = sandbox.tree_changes(before, sandbox.tree_state(watched))
+    if changed:
+        notes.append("these paths changed while grading, which no submission should be able to do: "
+                     + ", ".join(changed[:10]))
+        for result in done:
+            result.setdefault("warnings", []).append("the submissions folder changed while this batch ran")
+    done.sort(key=lambda r: r["id"])
+    return {"level": level, "submissions": done, "notes": notes}
+
+
+def _error(student: str, reason: str) -> dict:
+    return {"id": student, "score": 0.0, "max_score": 0.0, "status": "error", "error": reason, "tests": []}
+
+
+def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, scenarios, examples, read_only,
+           other_fds: list) -> Job:
+    root = tempfile.mkdtemp(prefix="crashcourse-grade-")
+    job = Job(student, source, root)
+    problem = unpack(source, Path(root) / "submission")
+    if problem:
+        job.result = _error(student, problem)
+        return job
+    r, w = os.pipe()
+    job.started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the judge
+        try:
+            os.close(r)
+            for fd in other_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            os.setpgid(0, 0)
+            sandbox.die_with_parent()
+            sandbox.set_subreaper()
+            null = os.open(os.devnull, os.O_RDWR)
+            for std in (0, 1, 2):
+                os.dup2(null, std)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            from .judge import run_judge
+            started = time.monotonic()
+            result = run_judge(str(level_dir), os.path.join(root, "submission"), root, job.token, seed=seed,
+                               timeout=timeout, scenarios=scenarios, examples=examples, student=student,
+                               read_only=read_only)
+            result["seconds"] = time.monotonic() - started
+            data = json.dumps(result).encode()
+        except BaseException as exc:  # noqa: BLE001 - whatever happens, the batch hears about it
+            data = json.dumps(_error(student, f"the grader failed on this submission: {type(exc).__name__}: {exc}"))\
+                .encode()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    job.pid, job.fd = pid, r
+    return job
+
+
+def _collect(job: Job, timeout: float) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(job.pid, 0)
+    try:
+        job.result = json.loads(bytes(job.data))
+    except ValueError:
+        job.result = _error(job.student, "the grading process for this submission ended without a result")
+    job.result["id"] = job.student
+
+
+def _finish(job: Job) -> None:
+    if job.fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(job.fd)
+        job.fd = -1
+    strays = sandbox.kill_tree(job.token)
+    if strays and job.result is not None:
+        job.result["stray_processes"] = job.result.get("stray_processes", 0) + strays
+    sandbox.reap()
+    shutil.rmtree(job.root, ignore_errors=True)
+
+
+class Progress:
+    """A one-line progress bar on stderr (only used when stderr is a terminal)."""
+
+    def __init__(self, total: int):
+        self.total, self.count, self.failed, self.errors = total, 0, 0, 0
+        self.started = time.monotonic()
+        self.draw()
+
+    def step(self, result: dict) -> None:
+        self.count += 1
+        self.failed += result["status"] == "failed"
+        self.errors += result["status"] == "error"
+        self.draw()
+
+    def draw(self) -> None:
+        width = 30
+        filled = int(width * self.count / self.total) if self.total else width
+        elapsed = time.monotonic() - self.started
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.count}/{self.total} graded, "
+                         f"{self.failed} failed, {self.errors} could not be graded, {elapsed:.0f} s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+# -- Gradescope --------------------------------------------------------------------------------------
+
+def _package(args) -> int:
+    from .gradescope import build_package
+    level_folder(args.level)
+    output = args.output or f"crashcourse-level{args.level}-autograder.zip"
+    build_package(args.level, output, seed=args.seed, scenarios=args.scenarios, timeout=args.timeout)
+    print(f"wrote {output}: upload it as the assignment's autograder (setup.sh and run_autograder at its root)")
+    return 0
+
+
+def _gradescope_run(args) -> int:
+    from .gradescope import run_on_gradescope
+    return run_on_gradescope(args.level, args.submission, args.results, seed=args.seed, scenarios=args.scenarios,
+                             timeout=args.timeout)

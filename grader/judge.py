@@ -1,0 +1,880 @@
+"""The judge: runs a level's own tests on one submission, without ever importing the submission.
+
+Trust design (why a score cannot be faked from inside a submission)
+-------------------------------------------------------------------
+Two processes grade each submission, and only one of them runs student code:
+
+* The **judge** (this module) runs ``pytest exercises/levelN`` in-process, with the level's real
+  tests, fixtures, crash engine and invariants. It replaces the plugin's ``Submission`` with
+  :class:`RemoteSubmission`, so ``submission.load("agent.py")`` returns a stand-in module whose
+  functions run somewhere else. Pass or fail, points, and the report are decided here, from data.
+* The **worker** (:mod:`grader.worker`) is a separate process in the sandbox of
+  :mod:`grader.sandbox`. It imports the student's file and calls its functions when asked. When
+  the judge's crash engine is recording (``explore_loop``), the worker records the file operations
+  with the same :class:`~grader.recorder.Recorder` and streams them back as plain JSON; the judge
+  appends them to its own recorder in order. The scripted model and tools stay in the judge: the
+  worker only receives a callback handle, so each model and tool call is recorded by the judge at
+  the moment it serves it, and the loop events in the trace cannot be forged or reordered.
+
+What that buys:
+
+* printing fake results, writing a results file: the judge reads neither (the worker's output is
+  captured, capped, and shown as output, never parsed);
+* ``sys.exit(0)`` or ``os._exit(0)`` anywhere: the judge sees an exception or a dead pipe, never
+  a pass; an exit at import fails every test with that reason;
+* patching pytest, ``grader.grading.assert_holds`` or ``_pytest.runner``: those patches land in
+  the worker, where no verdict is computed (pytest is not even imported there);
+* a thread or a detached process left running: the worker is killed after the run, and every
+  process it started is found (session, subreaper, environment marker) and killed;
+* a hang or an endless loop: a wall-clock deadline for the whole submission; once it is spent,
+  the remaining tests fail at once with the same reason;
+* lying about file operations (speaking the worker's wire protocol directly): after each recorded
+  call the judge replays the trace and compares it with the files really on disk; a mismatch
+  makes the run "unseen", which fails. A lie that leaves the same final files is not caught: that
+  would need syscall tracing (see the report).
+
+The worker's data is decoded as JSON with a few tagged forms and checked (kinds of operation,
+types of fields); nothing it sends is unpickled or evaluated.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import json
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from . import recorder as recorder_module
+from . import sandbox
+from .recorder import FS_KINDS, Op
+from .worker import MAX_MESSAGE, OP_FIELDS, Callback, Stand
+
+KIT_PARENT = str(Path(__file__).resolve().parent.parent)
+SAFE_MODULES = {"builtins", "datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
+OUTPUT_SHOWN = 4000
+
+
+class SandboxProblem(Exception):
+    """The submission's process hung, died, or used up its time: the reason a test could not run."""
+
+
+class Incident(SandboxProblem):
+    pass
+
+
+class RemoteObject:
+    """Something the worker returned that is not plain data (shown by its type and repr only)."""
+
+    def __init__(self, type_name: str, text: str):
+        self.type_name, self.text = type_name, text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, RemoteObject) and (self.type_name, self.text) == (other.type_name, other.text)
+
+    __hash__ = object.__hash__
+
+
+# -- decoding what the worker sends ---------------------------------------------------------------
+
+def decode(value: Any, objects: dict) -> Any:
+    if isinstance(value, list):
+        return [decode(v, objects) for v in value]
+    if isinstance(value, dict):
+        if len(value) == 1:
+            (tag, inner), = value.items()
+            if tag == "$b" and isinstance(inner, str):
+                return base64.b64decode(inner)
+            if tag == "$t" and isinstance(inner, list):
+                return tuple(decode(v, objects) for v in inner)
+            if tag == "$s" and isinstance(inner, list):
+                try:
+                    return frozenset(decode(v, objects) for v in inner)
+                except TypeError:
+                    return RemoteObject("set", "(a set of unhashable values)")
+            if tag == "$d" and isinstance(inner, list):
+                out = {}
+                for pair in inner:
+                    if isinstance(pair, list) and len(pair) == 2:
+                        key = decode(pair[0], objects)
+                        try:
+                            out[key] = decode(pair[1], objects)
+                        except TypeError:
+                            out[repr(key)] = decode(pair[1], objects)
+                return out
+            if tag == "$o" and isinstance(inner, int) and not isinstance(inner, bool):
+                return objects.get(inner, RemoteObject("object", "(an object the grader does not know)"))
+            if tag == "$r" and isinstance(inner, list) and len(inner) == 2:
+                return RemoteObject(str(inner[0]), str(inner[1]))
+            if tag == "$f" and inner in ("nan", "inf", "-inf"):
+                return float(inner)
+            if tag == "$op" and isinstance(inner, dict):
+                return _decode_op(inner, objects)
+        return {k: decode(v, objects) for k, v in value.items()}
+    return value
+
+
+def _decode_op(fields: dict, objects: dict) -> Optional[Op]:
+    kind = fields.get("kind")
+    if kind not in FS_KINDS and kind != "flush":
+        return None  # loop events are recorded by the judge alone
+    values = {name: decode(fields.get(name), objects) for name in OP_FIELDS}
+
+    def text(v: Any) -> Optional[str]:
+        return v if isinstance(v, str) else None
+
+    def number(v: Any, default: Optional[int] = 0) -> Optional[int]:
+        return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+    flags = values.get("flags")
+    return Op(0, kind, api=text(values.get("api")) or "", path=text(values.get("path")), dest=text(values.get("dest")),
+              handle=number(values.get("handle"), None), offset=number(values.get("offset"), None),
+              data=values.get("data") if isinstance(values.get("data"), bytes) else b"",
+              size=number(values.get("size")) or 0,
+              flags=frozenset(f for f in flags if isinstance(f, str)) if isinstance(flags, frozenset) else frozenset(),
+              is_dir=values.get("is_dir") is True, payload=None, note="")
+
+
+# -- one submission's box -----------------------------------------------------------------------
+
+class Box:
+    """One submission's sandbox as the judge sees it: the folder, the deadline, the worker."""
+
+    def __init__(self, folder: str, root: str, token: str, timeout: float, limits: Optional[sandbox.Limits] = None,
+                 read_only: Optional[bool] = None):
+        self.folder = os.path.realpath(folder)
+        self.root = os.path.realpath(root)
+        self.token = token
+        self.timeout = timeout
+        self.spent = 0.0  # seconds spent waiting on the submission's code (the judge's own work is free)
+        self.limits = limits or sandbox.Limits(cpu_seconds=int(timeout) + 10)
+        self.read_only = read_only
+        self.worker: Optional[Worker] = None
+        self.generation = 0
+        self.expired: Optional[str] = None
+        self.incidents: dict[str, str] = {}
+        self.current = ""
+        self.output = bytearray()
+        self.output_dropped = 0
+        self.load_failures: dict[str, str] = {}
+        self.calls = 0
+
+    def incident(self, reason: str) -> str:
+        self.incidents.setdefault(self.current or "(outside any test)", reason)
+        return reason
+
+    def ensure_worker(self) -> "Worker":
+        if self.expired:
+            raise Incident(self.expired)
+        if self.worker is None or not self.worker.alive:
+            if self.worker is not None:
+                self.worker.stop()
+            self.generation += 1
+            self.worker = Worker(self)
+        return self.worker
+
+    def time_left(self) -> float:
+        return self.timeout - self.spent
+
+    def wait(self, rlist: list, wlist: list) -> tuple:
+        """select() on the worker's pipes, charging the time to the submission's budget."""
+        started = time.monotonic()
+        try:
+            readable, writable, _ = select.select(rlist, wlist, [], max(self.time_left(), 0))
+        finally:
+            self.spent += time.monotonic() - started
+        return readable, writable
+
+    def take_output(self, data: bytes) -> None:
+        room = self.limits.output - len(self.output)
+        if room > 0:
+            self.output += data[:room]
+        self.output_dropped += max(0, len(data) - max(room, 0))
+
+    def shutdown(self) -> int:
+        killed = 0
+        if self.worker is not None:
+            killed = self.worker.stop()
+            self.worker = None
+        killed += sandbox.kill_tree(self.token, root_pid=os.getpid())
+        return killed
+
+
+class Worker:
+    """The sandboxed process, and the two pipes to it (plus one for whatever it prints)."""
+
+    def __init__(self, box: Box):
+        self.box = box
+        to_worker_r, self.to_worker = os.pipe()
+        self.from_worker, from_worker_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        code = (f"import sys; sys.path.insert(0, {KIT_PARENT!r}); from grader.worker import main; "
+                f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}])")
+        env = sandbox.scrubbed_env(box.root, box.token)
+        os.makedirs(env["HOME"], exist_ok=True)
+        os.makedirs(env["TMPDIR"], exist_ok=True)
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", code], pass_fds=(to_worker_r, from_worker_w),
+                                     stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=env["HOME"],
+                                     start_new_session=True,
+                                     preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only))
+        for fd in (to_worker_r, from_worker_w, out_w):
+            os.close(fd)
+        os.set_blocking(self.to_worker, False)
+        self.inbox = bytearray()
+        self.alive = True
+        self.exit_note = ""
+        self.read_message("starting", startup=True)
+
+    # pipes
+    def send(self, message: dict, what: str) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(struct.pack(">I", len(data)) + data)
+        write = recorder_module._real["os.write"]  # the judge's own pipe is not the submission's file
+        while view:
+            left = self.box.time_left()
+            if left <= 0:
+                self.expire(what)
+            _, ready = self.box.wait([], [self.to_worker])
+            if ready:
+                try:
+                    n = write(self.to_worker, view)
+                except BlockingIOError:
+                    continue
+                except BrokenPipeError:
+                    self.died(what)
+                view = view[n:]
+
+    def read_message(self, what: str, startup: bool = False) -> dict:
+        while True:
+            if len(self.inbox) >= 4:
+                (size,) = struct.unpack(">I", bytes(self.inbox[:4]))
+                if size > MAX_MESSAGE:
+                    self.stop()
+                    raise Incident(self.box.incident(f"the process running your code sent the grader "
+                                                     f"{size} bytes at once while {what}; it was stopped"))
+                if len(self.inbox) >= 4 + size:
+                    body = bytes(self.inbox[4:4 + size])
+                    del self.inbox[:4 + size]
+                    try:
+                        message = json.loads(body)
+                    except (ValueError, RecursionError):
+                        message = None
+                    if not isinstance(message, dict):
+                        self.stop()
+                        raise Incident(self.box.incident(f"the process running your code sent the grader something "
+                                                         f"it could not read while {what}"))
+                    return message
+            left = self.box.time_left()
+            if left <= 0:
+                self.expire(what)
+            fds = [self.from_worker] + ([self.out_r] if self.out_r is not None else [])
+            ready, _ = self.box.wait(fds, [])
+            for fd in ready:
+                data = os.read(fd, 1 << 20)
+                if fd == self.out_r:
+                    if data:
+                        self.box.take_output(data)
+                    else:
+                        os.close(self.out_r)
+                        self.out_r = None
+                elif not data:
+                    self.died(what)
+                else:
+                    self.inbox += data
+
+    def expire(self, what: str) -> None:
+        self.stop()
+        reason = (f"your code had run for {self.box.timeout:g} s in all, the time one submission gets "
+                  f"(it was {what}). Is something waiting forever, or looping without end?")
+        self.box.expired = reason
+        raise Incident(self.box.incident(reason))
+
+    def died(self, what: str) -> None:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.stop()
+        if code is not None and code < 0:
+            sig = -code
+            why = {signal.SIGXCPU: "it used more CPU time than a submission may",
+                   signal.SIGXFSZ: f"it wrote a file larger than {self.box.limits.file_size // 2**20} MiB",
+                   signal.SIGKILL: "it was killed (out of memory?)"}.get(sig, f"signal {sig}")
+            status = f"ended by {signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig}: {why}"
+        else:
+            status = f"exit status {code}"
+        raise Incident(self.box.incident(
+            f"the process running your code ended while {what} ({status}). A function that calls sys.exit, "
+            "os._exit or kills its own process never returns to the grader, so nothing it did can be checked."))
+
+    def stop(self) -> int:
+        if not self.alive:
+            return 0
+        self.alive = False
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=5)
+        # Anything still alive now was started by the submission and outlived it: a stray.
+        killed = sandbox.kill_tree(self.box.token, root_pid=self.proc.pid, session=self.proc.pid)
+        # Whatever it printed before it stopped is part of its output.
+        if self.out_r is not None:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.out_r, False)
+                while True:
+                    data = os.read(self.out_r, 1 << 20)
+                    if not data:
+                        break
+                    self.box.take_output(data)
+            with contextlib.suppress(OSError):
+                os.close(self.out_r)
+            self.out_r = None
+        for fd in (self.to_worker, self.from_worker):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        return killed
+
+
+# -- what the level's tests see in place of the student's module -----------------------------------
+
+class RemoteSubmission:
+    """Drop-in for :class:`grader.plugin.Submission`: the same methods, the code runs in the worker."""
+
+    box: Optional[Box] = None
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def path(self, filename: str) -> Path:
+        return self.folder / filename
+
+    def load(self, filename: str) -> Any:
+        import pytest
+        box = self.box
+        path = self.path(filename)
+        if not path.exists():
+            pytest.fail(box.incident(f"There is no {filename} in the submission. The level's tests grade a file "
+                                     "with exactly that name."), pytrace=False)
+        try:
+            return RemoteModule.load(box, filename)
+        except Incident as exc:
+            problem = box.incident(str(exc))
+        pytest.fail(problem, pytrace=False)  # outside the except: the report shows the reason, not a chain
+
+    def function(self, filename: str, name: str) -> Any:
+        import pytest
+        module = self.load(filename)
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            pytest.fail(self.box.incident(f"{filename} has no function `{name}`; the tests call it by that name."),
+                        pytrace=False)
+        return fn
+
+
+class RemoteModule(types.ModuleType):
+    """A student's module as the judge sees it: functions that call into the worker, mirrored errors."""
+
+    @classmethod
+    def load(cls, box: Box, filename: str) -> "RemoteModule":
+        if filename in box.load_failures:
+            raise Incident(box.load_failures[filename])
+        module = cls(f"submission.{filename}")
+        module._box, module._filename = box, filename
+        module._reload()
+        for attr, info in module._names.items():
+            if info.get("kind") == "function":
+                setattr(module, attr, RemoteFunction(module, attr))
+            elif info.get("kind") == "exception":
+                setattr(module, attr, module._mirror(attr, info.get("mro") or []))
+            elif info.get("kind") == "value":
+                setattr(module, attr, decode(info.get("value"), {}))
+            elif info.get("kind") == "class":
+                setattr(module, attr, RemoteClass(filename, attr))
+        return module
+
+    def _reload(self) -> None:
+        box = self._box
+        worker = box.ensure_worker()
+        what = f"importing {self._filename}"
+        worker.send({"op": "load", "filename": self._filename}, what)
+        reply = worker.read_message(what)
+        if reply.get("op") != "loaded":
+            error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            reason = _import_problem(self._filename, error)
+            box.load_failures[self._filename] = reason
+            raise Incident(reason)
+        self._ident, self._module_name = reply.get("module"), reply.get("module_name")
+        self._names = reply.get("names") if isinstance(reply.get("names"), dict) else {}
+        self._generation = box.generation
+        self._exceptions = getattr(self, "_exceptions", {})
+
+    def _mirror(self, name: str, mro: list) -> type:
+        """The student's exception class, rebuilt in the judge with the same names and ancestry."""
+        chain = [(str(n), bool(here)) for n, here in mro if isinstance(mro, list)] if isinstance(mro, list) else []
+        base: type = Exception
+        for cname, here in reversed(chain):
+            if not here:
+                candidate = getattr(builtins, cname, None)
+                if isinstance(candidate, type) and issubclass(candidate, BaseException):
+                    base = candidate
+                continue
+            cls = self._exceptions.get(cname)
+            if cls is None:
+                cls = type(cname, (base,), {"__module__": self._module_name or "submission"})
+                self._exceptions[cname] = cls
+            base = cls
+        return self._exceptions.get(name, base)
+
+    def _exception(self, error: dict) -> BaseException:
+        name = str(error.get("type", "Exception"))
+        mro = error.get("mro") if isinstance(error.get("mro"), list) else []
+        message = str(error.get("message", ""))
+        if error.get("module") == self._module_name and name in self._exceptions:
+            cls = self._exceptions[name]
+        else:
+            base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
+                         and issubclass(getattr(builtins, n), BaseException)), Exception)
+            if base in (SystemExit, KeyboardInterrupt, GeneratorExit):
+                base = RuntimeError
+                message = f"{name}({message}) was raised inside your code"
+            cls = base if base.__name__ == name else type(name, (base,), {"__module__": "submission"})
+        if name == "MemoryError":
+            message = (message + " " if message else "") + \
+                f"(a submission may use at most {self._box.limits.memory // 2**30} GiB of memory)"
+        where = _last_frame(error.get("where"))
+        exc = cls(message + (f" [{where}]" if where else ""))
+        return exc
+
+
+class RemoteClass:
+    def __init__(self, filename: str, name: str):
+        self.filename, self.name = filename, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"the grader cannot build a {self.name} from {self.filename} across the sandbox; "
+                        "the level's tests call functions only")
+
+
+class RemoteFunction:
+    """One of the student's functions. Calling it runs it in the worker and returns what it returned."""
+
+    def __init__(self, module: RemoteModule, name: str):
+        self.module, self.__name__ = module, name
+        self.__qualname__ = name
+
+    def __repr__(self) -> str:
+        return f"<function {self.__name__} from {self.module._filename}, run in the sandbox>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, box = self.module, self.module._box
+        if box.expired:
+            raise Incident(box.incident(box.expired))
+        worker = box.ensure_worker()
+        if module._generation != box.generation:
+            module._reload()  # the earlier process was stopped: import afresh in the new one
+            worker = box.worker
+        objects: dict = {}
+        payload_args = _prepare(list(args), objects)
+        payload_kwargs = _prepare(kwargs, objects)
+        rec = recorder_module._active
+        box.calls += 1
+        what = f"running {self.__name__}"
+        request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
+                   "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None}
+        handle_base = 1_000_000 * box.calls
+        try:
+            worker.send(request, what)
+            while True:
+                message = worker.read_message(what)
+                op = message.get("op")
+                if op in ("ops", "callback", "return", "raise"):
+                    self._take_ops(rec, message.get("ops"), objects, handle_base)
+                if op == "callback":
+                    self._serve_callback(worker, message, objects, what)
+                    continue
+                if op in ("return", "raise"):
+                    break
+        except BaseException:
+            # A timeout signal or an incident mid-call: the worker's state is unknown, so it goes.
+            if worker.alive:
+                worker.stop()
+            raise
+        if rec is not None:
+            unseen = message.get("unseen")
+            if isinstance(unseen, list):
+                rec.unseen.extend(str(u)[:500] for u in unseen[:50])
+            _compare_with_disk(rec)
+        new_args = decode(message.get("args"), objects)
+        new_kwargs = decode(message.get("kwargs"), objects)
+        if isinstance(new_args, list) and len(new_args) == len(args):
+            for old, new in zip(args, new_args):
+                _merge(old, new)
+        if isinstance(new_kwargs, dict):
+            for key, old in kwargs.items():
+                if key in new_kwargs:
+                    _merge(old, new_kwargs[key])
+        if message.get("op") == "raise":
+            error = message.get("error") if isinstance(message.get("error"), dict) else {}
+            raise module._exception(error)
+        return decode(message.get("value"), objects)
+
+    @staticmethod
+    def _take_ops(rec: Any, ops: Any, objects: dict, handle_base: int) -> None:
+        if not isinstance(ops, list) or rec is None:
+            return
+        for raw in ops:
+            op = decode(raw, objects)
+            if not isinstance(op, Op):
+                continue
+            rec.add(op.kind, api=op.api, path=op.path, dest=op.dest,
+                    handle=None if op.handle is None else handle_base + op.handle, offset=op.offset, data=op.data,
+                    size=op.size, flags=op.flags, is_dir=op.is_dir)
+
+    def _serve_callback(self, worker: Worker, message: dict, objects: dict, what: str) -> None:
+        fn = objects.get(message.get("id"))
+        args = decode(message.get("args"), objects)
+        kwargs = decode(message.get("kwargs"), objects)
+        if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict) \
+                or not all(isinstance(k, str) for k in kwargs):
+            worker.send({"op": "error", "type": "TypeError", "mro": ["TypeError", "Exception"],
+                         "message": "the grader could not read that call"}, what)
+            return
+        try:
+            value = fn(*args, **kwargs)
+        except (Incident, _loop_timeout()):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the model or a tool refusing: the student's loop sees it
+            worker.send({"op": "error", "type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__],
+                         "message": str(exc)}, what)
+            return
+        worker.send({"op": "value", "value": _prepare(value, objects)}, what)
+
+
+def _loop_timeout() -> type:
+    from .explore import LoopTimeout
+    return LoopTimeout
+
+
+def _import_problem(filename: str, error: dict) -> str:
+    kind = error.get("type")
+    if kind in ("SyntaxError", "IndentationError", "TabError"):
+        return (f"{filename} has a syntax error on line {error.get('lineno')}: {error.get('msg') or error.get('message')}. "
+                "Fix it, then re-run.")
+    if kind == "SystemExit":
+        return (f"Importing {filename} called sys.exit({json.dumps(error.get('code'))}). A file that ends the "
+                "program when it is imported cannot be graded: the grader counts only the checks it saw pass.")
+    where = _last_frame(error.get("where"))
+    return f"Importing {filename} raised {kind}: {error.get('message')}" + (f" [{where}]" if where else "")
+
+
+def _last_frame(where: Any) -> str:
+    if not isinstance(where, str) or not where.strip():
+        return ""
+    lines = [line.strip() for line in where.strip().splitlines() if line.strip().startswith("File ")]
+    if not lines:
+        return ""
+    last = lines[-1]
+    try:
+        path = last.split('"')[1]
+        rest = last.split('"', 2)[2].strip(", ")
+        return f"{os.path.basename(path)}, {rest}"
+    except IndexError:
+        return last
+
+
+def _prepare(value: Any, objects: dict, depth: int = 0) -> Any:
+    """What goes to the worker: plain data as it is; callables and live objects as handles."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if depth > 200:
+        return None
+    if isinstance(value, list):
+        return [_prepare(v, objects, depth + 1) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_prepare(v, objects, depth + 1) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {_prepare(k, objects, depth + 1): _prepare(v, objects, depth + 1) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)) and all(isinstance(v, (str, int, float, bytes, bool)) for v in value):
+        return value
+    ident = id(value)
+    objects[ident] = value
+    if callable(value) and not isinstance(value, type):
+        return Callback(ident, getattr(value, "__name__", "callback"))
+    if type(value).__module__ in SAFE_MODULES and not callable(value):
+        try:
+            pickle.dumps(value)
+            return value
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        text = repr(value)[:200]
+    except Exception:  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return Stand(ident, type(value).__name__, text)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _merge(old: Any, new: Any) -> None:
+    """Bring an argument the function changed back into the caller's object, keeping what did not change."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [k for k in old if k not in new]:
+            del old[key]
+        for key, value in new.items():
+            if key in old and (old[key] is value or _same(old[key], value)):
+                continue
+            if key in old and isinstance(old[key], (dict, list)) and type(old[key]) is type(value):
+                _merge(old[key], value)
+            else:
+                old[key] = value
+    elif isinstance(old, list) and isinstance(new, list):
+        if len(old) == len(new):
+            for i, value in enumerate(new):
+                if old[i] is value or _same(old[i], value):
+                    continue
+                if isinstance(old[i], (dict, list)) and type(old[i]) is type(value):
+                    _merge(old[i], value)
+                else:
+                    old[i] = value
+        else:
+            old[:] = new
+
+
+def _compare_with_disk(rec: Any) -> None:
+    """The trace the worker sent must replay to exactly the files that are on disk now."""
+    from .crash_models import final_listing
+    roots = [os.path.realpath(w) for w in rec.watch]
+    dirs = {os.path.dirname(p) for op in rec.ops if op.kind in FS_KINDS for p in (op.path, op.dest) if p}
+    for directory in sorted(dirs):
+        real = os.path.realpath(directory)
+        if not any(real == r or real.startswith(r + os.sep) for r in roots):
+            continue
+        expected = final_listing(rec.ops, rec.initial, directory)
+        actual = {}
+        if os.path.isdir(directory):
+            for name in os.listdir(directory):
+                p = os.path.join(directory, name)
+                if os.path.isfile(p) and not os.path.islink(p):
+                    with recorder_module._real["open"](p, "rb") as f:
+                        actual[name] = f.read()
+        if expected != actual:
+            names = sorted(set(expected) ^ set(actual)) or \
+                sorted(n for n in expected if expected.get(n) != actual.get(n))
+            rec.unseen.append(f"after the run, the files in {os.path.basename(directory)}/ are not what the recorded "
+                              f"operations leave ({', '.join(names[:3])}): something wrote there by a route the "
+                              "grader could not see")
+
+
+# -- running a level's tests as the judge ------------------------------------------------------------
+
+class Collector:
+    """A pytest plugin object that keeps each test's outcome, points and text for the report."""
+
+    def __init__(self, box: Box):
+        self.box = box
+        self.tests: dict[str, dict] = {}
+        self.collect_errors: list[str] = []
+
+    def pytest_collection_modifyitems(self, items: list) -> None:
+        for item in items:
+            points = item.get_closest_marker("points")
+            task = item.get_closest_marker("task")
+            self.tests[item.nodeid] = {
+                "nodeid": item.nodeid, "name": item.name, "status": "error", "output": "the test did not run",
+                "max_score": float(points.args[0]) if points is not None and points.args else 0.0,
+                "task": (task.kwargs.get("taskno", task.args[0] if task.args else None) if task is not None else None)}
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.collect_errors.append(str(report.longreprtext)[-3000:])
+
+    def pytest_runtest_setup(self, item: Any) -> None:
+        self.box.current = item.nodeid
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        entry = self.tests.get(report.nodeid)
+        if entry is None:
+            return
+        text = str(report.longreprtext or "")
+        if report.when == "setup":
+            if report.failed:
+                entry.update(status="error", output=text)
+            elif report.skipped:
+                entry.update(status="failed", output="skipped: " + text)
+        elif report.when == "call":
+            entry.update(status="passed" if report.passed else "failed", output=text if report.failed else "")
+        elif report.when == "teardown" and report.failed and entry["status"] == "passed":
+            entry.update(status="error", output=text)
+
+
+def _shorten(text: str, box: Box, names: dict) -> str:
+    for old, new in names.items():
+        text = text.replace(old, new)
+    if len(text) > OUTPUT_SHOWN:
+        text = text[:OUTPUT_SHOWN] + f"\n... ({len(text) - OUTPUT_SHOWN} more characters)"
+    return text
+
+
+def written_tasks(level_dir: Path) -> set:
+    """Task numbers the level's README marks as written answers for manual review."""
+    readme = level_dir / "README.md"
+    if not readme.exists():
+        return set()
+    out, current = set(), None
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            head = line[3:].strip()
+            number = head.split(".", 1)[0]
+            current = int(number) if number.isdigit() else None
+            if current is not None and "manual review" in head.lower():
+                out.add(current)
+        elif current is not None and "manual review" in line.lower() and "no automatic points" in line.lower():
+            out.add(current)
+    return out
+
+
+def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optional[int] = None,
+              timeout: float = 60.0, scenarios: Optional[str] = None, examples: Optional[int] = None,
+              student: str = "", read_only: Optional[bool] = None, quiet: bool = True) -> dict:
+    """Grade one submission folder with the level's tests. Returns the submission's report entry."""
+    import pytest
+    from . import plugin
+
+    level = Path(level_dir).resolve()
+    kit_root = level.parent.parent
+    box = Box(folder, root, token, timeout, read_only=read_only)
+    RemoteSubmission.box = box
+    plugin.Submission = RemoteSubmission  # the level's `submission` fixture now hands out stand-ins
+    scratch = os.path.join(box.root, "tmp")
+    os.makedirs(scratch, exist_ok=True)
+    import tempfile
+    tempfile.tempdir = scratch
+    os.environ["TMPDIR"] = scratch
+    collector = Collector(box)
+    args = [str(level), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--basetemp",
+            os.path.join(box.root, "pytest"), "--submission", box.folder, "-o", "console_output_style=classic",
+            "--rootdir", str(kit_root)]
+    if seed is not None:
+        args += ["--crashcourse-seed", str(seed)]
+    if examples is not None:
+        args += ["--crashcourse-examples", str(examples)]
+    error = None
+    os.chdir(kit_root)
+    try:
+        code = pytest.main(args, plugins=[collector])
+        if collector.collect_errors:
+            error = "the level's tests could not be collected:\n" + collector.collect_errors[0]
+        elif code not in (0, 1) and not collector.tests:
+            error = f"pytest stopped with exit code {int(code)}"
+    except BaseException as exc:  # noqa: BLE001 - the judge reports, it does not crash the batch
+        error = f"the grader failed on this submission: {type(exc).__name__}: {exc}"
+    extra = []
+    if scenarios:
+        extra = run_scenarios(scenarios, box)
+    killed = box.shutdown()
+
+    names = {box.folder: student or "<submission>", os.path.relpath(box.folder, kit_root): student or "<submission>",
+             box.root: "<sandbox>"}
+    written = written_tasks(level)
+    tests = []
+    for entry in list(collector.tests.values()) + extra:
+        reason = box.incidents.get(entry["nodeid"])
+        status = entry["status"]
+        max_score = entry["max_score"]
+        if entry.get("task") in written:
+            status, max_score = "manual review", 0.0
+        tests.append({"name": entry["name"], "status": status,
+                      "score": max_score if status == "passed" else 0.0, "max_score": max_score,
+                      "output": _shorten(entry["output"], box, names), "task": entry.get("task"),
+                      "reason": _shorten(reason, box, names) if reason else None})
+    if (level / "answers.md").exists():
+        answers = Path(box.folder) / "answers.md"
+        text = answers.read_text(encoding="utf-8", errors="replace")[:OUTPUT_SHOWN] if answers.exists() \
+            else "(the submission has no answers.md)"
+        tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
+                      "max_score": 0.0, "output": text, "task": None, "reason": None})
+    scored = [t for t in tests if t["status"] != "manual review"]
+    score = sum(t["score"] for t in scored)
+    max_score = sum(t["max_score"] for t in scored)
+    if error is None and not scored:
+        error = "the level has no tests with points"
+    if error is None and scored and all(t["reason"] for t in scored if t["status"] != "passed") \
+            and not any(t["status"] == "passed" for t in scored):
+        error = scored[0]["reason"]
+    status = "error" if error else ("passed" if all(t["status"] == "passed" for t in scored) else "failed")
+    output = bytes(box.output).decode("utf-8", "replace")
+    if box.output_dropped:
+        output += f"\n... ({box.output_dropped} more bytes of output were dropped)"
+    return {"id": student, "score": score if status != "error" or score else 0.0, "max_score": max_score,
+            "status": status, "error": _shorten(error, box, names) if error else None, "tests": tests,
+            "stdout": _shorten(output, box, names), "stray_processes": killed}
+
+
+def run_scenarios(path: str, box: Box) -> list:
+    """The instructor's own scenarios (not shipped to students), each explored like a level test."""
+    from .explore import explore_loop
+    spec = load_scenarios(path)
+    out = []
+    submission = RemoteSubmission(Path(box.folder))
+    for scenario, points, invariants in spec["scenarios"]:
+        nodeid = f"instructor::{scenario.name}"
+        box.current = nodeid
+        entry = {"nodeid": nodeid, "name": f"instructor scenario: {scenario.name}", "max_score": float(points),
+                 "task": None, "status": "failed", "output": ""}
+        try:
+            module = submission.load(spec["file"])
+            fn = getattr(module, spec["function"], None)
+            if not callable(fn):
+                raise Incident(box.incident(f"{spec['file']} has no function `{spec['function']}`"))
+            found = explore_loop(fn, scenario, models=spec["models"], timeout=min(20.0, max(box.time_left(), 0.1)))
+            bad = found.error or found.unseen or [v for v in found.violations
+                                                   if not invariants or v.invariant in invariants]
+            entry.update(status="failed" if bad else "passed", output=found.report() if bad else "")
+        except BaseException as exc:  # noqa: BLE001 - pytest.fail raises an outcome, not an Exception
+            entry.update(status="failed", output=str(exc) or type(exc).__name__)
+        out.append(entry)
+    return out
+
+
+def load_scenarios(path: str) -> dict:
+    """Read an instructor's scenario file (JSON, or Python defining SCENARIOS)."""
+    from .scripted import Scenario, from_turns
+    p = Path(path)
+    if p.suffix == ".py":
+        import importlib.util
+        spec_ = importlib.util.spec_from_file_location("crashcourse_instructor_scenarios", p)
+        mod = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(mod)
+        data = {k.lower(): getattr(mod, k) for k in ("FILE", "FUNCTION", "MODELS", "POINTS", "SCENARIOS")
+                if hasattr(mod, k)}
+    else:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    items = []
+    for i, item in enumerate(data.get("scenarios", [])):
+        if isinstance(item, Scenario):
+            items.append((item, data.get("points", 1), []))
+            continue
+        turns = [tuple(t) for t in item.get("turns", [])]
+        scenario = from_turns(item.get("task", "the instructor's task"), turns, item.get("final_text", "Done."),
+                              seed=int(item.get("seed", 0)), name=item.get("name", f"scenario {i + 1}"))
+        items.append((scenario, item.get("points", data.get("points", 1)), list(item.get("invariants", []))))
+    return {"file": data.get("file", "agent.py"), "function": data.get("function", "run_agent"),
+            "models": tuple(data.get("models", ("M1", "M2"))), "scenarios": items}

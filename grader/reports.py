@@ -1,0 +1,180 @@
+"""Reports of a graded batch: ``json`` (the contract), ``gradescope``, ``csv`` and ``md``.
+
+Every writer takes the batch as :func:`grader.grading_cli.grade_batch` returns it::
+
+    {"level": 2, "submissions": [{"id", "score", "max_score", "status", "error", "tests": [...]}, ...]}
+
+where each test is ``{"name", "status", "score", "max_score", "output"}`` (plus ``reason``, the
+sandbox's own account of a hang or a crash, which the writers fold into the output).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+from collections import Counter
+from typing import Any
+
+from .invariants import INVARIANTS
+
+FORMATS = ("json", "gradescope", "csv", "md")
+_TRIPPED = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(INVARIANTS, key=len, reverse=True)) + r")\b broken")
+_BREAK_LIST = re.compile(r"crash states break ([A-Z, -]+)\.")
+
+
+def contract(batch: dict) -> dict:
+    """Exactly the shape DESIGN.md section 7 fixes, nothing more."""
+    subs = []
+    for s in batch["submissions"]:
+        tests = []
+        for t in s.get("tests", []):
+            output = t.get("output") or ""
+            if t.get("reason") and t["reason"] not in output:
+                output = (t["reason"] + ("\n\n" + output if output else "")).strip()
+            tests.append({"name": t["name"], "status": t["status"], "score": float(t["score"]),
+                          "max_score": float(t["max_score"]), "output": output})
+        subs.append({"id": s["id"], "score": float(s["score"]), "max_score": float(s["max_score"]),
+                     "status": s["status"], "error": s.get("error"), "tests": tests})
+    return {"level": batch["level"], "submissions": subs}
+
+
+def to_json(batch: dict) -> str:
+    return json.dumps(contract(batch), indent=2, ensure_ascii=False) + "\n"
+
+
+def gradescope_result(submission: dict, seconds: float = 0.0) -> dict:
+    """One student's results.json in Gradescope's autograder format."""
+    tests = []
+    for i, t in enumerate(contract({"level": 0, "submissions": [submission]})["submissions"][0]["tests"], 1):
+        entry = {"name": t["name"], "number": str(i), "score": t["score"], "max_score": t["max_score"],
+                 "output": t["output"], "visibility": "visible"}
+        if t["status"] in ("passed", "failed"):
+            entry["status"] = t["status"]
+        elif t["status"] == "error":
+            entry["status"] = "failed"
+        else:
+            entry["output"] = "Marked for the instructor's manual review (no automatic points).\n\n" + t["output"]
+        tests.append(entry)
+    if submission["status"] == "error":
+        summary = f"The grader could not run your code: {submission.get('error')}"
+    else:
+        summary = f"{submission['score']:g} of {submission['max_score']:g} points from the automatic checks."
+    return {"score": float(submission["score"]), "execution_time": round(seconds), "output": summary,
+            "stdout_visibility": "hidden", "visibility": "visible", "tests": tests}
+
+
+def write_gradescope(batch: dict, folder: str) -> list[str]:
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for s in batch["submissions"]:
+        target = os.path.join(folder, _safe(s["id"]))
+        os.makedirs(target, exist_ok=True)
+        path = os.path.join(target, "results.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(gradescope_result(s, s.get("seconds", 0.0)), f, indent=2, ensure_ascii=False)
+        written.append(path)
+    return written
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@-]", "_", name) or "_"
+
+
+def test_names(batch: dict) -> list[str]:
+    names: list[str] = []
+    for s in batch["submissions"]:
+        for t in s.get("tests", []):
+            if t["name"] not in names:
+                names.append(t["name"])
+    return names
+
+
+def to_csv(batch: dict) -> str:
+    """A row per student, a column per test (its points, or ``manual review``)."""
+    names = test_names(batch)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["id", "status", "score", "max_score", "error"] + names)
+    for s in batch["submissions"]:
+        by_name = {t["name"]: t for t in s.get("tests", [])}
+        row = [s["id"], s["status"], f"{s['score']:g}", f"{s['max_score']:g}", (s.get("error") or "").splitlines()[0]
+               if s.get("error") else ""]
+        for name in names:
+            t = by_name.get(name)
+            row.append("" if t is None else ("manual review" if t["status"] == "manual review" else f"{t['score']:g}"))
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def tripped(text: str) -> set:
+    """The invariant ids a failure message names."""
+    found = set(_TRIPPED.findall(text or ""))
+    for group in _BREAK_LIST.findall(text or ""):
+        found.update(k.strip() for k in group.split(",") if k.strip() in INVARIANTS)
+    return found
+
+
+def to_markdown(batch: dict) -> str:
+    """Class-wide: scores, each test's pass rate, and how often each invariant tripped."""
+    subs = batch["submissions"]
+    n = len(subs)
+    lines = [f"# Level {batch['level']}: {n} submission{'s' if n != 1 else ''}", ""]
+    if not n:
+        return "\n".join(lines + ["Nothing to grade."]) + "\n"
+    status = Counter(s["status"] for s in subs)
+    scores = sorted(s["score"] for s in subs)
+    top = max((s["max_score"] for s in subs), default=0)
+    mean = sum(scores) / n
+    median = scores[n // 2] if n % 2 else (scores[n // 2 - 1] + scores[n // 2]) / 2
+    lines += [f"- passed: {status['passed']}, failed: {status['failed']}, could not be graded: {status['error']}",
+              f"- score: mean {mean:.1f}, median {median:g}, out of {top:g}", ""]
+
+    lines += ["## Where the class struggles: invariants that tripped", "",
+              "Each count is the number of students with at least one failing check that names the invariant.", "",
+              "| invariant | students | what it guards |", "|---|---|---|"]
+    per_invariant: Counter = Counter()
+    for s in subs:
+        seen = set()
+        for t in s.get("tests", []):
+            if t["status"] in ("failed", "error"):
+                seen |= tripped(t.get("output", ""))
+        per_invariant.update(seen)
+    for inv, count in per_invariant.most_common():
+        lines.append(f"| {inv} | {count} ({100 * count / n:.0f}%) | {INVARIANTS[inv]} |")
+    if not per_invariant:
+        lines.append("| (none) | 0 | |")
+    lines.append("")
+
+    lines += ["## Each check", "", "| check | points | passed | failed | manual review |", "|---|---|---|---|---|"]
+    for name in test_names(batch):
+        results = [t for s in subs for t in s.get("tests", []) if t["name"] == name]
+        c = Counter(t["status"] for t in results)
+        points = max((t["max_score"] for t in results), default=0)
+        lines.append(f"| {name} | {points:g} | {c['passed']} | {c['failed'] + c['error']} | {c['manual review']} |")
+    lines.append("")
+
+    problems = [(s["id"], s.get("error")) for s in subs if s["status"] == "error"]
+    if problems:
+        lines += ["## Could not be graded", ""]
+        reasons = Counter((e or "").splitlines()[0][:160] for _, e in problems)
+        for reason, count in reasons.most_common():
+            who = ", ".join(i for i, e in problems if (e or "").splitlines()[0][:160] == reason)
+            lines.append(f"- {count}x {reason} ({who})")
+        lines.append("")
+    lines += ["## Students", "", "| id | status | score |", "|---|---|---|"]
+    for s in subs:
+        lines.append(f"| {s['id']} | {s['status']} | {s['score']:g} / {s['max_score']:g} |")
+    return "\n".join(lines) + "\n"
+
+
+def render(batch: dict, fmt: str) -> str:
+    if fmt == "json":
+        return to_json(batch)
+    if fmt == "csv":
+        return to_csv(batch)
+    if fmt == "md":
+        return to_markdown(batch)
+    raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

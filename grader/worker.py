@@ -1,0 +1,312 @@
+"""The sandboxed side of ``crashcourse grade``: the only process that ever imports a student's code.
+
+``python -m grader.worker --read FD --write FD`` is started by the judge (:mod:`grader.judge`)
+inside the sandbox that :mod:`grader.sandbox` builds. It serves a small request loop:
+
+``load``      import one file of the submission as a fresh module and describe its names
+``call``      call one of those functions, optionally under a :class:`~grader.recorder.Recorder`
+
+It decides nothing. It reports, as plain data, what happened: the value a function returned or the
+exception it raised, the file operations the recorder saw, and its requests to call back into the
+judge (the scripted model and tools live there, so the judge, not this process, knows which model
+and tool calls really happened). Every verdict is computed by the judge from that data.
+
+Wire format. Judge to worker: a 4-byte length and a pickle (the judge is trusted, this process is
+not). Worker to judge: a 4-byte length and JSON with a few tagged forms (bytes, tuples, sets,
+non-string keys, recorder operations, objects that stand for something in the judge), because the
+judge must never unpickle anything a student's code could have written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import builtins
+import importlib.util
+import itertools
+import json
+import os
+import pickle
+import struct
+import sys
+import traceback
+from typing import Any, Optional
+
+from . import recorder as _recorder_module
+from .recorder import Op, Recorder
+
+MAX_MESSAGE = 256 * 1024 * 1024
+_write_fd = -1
+_read_fd = -1
+_counter = itertools.count()
+
+
+# -- things the judge hands over that cannot cross as data ------------------------------------------
+
+class Callback:
+    """A callable that lives in the judge (the scripted model, a tool); calling it asks the judge."""
+
+    def __init__(self, ident: int, name: str = "callback"):
+        self.ident = ident
+        self.name = name
+
+
+class Stand:
+    """An object that lives in the judge (a live API client, a lock): it travels by reference only."""
+
+    def __init__(self, ident: int, type_name: str, text: str):
+        self.ident = ident
+        self.type_name = type_name
+        self.text = text
+
+
+# -- encoding for the worker-to-judge direction (JSON, tagged) ------------------------------------
+
+OP_FIELDS = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
+             "payload", "note")
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """Plain data for JSON; anything else becomes a description the judge cannot mistake for data."""
+    if depth > 200:
+        return {"$r": ["object", "(nested too deeply to send)"]}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else {"$f": repr(value)}
+    ident = getattr(value, "_crashcourse_ident", None)
+    if isinstance(ident, int):
+        return {"$o": ident}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"$t": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$s": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: encode(v, depth + 1) for k, v in value.items()}
+        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, Op):
+        return {"$op": {name: encode(getattr(value, name), depth + 1) for name in OP_FIELDS}}
+    try:
+        text = repr(value)[:200]
+    except Exception:  # noqa: BLE001 - a student's __repr__ may raise anything
+        text = "(an object whose repr failed)"
+    return {"$r": [type(value).__name__, text]}
+
+
+def describe_exception(exc: BaseException, filename: str = "") -> dict:
+    frames = traceback.extract_tb(exc.__traceback__)
+    keep = [f for f in frames if filename and os.path.basename(f.filename) == filename] or frames[-1:]
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001
+        message = "(the exception's message could not be read)"
+    return {"type": type(exc).__name__, "module": type(exc).__module__,
+            "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
+            "where": "".join(traceback.format_list(keep[-3:]))[:2000],
+            "lineno": getattr(exc, "lineno", None), "msg": getattr(exc, "msg", None) if isinstance(exc, SyntaxError)
+            else None, "code": encode(exc.code) if isinstance(exc, SystemExit) else None}
+
+
+# -- the pipe ---------------------------------------------------------------------------------------
+
+def _write_all(data: bytes) -> None:
+    real_write = _recorder_module._real["os.write"]  # never the recorder's own wrapper: this is not the student's
+    view = memoryview(data)
+    while view:
+        n = real_write(_write_fd, view)
+        view = view[n:]
+
+
+def send(message: dict) -> None:
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    _write_all(struct.pack(">I", len(body)) + body)
+
+
+def _read_exact(n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(_read_fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the judge closed the pipe")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive() -> Any:
+    (size,) = struct.unpack(">I", _read_exact(4))
+    if size > MAX_MESSAGE:
+        raise EOFError("message too large")
+    return pickle.loads(_read_exact(size))
+
+
+# -- serving ----------------------------------------------------------------------------------------
+
+class Session:
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.modules: dict[int, tuple[Any, str]] = {}
+        self.recorder: Optional[Recorder] = None
+        self.sent = 0
+        self.exception_types: dict[tuple, type] = {}
+
+    # things from the judge, rebuilt here
+    def rebuild(self, value: Any) -> Any:
+        if isinstance(value, Callback):
+            return self._callback(value)
+        if isinstance(value, Stand):
+            cls = self._stand_type(value.type_name)
+            obj = cls.__new__(cls)
+            obj._crashcourse_ident = value.ident
+            obj._crashcourse_text = value.text
+            return obj
+        if isinstance(value, list):
+            return [self.rebuild(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.rebuild(v) for v in value)
+        if isinstance(value, dict):
+            return {self.rebuild(k): self.rebuild(v) for k, v in value.items()}
+        return value
+
+    _stand_types: dict = {}
+
+    def _stand_type(self, name: str) -> type:
+        cls = self._stand_types.get(name)
+        if cls is None:
+            cls = type(name if name.isidentifier() else "RuntimeObject", (),
+                       {"__repr__": lambda self: self._crashcourse_text, "__module__": "judge"})
+            self._stand_types[name] = cls
+        return cls
+
+    def _callback(self, cb: Callback) -> Any:
+        session = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            session.flush_ops()
+            send({"op": "callback", "id": cb.ident, "args": encode(list(args)), "kwargs": encode(kwargs)})
+            reply = receive()
+            if reply.get("op") == "error":
+                raise session.judge_exception(reply)
+            return session.rebuild(reply.get("value"))
+
+        call.__name__ = call.__qualname__ = cb.name
+        call._crashcourse_ident = cb.ident
+        return call
+
+    def judge_exception(self, reply: dict) -> BaseException:
+        """An exception raised in the judge (the scripted model refusing a request), raised here by name."""
+        name, mro = reply.get("type", "Exception"), tuple(reply.get("mro") or ())
+        cls = self.exception_types.get((name, mro))
+        if cls is None:
+            base = next((getattr(builtins, n) for n in mro[1:] if isinstance(getattr(builtins, n, None), type)
+                         and issubclass(getattr(builtins, n), BaseException)), Exception)
+            cls = type(name, (base,), {"__module__": "grader"}) if name != base.__name__ else base
+            self.exception_types[(name, mro)] = cls
+        return cls(reply.get("message", ""))
+
+    def flush_ops(self) -> None:
+        rec = self.recorder
+        if rec is None or len(rec.ops) == self.sent:
+            return
+        ops = rec.ops[self.sent:]
+        self.sent = len(rec.ops)
+        send({"op": "ops", "ops": [encode(op) for op in ops]})
+
+    # requests
+    def load(self, request: dict) -> dict:
+        filename = request["filename"]
+        path = os.path.join(self.folder, filename)
+        name = f"crashcourse_submission_{os.path.splitext(filename)[0]}_{next(_counter)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # noqa: BLE001 - a student's module may raise anything, SystemExit too
+            return {"op": "load_failed", "error": describe_exception(exc, filename)}
+        finally:
+            sys.modules.pop(name, None)
+        ident = next(_counter)
+        self.modules[ident] = (module, filename)
+        names = {}
+        for attr, value in list(vars(module).items()):
+            if attr.startswith("__"):
+                continue
+            if isinstance(value, type):
+                if issubclass(value, BaseException):
+                    names[attr] = {"kind": "exception", "mro": [[c.__name__, c.__module__ == name]
+                                                                for c in value.__mro__]}
+                else:
+                    names[attr] = {"kind": "class"}
+            elif callable(value):
+                names[attr] = {"kind": "function"}
+            elif type(value).__module__ == "builtins" and not isinstance(value, type(sys)):
+                names[attr] = {"kind": "value", "value": encode(value)}
+        return {"op": "loaded", "module": ident, "module_name": name, "names": names}
+
+    def call(self, request: dict) -> dict:
+        module, filename = self.modules[request["module"]]
+        fn = getattr(module, request["name"])
+        args = self.rebuild(request.get("args", []))
+        kwargs = self.rebuild(request.get("kwargs", {}))
+        os.chdir(request.get("cwd") or self.folder)
+        watch = request.get("watch")
+        outcome: dict
+        self.sent = 0
+        self.recorder = Recorder(watch=watch) if watch is not None else None
+        try:
+            if self.recorder is not None:
+                with self.recorder:
+                    value = fn(*args, **kwargs)
+            else:
+                value = fn(*args, **kwargs)
+            outcome = {"op": "return", "value": encode(value)}
+        except BaseException as exc:  # noqa: BLE001 - reported as data; the judge decides what it means
+            outcome = {"op": "raise", "error": describe_exception(exc, filename)}
+        if self.recorder is not None:
+            self.flush_ops()
+            outcome["unseen"] = list(dict.fromkeys(self.recorder.unseen))[:50]
+        self.recorder = None
+        outcome["args"] = encode(args)
+        outcome["kwargs"] = encode(kwargs)
+        return outcome
+
+
+def serve(folder: str) -> None:
+    session = Session(folder)
+    send({"op": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            request = receive()
+        except EOFError:
+            return
+        op = request.get("op")
+        if op == "load":
+            send(session.load(request))
+        elif op == "call":
+            send(session.call(request))
+        elif op == "bye":
+            return
+
+
+def main(argv: Optional[list] = None) -> None:
+    global _read_fd, _write_fd
+    parser = argparse.ArgumentParser(prog="python -m grader.worker")
+    parser.add_argument("--read", type=int, required=True)
+    parser.add_argument("--write", type=int, required=True)
+    parser.add_argument("--folder", required=True)
+    args = parser.parse_args(argv)
+    _read_fd, _write_fd = args.read, args.write
+    sys.dont_write_bytecode = True
+    serve(args.folder)
+    # Leave at once: a non-daemon thread a submission started must not keep this process alive.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

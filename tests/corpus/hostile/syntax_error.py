@@ -1,0 +1,5 @@
+# A submission that does not parse: a missing closing bracket.
+import json
+
+def save_checkpoint(state, directory="checkpoints":
+    pass
