@@ -553,8 +553,10 @@ def check_version(module: Any, seed: int = 0) -> Optional[str]:
         went_on = future.error or ("it carried on as if the file were version 1" if future.loaded is not None else "")
         return _story("A checkpoint written in a future format (version 2) loaded without complaint.", None,
                       future_format(run), f"load_checkpoint returned it, and then {went_on}",
-                      "make save_checkpoint write `version: 1`, and make load_checkpoint raise UnsupportedVersion "
-                      "when the version is anything but 1, before it reads any other field",
+                      ("" if own.loaded and isinstance(own.loaded, dict) and own.loaded.get("version") == 1 else
+                       "make save_checkpoint write `version: 1`, and ") +
+                      "make load_checkpoint raise UnsupportedVersion when the version is anything but 1, before it "
+                      "reads any other field",
                       extra="(version 2 is the kit's example of a later protocol: it stores `messages` compressed.)")
 
 
@@ -661,10 +663,13 @@ def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, r
     returned, exc = _load_bytes(module, raw)
     if isinstance(exc, want):
         return None
-    got = (f"load_checkpoint raised {type(exc).__name__}: {exc}" if exc is not None
-           else f"load_checkpoint returned it ({type(returned).__name__}) without complaint")
-    return _story(f"load_checkpoint did not refuse {what} with {want_name}.", None, raw, f"{got}; {resume_would}",
-                  to_try)
+    if exc is None:
+        headline = f"load_checkpoint accepted {what}; it should raise {want_name}."
+        got = f"load_checkpoint returned it ({type(returned).__name__}) without complaint"
+    else:
+        headline = f"load_checkpoint refused {what}, but with {type(exc).__name__}, not {want_name}."
+        got = f"load_checkpoint raised {type(exc).__name__}: {exc}"
+    return _story(headline, None, raw, f"{got}; {resume_would}", to_try)
 
 
 def check_load_versions(module: Any, seed: int = 0) -> Optional[str]:

@@ -6,6 +6,7 @@ separate reasons. Find both, fix both, and keep the function signatures as they 
 
 Run the grader with:  pytest exercises/level2
 Ask for a nudge with: crashcourse hint 2
+Then say in answers.md what each failure leads to.
 """
 
 import json
