@@ -303,6 +303,11 @@ class Recorder:
             for name in ("replace", "rename", "unlink", "mkdir", "rmdir", "link"):
                 if name in vars(accessor):
                     self._set(accessor, name, staticmethod(_OS_WRAPPERS[name]))
+        shell = sys.modules.get("IPython.core.interactiveshell")
+        if shell is not None and hasattr(shell, "io_open"):
+            # In a notebook, `open` is IPython's wrapper around io.open bound at import: route it
+            # through the recorder too, or a save function written in a notebook cell goes unseen.
+            self._set(shell, "io_open", recording_open)
 
 
 # -- files opened through Python's io stack -------------------------------------------------------
