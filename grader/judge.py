@@ -61,7 +61,7 @@ from .recorder import FS_KINDS, Op
 from .worker import MAX_MESSAGE, OP_FIELDS, Callback, Stand
 
 KIT_PARENT = str(Path(__file__).resolve().parent.parent)
-SAFE_MODULES = {"builtins", "datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
+SAFE_MODULES = {"datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
 OUTPUT_SHOWN = 4000
 
 

@@ -1,0 +1,103 @@
+"""The pieces of ``crashcourse grade`` that need no sandbox: wire decoding, argument sync, zips, reports."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+from grader import judge, reports, worker
+from grader.grading_cli import unpack
+from grader.gradescope import build_package
+from grader.recorder import Op
+
+KIT = Path(__file__).resolve().parent.parent
+
+
+def roundtrip(value, objects=None):
+    return judge.decode(json.loads(json.dumps(worker.encode(value))), objects or {})
+
+
+def test_worker_data_comes_back_as_the_same_values():
+    value = {"a": [1, 2.5, None, True], "b": b"\x00\xff", "t": (1, "x"), 3: "int key", "$x": "dollar key"}
+    assert roundtrip(value) == value
+
+
+def test_an_object_the_worker_cannot_send_comes_back_as_a_description_not_code():
+    class Sneaky:
+        def __repr__(self):
+            return "Sneaky()"
+    got = roundtrip([Sneaky()])[0]
+    assert isinstance(got, judge.RemoteObject) and repr(got) == "Sneaky()"
+
+
+def test_loop_events_from_the_worker_are_dropped_and_file_operations_kept():
+    ops = [Op(0, "model_end", payload=(1, {})), Op(1, "write", api="write", path="/x/c.json", handle=1, offset=0,
+                                                     data=b"{}", flags=frozenset({"create"}))]
+    got = roundtrip(ops)
+    assert got[0] is None, "only the judge may record model and tool calls"
+    assert got[1].kind == "write" and got[1].data == b"{}" and got[1].path == "/x/c.json"
+
+
+def test_an_argument_the_function_changed_is_brought_back_keeping_what_did_not_change():
+    client = object()
+    started = 12.5
+    state = {"turns": 1, "client": client, "startedAt": started, "messages": [{"role": "user"}]}
+    objects: dict = {}
+    sent = judge._prepare(state, objects)
+    assert isinstance(sent["client"], worker.Stand)
+    changed = {"turns": 2, "client": {"$o": id(client)}, "startedAt": 12.5, "messages": [{"role": "user"}, {"x": 1}]}
+    judge._merge(state, judge.decode(changed, objects))
+    assert state["turns"] == 2 and state["client"] is client and state["startedAt"] is started
+    assert state["messages"][-1] == {"x": 1}
+    removed = {"turns": 2, "startedAt": 12.5, "messages": []}
+    judge._merge(state, judge.decode(removed, objects))
+    assert "client" not in state
+
+
+def test_a_zip_that_reaches_outside_its_folder_is_refused(tmp_path):
+    bad = tmp_path / "mallory.zip"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("../evil.py", "x = 1")
+    assert "will not unpack" in unpack(bad, tmp_path / "out")
+    assert not (tmp_path / "evil.py").exists()
+
+
+def test_a_zip_of_the_folder_is_looked_into(tmp_path):
+    good = tmp_path / "alice.zip"
+    with zipfile.ZipFile(good, "w") as z:
+        z.writestr("alice/agent.py", "x = 1")
+    assert unpack(good, tmp_path / "out") is None
+    assert (tmp_path / "out" / "agent.py").read_text() == "x = 1"
+
+
+def test_the_written_part_of_a_readme_is_found(tmp_path):
+    (tmp_path / "README.md").write_text("# L\n## 1. Save\ntext\n## 2. Explain why (manual review)\n## 3. Load\n")
+    assert judge.written_tasks(tmp_path) == {2}
+
+
+def test_invariants_are_read_out_of_failure_messages():
+    text = "support-tickets: 9 of 122 crash states break PARSE, WHOLE.\n\nTRACE broken: every tool call..."
+    assert reports.tripped(text) == {"PARSE", "WHOLE", "TRACE"}
+
+
+def test_the_markdown_report_counts_students_per_invariant():
+    fail = {"name": "t", "status": "failed", "score": 0.0, "max_score": 1.0, "output": "PARSE broken: x"}
+    ok = {"name": "t", "status": "passed", "score": 1.0, "max_score": 1.0, "output": ""}
+    batch = {"level": 2, "submissions": [
+        {"id": "a", "score": 0.0, "max_score": 1.0, "status": "failed", "error": None, "tests": [fail]},
+        {"id": "b", "score": 1.0, "max_score": 1.0, "status": "passed", "error": None, "tests": [ok]}]}
+    md = reports.to_markdown(batch)
+    assert "| PARSE | 1 (50%) |" in md
+    assert reports.to_csv(batch).splitlines()[1:] == ["a,failed,0,1,,0", "b,passed,1,1,,1"]
+
+
+def test_the_gradescope_package_has_its_scripts_and_no_solutions(tmp_path):
+    out = build_package(2, str(tmp_path / "ag.zip"), seed=7)
+    with zipfile.ZipFile(out) as z:
+        names = set(z.namelist())
+        assert {"setup.sh", "run_autograder", "kit/pyproject.toml", "kit/grader/judge.py",
+                "kit/exercises/level2/test_agent.py"} <= names
+        assert not any(n.startswith("kit/solutions") for n in names)
+        assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
+        assert "--seed 7" in z.read("run_autograder").decode()
