@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,15 @@ def test_pytest_with_the_solution_as_submission_passes(plugin_runs):
     out, code = plugin_runs["solution"]
     assert code == 0, out[-3000:]
     assert "13 of 13 points" in out
+
+
+def test_readme_hints_and_tests_number_the_same_tasks():
+    folder = ROOT / "exercises" / "level1"
+    readme = set(re.findall(r"^## (\d+)\. (.+)$", (folder / "README.md").read_text(encoding="utf-8"), re.M))
+    hints_text = (folder / "hints.md").read_text(encoding="utf-8")
+    hints = set(re.findall(r"^## (\d+)\. (.+)$", hints_text, re.M))
+    tasks = set(re.findall(r"taskno=(\d+)", (folder / "test_checkpoint.py").read_text(encoding="utf-8")))
+    assert readme == hints and {n for n, _ in readme} == tasks
+    for section in re.split(r"^## \d+\. .+$", hints_text, flags=re.M)[1:]:
+        assert len(re.findall(r"^- ", section, re.M)) == 3, section
+    assert "manual-review" in (folder / "answers.md").read_text(encoding="utf-8").splitlines()[0]
