@@ -94,6 +94,7 @@ class CrashedRun:
     responses: int = 0    # model responses received before the crash
     error: Optional[str] = None   # save_checkpoint raised, or the run did not reach the crash
     tool_runs_before: int = 0     # tools that ran before the crash (the one in flight included)
+    tip: str = ""                 # what to try, when the error has a known cause
 
     def words(self) -> str:
         if self.crash_phase == "tool":
@@ -163,8 +164,8 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
             raise
         except Exception as exc:  # noqa: BLE001 - the student's save may raise anything; it becomes the lesson
             where = "the final save" if label == "final" else f"save point {label} of turn {turn}"
-            run.error = (f"save_checkpoint raised {type(exc).__name__} at {where}: {exc}"
-                         + _why_save_raised(exc))
+            run.error = f"save_checkpoint raised {type(exc).__name__} at {where}: {exc}"
+            run.tip = _why_save_raised(exc)
             raise SimulatedCrash("save raised") from None
         changed = ""
         missing = [key for key in RUNTIME_KEYS if state.get(key) is not before[key]]
@@ -216,9 +217,9 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
 
 def _why_save_raised(exc: Exception) -> str:
     if isinstance(exc, TypeError) and "not JSON serializable" in str(exc):
-        return (". The loop's state also holds runtime-only things (`client`, a live API client, and "
-                "`startedAt`, a clock reading); they cannot and should not go into the file. Pick out the six "
-                "protocol fields instead of dumping the whole state")
+        return ("the loop's state also holds runtime-only things (`client`, a live API client, and `startedAt`, a "
+                "clock reading) that cannot and should not go into the file: pick out the six protocol fields "
+                "instead of dumping the whole state")
     return ""
 
 
@@ -400,9 +401,10 @@ def _story(headline: str, run: Optional[CrashedRun], raw: Optional[bytes], ran_i
 def _run_trouble(run: CrashedRun) -> Optional[str]:
     """The crashed run itself went wrong (save raised, wrote elsewhere): every check reports that first."""
     if run.error:
-        return _story("The crashed run could not be set up: your save_checkpoint failed while the loop ran.",
-                      None, run.raw(), run.error, "make save_checkpoint(state, directory) write "
-                      "<directory>/checkpoint.json for any state the loop passes, and return")
+        return _story("The loop could not get as far as the crash: your save_checkpoint failed while it ran.",
+                      None, run.raw(), run.error, run.tip or "make save_checkpoint(state, directory) write "
+                      "<directory>/checkpoint.json for any state the loop passes, and return",
+                      label="What happened")
     if run.raw() is None:
         return _story(f"save_checkpoint returned, but there is no {CHECKPOINT_NAME} in the folder it was given.",
                       run, None, f"resume looked in {run.directory!r}/ and found nothing to resume from",
