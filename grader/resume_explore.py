@@ -1,0 +1,649 @@
+"""Crash a run at every point, resume from what it left, and check what resume makes of it (level 4).
+
+The crashed run is a correct writer (the protocol's loop with an atomic save at A, B and the end,
+as ``solutions/level2`` does), recorded once. For every crash point under M1 and M2, the checkpoint
+folder is rebuilt in a fresh temporary directory, exactly as the crash left it (leftover temp file
+included), and the resume under test runs there against:
+
+- a fresh :class:`~grader.scripted.ScriptedModel`: stateless, it answers by the number of assistant
+  messages it is sent, and refuses (as the Messages API would, with a 400) a transcript in which a
+  ``tool_use`` is not answered right after it;
+- a :class:`KeyedTools` executor whose log of effects carries over the tool calls the crashed run
+  had started (a crash while ``publish_table`` runs may come after the table went out). It accepts
+  an optional ``tool_use_id=`` keyword: an idempotency key. A call under a key already used is not
+  applied again; it returns the first run's result.
+
+What is checked (each failure names its id, like the crash invariants):
+
+``REFUSE``  no checkpoint, or one that is torn, is not the six fields, or has another version:
+            resume raises the level's ``CheckpointError``, calls nothing, and leaves the file alone.
+``PAIRING`` every ``tool_use`` the model is sent is answered once, right after it.
+``ONCE``    a non-idempotent tool's effect happens at most once, counting the crashed run.
+``COUNTS``  ``turns`` and ``tokensUsed`` continue from the file (they end where an uncrashed run ends).
+``RESUME``  the final state equals the uncrashed run's, except that a call pending in the file may
+            be answered by an error ``tool_result`` saying it was interrupted (``"is_error": true``).
+``SAVED``   resume keeps saving: a call it runs is ``pendingToolUse`` on disk first, the model sees
+            nothing that is not on disk, and the file equals the state resume returns.
+``CAP``     a turn cap (the module's ``MAX_TURNS``) counts the turns from before the crash.
+
+This module knows nothing of pytest; ``exercises/level4/test_resume.py`` is a thin face over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from .crash_models import MODEL_NAMES, crash_states
+from .explore import LoopTimeout, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
+from .protocol import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
+from .scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
+
+# Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
+# system in memory makes that a matter of milliseconds. Durability is not graded here.
+_FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+CHECKS = {
+    "REFUSE": "a checkpoint resume cannot trust raises CheckpointError, calls nothing, and is left as it was",
+    "PAIRING": "every tool_use the model is sent is answered once, in the message right after it",
+    "ONCE": "a non-idempotent tool's effect happens at most once, across the crash and the resume",
+    "COUNTS": "turns and tokensUsed continue from the file, so they end where an uncrashed run ends",
+    "RESUME": "resuming ends in the uncrashed run's final state (a pending call may instead be answered "
+              "by an error tool_result saying it was interrupted)",
+    "SAVED": "resume saves as it goes: a call is pendingToolUse on disk before it runs, the model is sent "
+             "only what is on disk, and the file ends equal to the state returned",
+    "CAP": "the turn cap counts the turns run before the crash",
+}
+
+
+# -- the crashed run's writers -------------------------------------------------------------------------
+
+def _atomic_save(state: dict, directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, CHECKPOINT_NAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(snapshot(state), f)
+    os.replace(path + ".tmp", path)
+
+
+def reference_writer(task: str, tools: list, call_model: Callable, execute_tool: Callable,
+                     directory: str = "checkpoints") -> dict:
+    """The protocol's loop, saving atomically at A, B and the end (what ``solutions/level2`` does)."""
+    return run_reference(task, tools, call_model, execute_tool, lambda state, label: _atomic_save(state, directory))
+
+
+def b_only_writer(task: str, tools: list, call_model: Callable, execute_tool: Callable,
+                  directory: str = "checkpoints") -> dict:
+    """The same loop saving only at B and the end: a crash while a tool runs leaves no trace of it."""
+    def save(state: dict, label: str) -> None:
+        if label != "A":
+            _atomic_save(state, directory)
+    return run_reference(task, tools, call_model, execute_tool, save)
+
+
+# -- the executor resume runs against ------------------------------------------------------------------
+
+class ResumedModel(ScriptedModel):
+    """The scripted model, as a resumed run meets it.
+
+    A response the crashed run had already received but not saved is asked for again, and a real
+    model answers a new request with new tool_use ids. So here, too, such a response comes back with
+    each tool_use id renamed (``renamed`` maps new ids to the script's): an idempotency key taken
+    from it is a new key, as it would be against the real API.
+    """
+
+    def __init__(self, scenario: Scenario, received: int = 0):
+        super().__init__(scenario)
+        self.received = received
+        self.renamed: dict = {}
+
+    def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
+        index = sum(1 for m in messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
+        response = super().__call__(tools=tools, messages=messages, **kwargs)
+        if index < self.received:
+            for block in tool_use_blocks(response.get("content")):
+                new = block["id"] + "_asked_again"
+                self.renamed[new] = block["id"]
+                block["id"] = new
+        return response
+
+
+class KeyedTools(ScriptedTools):
+    """Scripted tools whose effect log starts with the calls the crashed run had started.
+
+    ``execute_tool(name, input, tool_use_id=None)``: with a key, the call is matched by its id, and
+    a key already in the log is not applied again (``replays`` counts those).
+    """
+
+    def __init__(self, scenario: Scenario, carried: Iterable[tuple] = (), renamed: Optional[dict] = None):
+        super().__init__(scenario)
+        self.effects = list(carried)
+        self.carried = len(self.effects)
+        self.replays: list[str] = []
+        self.renamed = renamed if renamed is not None else {}
+        self.on_call: Optional[Callable[[str, Any, Optional[str]], None]] = None
+
+    def runs_of(self, tool_use_id: str) -> int:
+        """How many times the script's call ``tool_use_id`` took effect, under its own id or a new one."""
+        return sum(1 for effect in self.effects if self.renamed.get(effect[0], effect[0]) == tool_use_id)
+
+    def __call__(self, name: str, tool_input: Any, tool_use_id: Optional[str] = None, **_: Any) -> str:
+        if self.on_call is not None:
+            self.on_call(name, tool_input, tool_use_id)
+        if tool_use_id is None:
+            return super().__call__(name, tool_input)
+        script_id = self.renamed.get(tool_use_id, tool_use_id)
+        index = next((i for i, b in enumerate(self.blocks) if b["id"] == script_id), None)
+        normal = json.loads(json.dumps(tool_input))
+        if index is None or self.blocks[index]["name"] != name or self.blocks[index]["input"] != normal:
+            from .scripted import ScriptedToolError
+            raise ScriptedToolError(f"the loop ran {name}({json.dumps(tool_input)[:60]}) under the key {tool_use_id!r}, "
+                                    "but the model asked for no such call under that id")
+        self.calls += 1
+        if any(effect[0] == tool_use_id for effect in self.effects):
+            self.replays.append(tool_use_id)
+        else:
+            self.effects.append((tool_use_id, name, tool_input))
+        return self.scenario.results[index]
+
+
+# -- results ---------------------------------------------------------------------------------------------
+
+@dataclass
+class ResumeFailure:
+    """One crash state from which resume went wrong, with what a learner needs to see why."""
+
+    check: str
+    where: str            # the crash point in the loop's words
+    model: str
+    on_disk: str          # what checkpoint.json held, in words
+    did: str              # what resume did
+    detail: str
+    rerun: str = ""
+
+    def explain(self) -> str:
+        lines = [f"{self.check} broken: {CHECKS[self.check]}.",
+                 f"  The crashed run: {self.where} ({self.model}, {MODEL_NAMES.get(self.model, self.model)}).",
+                 f"  On disk: {self.on_disk}.",
+                 f"  Your resume_agent: {self.did}.",
+                 f"  What is wrong: {self.detail}."]
+        if self.rerun:
+            lines.append(f"  Re-run just this check: {self.rerun}")
+        return "\n".join(lines)
+
+
+@dataclass
+class ResumeExploration:
+    """What resuming from every crash state of one run found."""
+
+    scenario: str
+    writer: str
+    states: int = 0
+    failures: list = field(default_factory=list)
+    error: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and self.error is None
+
+    @property
+    def tripped(self) -> set:
+        out = {f.check for f in self.failures}
+        if self.error:
+            out.add("ERROR")
+        return out
+
+    def report(self, rerun: str = "", checks: Optional[Iterable[str]] = None) -> str:
+        if self.error:
+            return self.error
+        wanted = set(checks) if checks is not None else set(CHECKS)
+        hits = [f for f in self.failures if f.check in wanted]
+        if not hits:
+            return f"{self.scenario}: resumed from {self.states} crash states, all fine."
+        first = hits[0]
+        if rerun and not first.rerun:
+            first.rerun = rerun
+        lines = [f"{self.scenario}: resuming went wrong from {len(hits)} of {self.states} crash states "
+                 f"({', '.join(sorted({h.check for h in hits}))}).", "", first.explain()]
+        others: dict = {}
+        for f in hits[1:]:
+            others.setdefault((f.check, f.where), f)
+        if others:
+            lines += ["", "Also, for example:"]
+            lines += [f"  {f.check} after a crash at {f.where}: {f.detail}" for f in list(others.values())[:3]]
+        return "\n".join(lines)
+
+
+# -- running one resume ----------------------------------------------------------------------------------
+
+@dataclass
+class _Outcome:
+    model: Optional[ResumedModel] = None
+    returned: Any = None
+    refused: Optional[BaseException] = None
+    error: Optional[str] = None
+    error_type: str = ""
+    tools: Optional[KeyedTools] = None
+    model_calls: int = 0
+    after: Optional[bytes] = None
+    unsaved: Optional[str] = None   # the first moment the file on disk lagged behind
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _watch_disk(path: str, outcome: _Outcome, model: ScriptedModel, tools: KeyedTools) -> Callable:
+    """Wrap the model so each call checks the file first; make the tools check it too (SAVED)."""
+    def on_disk() -> Optional[dict]:
+        raw = _read(path)
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
+    def call_model(**kwargs: Any) -> dict:
+        data = on_disk()
+        sent = kwargs.get("messages")
+        if outcome.unsaved is None and (data is None or data.get("pendingToolUse") is not None
+                                        or json.loads(json.dumps(sent)) != data.get("messages")):
+            outcome.unsaved = (f"the model was called (call {model.calls + 1} of the resume) with {len(sent or [])} "
+                               f"messages while checkpoint.json held "
+                               + ("nothing readable" if data is None else
+                                  f"{len(data.get('messages') or [])} messages and pendingToolUse "
+                                  f"{json.dumps(data.get('pendingToolUse'))[:80]}"))
+        outcome.model_calls += 1
+        return model(**kwargs)
+
+    def on_tool(name: str, tool_input: Any, tool_use_id: Optional[str]) -> None:
+        data = on_disk()
+        pending = data.get("pendingToolUse") if isinstance(data, dict) else None
+        if outcome.unsaved is None and not (isinstance(pending, dict) and pending.get("name") == name
+                                            and pending.get("input") == json.loads(json.dumps(tool_input))):
+            outcome.unsaved = (f"tool `{name}` ran while checkpoint.json named "
+                               f"{json.dumps(pending)[:80] if pending else 'no pending call'}: a crash during "
+                               "it would leave no trace of it")
+
+    tools.on_call = on_tool
+    return call_model
+
+
+@contextlib.contextmanager
+def _free_fsync():
+    """Level 4 grades what resume does, not durability (level 3 did): fsync returns at once here,
+    so that every crash state can be resumed in a few milliseconds."""
+    saved = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
+
+    def fsync(fd: Any) -> None:
+        os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)  # still fails on a bad descriptor
+
+    for name in saved:
+        setattr(os, name, fsync)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(os, name, fn)
+
+
+def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Iterable[tuple], *,
+               checkpoint_error: type = Exception, directory: str = "checkpoints",
+               timeout: Optional[float] = 20, watch: bool = True, received: int = 0) -> _Outcome:
+    """Rebuild ``files`` in a fresh folder and run ``resume`` there once."""
+    outcome = _Outcome()
+    with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=_FAST_DIR) as work:
+        work = os.path.realpath(work)
+        folder = os.path.join(work, directory)
+        os.makedirs(folder)
+        for name, data in files.items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(data)
+        model = outcome.model = ResumedModel(scenario, received)
+        tools = outcome.tools = KeyedTools(scenario, carried, model.renamed)
+        path = os.path.join(folder, CHECKPOINT_NAME)
+        if watch:
+            call_model = _watch_disk(path, outcome, model, tools)
+        else:
+            def call_model(**kwargs: Any) -> dict:
+                outcome.model_calls += 1
+                return model(**kwargs)
+        with _chdir(work), _free_fsync():
+            try:
+                with _time_limit(timeout):
+                    outcome.returned = resume(copy.deepcopy(scenario.tools), call_model, tools, directory)
+            except checkpoint_error as exc:
+                outcome.refused = exc
+            except LoopTimeout as exc:
+                outcome.error, outcome.error_type = str(exc), "LoopTimeout"
+            except BaseException as exc:  # noqa: BLE001 - a student's resume may raise anything; report it
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                outcome.error, outcome.error_type = _short_traceback(exc), type(exc).__name__
+        outcome.after = _read(path)
+    return outcome
+
+
+# -- judging one outcome ---------------------------------------------------------------------------------
+
+def _tool_results(messages: list) -> dict:
+    out = {}
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out[block.get("tool_use_id")] = block
+    return out
+
+
+def _is_interrupted_result(block: Any) -> bool:
+    if not isinstance(block, dict) or block.get("is_error") is not True:
+        return False
+    content = block.get("content")
+    if isinstance(content, list):
+        content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return isinstance(content, str) and bool(content.strip())
+
+
+def matches_under_policy(got: dict, want: dict, pending_id: Optional[str]) -> bool:
+    """``got`` equals ``want``, or differs only in answering ``pending_id`` with an interrupted error."""
+    if got == want:
+        return True
+    if pending_id is None or set(got) != set(want) or len(got["messages"]) != len(want["messages"]):
+        return False
+    for key in FIELDS:
+        if key != "messages" and got[key] != want[key]:
+            return False
+    for g, w in zip(got["messages"], want["messages"]):
+        if g == w:
+            continue
+        results_g, results_w = _tool_results([g]), _tool_results([w])
+        if set(results_g) != {pending_id} or set(results_w) != {pending_id} or g.get("role") != w.get("role"):
+            return False
+        if not _is_interrupted_result(results_g[pending_id]):
+            return False
+    return True
+
+
+def _describe_file(raw: Optional[bytes]) -> str:
+    if raw is None:
+        return "no checkpoint.json"
+    try:
+        data = json.loads(raw)
+        pending = data.get("pendingToolUse")
+        what = f"pendingToolUse `{pending.get('name')}`" if isinstance(pending, dict) else "nothing pending"
+        return f"checkpoint.json with turns={data.get('turns')}, tokensUsed={data.get('tokensUsed')}, {what}"
+    except (ValueError, AttributeError, TypeError):
+        return f"checkpoint.json holding {describe_bytes(raw)}"
+
+
+def _describe_outcome(outcome: _Outcome) -> str:
+    if outcome.refused is not None:
+        return f"raised {type(outcome.refused).__name__}: {outcome.refused}"
+    if outcome.error is not None:
+        return f"raised {outcome.error.splitlines()[0]}"
+    state = outcome.returned
+    if not isinstance(state, dict):
+        return f"returned {type(state).__name__}"
+    try:
+        pending = state.get("pendingToolUse")
+        return (f"returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}, "
+                f"{len(state.get('messages') or [])} messages, pendingToolUse "
+                f"{json.dumps(pending)[:60] if pending else 'null'}")
+    except (TypeError, ValueError):
+        return "returned a state that cannot be shown"
+
+
+def judge(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], scenario: Scenario,
+          ) -> Optional[tuple[str, str]]:
+    """``(check, detail)`` for the first thing ``outcome`` got wrong, or None (see :func:`judge_all`)."""
+    findings = judge_all(outcome, raw, want, scenario)
+    return findings[0] if findings else None
+
+
+def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], scenario: Scenario,
+              ) -> list[tuple[str, str]]:
+    """``(check, detail)`` for each check ``outcome`` broke (each check once), in the order of :data:`CHECKS`.
+
+    ``want`` is the final state expected (None: the file cannot be trusted, so resume must refuse).
+    The checks are judged independently where they can be: a resume that restarts its counters
+    fails COUNTS, not RESUME too. A resume that raised can only be judged on why it raised.
+    """
+    if want is None:
+        if outcome.refused is None:
+            got = "returned" if outcome.error is None else f"raised {outcome.error_type}, not CheckpointError"
+            return [("REFUSE", f"there is no checkpoint resume can trust here, yet resume_agent {got}; raise "
+                               "CheckpointError so the caller knows to start over (or to look at the file)")]
+        if not str(outcome.refused).strip():
+            return [("REFUSE", "CheckpointError was raised with no message; say what is wrong with which file")]
+        if outcome.model_calls or (outcome.tools and outcome.tools.calls):
+            return [("REFUSE", "resume called the model or a tool before deciding the file could not be trusted")]
+        if outcome.after != raw:
+            return [("REFUSE", "resume changed or removed the file it refused: that was the only evidence of the run")]
+        return []
+    if outcome.refused is not None:
+        return [("RESUME", f"the file is a whole save a correct loop writes, yet resume refused it ({outcome.refused})")]
+    if outcome.error is not None:
+        if outcome.error_type == "ScriptedModelError" and "tool_result" in outcome.error:
+            return [("PAIRING", "the model was sent a tool_use with no tool_result right after it (the real API "
+                                "answers 400): " + outcome.error.splitlines()[0])]
+        return [("RESUME", f"resume_agent raised {outcome.error.splitlines()[0]}")]
+    state = outcome.returned
+    if not isinstance(state, dict) or any(k not in state for k in FIELDS):
+        return [("RESUME", "resume_agent should return the final state: a dict with the six protocol fields")]
+    try:
+        got = snapshot(state)
+    except (TypeError, ValueError) as exc:
+        return [("RESUME", f"the returned state cannot be written as JSON: {exc}")]
+    found: list[tuple[str, str]] = []
+    try:
+        check_messages(got["messages"])
+    except ScriptedModelError as exc:
+        found.append(("PAIRING", f"the returned transcript would be refused by the API: {exc}"))
+    tools = outcome.tools
+    file_data = json.loads(raw)
+    traces = set(_tool_results(file_data.get("messages") or []))
+    if isinstance(file_data.get("pendingToolUse"), dict):
+        traces.add(file_data["pendingToolUse"].get("id"))
+    for block in (b for r in scenario.responses for b in tool_use_blocks(r.get("content"))):
+        if block["name"] in scenario.non_idempotent and tools.runs_of(block["id"]) > 1:
+            runs = f"`{block['name']}` ({block['id']}) took effect {tools.runs_of(block['id'])} times"
+            if block["id"] not in traces:
+                found.append(("ONCE", f"{runs}: it had started before the crash, but the checkpoint holds no trace "
+                                      "of it (no pendingToolUse, no result), so resume asked the model again and the "
+                                      "model asked for it again, under a new id. No resume can know; only a save at "
+                                      "point A, before the tool runs, would have told it"))
+            else:
+                found.append(("ONCE", f"{runs}: once before the crash and again on resume. Re-run a pending call "
+                                      "under its tool_use id (execute_tool(..., tool_use_id=id)), or answer it with "
+                                      "an error result"))
+            break
+    results = len(_tool_results(got["messages"]))
+    if got["turns"] != want["turns"] or got["turns"] != results:
+        found.append(("COUNTS", f"turns ends at {got['turns']} ({results} tool results in messages), but the run "
+                                f"takes {want['turns']}: did it restart at zero instead of continuing from the file?"))
+    elif got["tokensUsed"] != want["tokensUsed"]:
+        found.append(("COUNTS", f"tokensUsed ends at {got['tokensUsed']}, but the responses in the transcript spent "
+                                f"{want['tokensUsed']}: continue from the file's count and add each new response's"))
+    if outcome.model is not None and outcome.model.renamed:
+        text = json.dumps(want)
+        for new, old in outcome.model.renamed.items():
+            text = text.replace(json.dumps(old), json.dumps(new))
+        want = json.loads(text)  # the calls asked for again carry the new ids
+    pending = file_data.get("pendingToolUse")
+    counters = {"turns": want["turns"], "tokensUsed": want["tokensUsed"]}  # COUNTS' business, not RESUME's
+    if not matches_under_policy(dict(got, **counters), want, pending.get("id") if isinstance(pending, dict) else None):
+        found.append(("RESUME", _difference(got, want)))
+    if outcome.unsaved:
+        found.append(("SAVED", outcome.unsaved))
+    elif outcome.after is None or json.loads(outcome.after) != got:
+        found.append(("SAVED", "after resume_agent returned, checkpoint.json does not hold the state it returned"))
+    order = list(CHECKS)
+    return sorted(found, key=lambda f: order.index(f[0]))
+
+
+def _difference(got: dict, want: dict) -> str:
+    """Where ``got`` first parts from ``want``, in words."""
+    for key in FIELDS:
+        if key != "messages" and key not in ("turns", "tokensUsed") and got[key] != want[key]:
+            return f"`{key}` ends as {json.dumps(got[key])[:60]}, but an uncrashed run ends with {json.dumps(want[key])[:60]}"
+    gm, wm = got["messages"], want["messages"]
+    for i, (g, w) in enumerate(zip(gm, wm)):
+        if g != w:
+            return (f"messages[{i}] is {json.dumps(g)[:90]}, but an uncrashed run has {json.dumps(w)[:90]} there "
+                    "(a pending call may be answered by an error tool_result instead, and nothing else may differ)")
+    return (f"the transcript has {len(gm)} messages, but an uncrashed run ends with {len(wm)}"
+            + (": was the model's final answer left out?" if len(gm) < len(wm) else ""))
+
+
+# -- the whole exploration -------------------------------------------------------------------------------
+
+def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: type = Exception,
+                   writer: Callable = reference_writer, models: Iterable[str] = ("M1", "M2"),
+                   directory: str = "checkpoints", timeout: Optional[float] = 20,
+                   max_failures: int = 100) -> ResumeExploration:
+    """Crash ``writer`` on ``scenario`` at every point under ``models``; resume from each state with ``resume``."""
+    name = getattr(writer, "__name__", "writer")
+    result = ResumeExploration(scenario.name, name)
+    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:  # the recorder leaves /dev/ out
+        work = os.path.realpath(work)
+        recorder, returned, error, _ = record_run(writer, scenario, work, directory, timeout=timeout)
+    if error is not None:
+        result.error = f"the crashed run itself failed (a grader problem, not yours): {error}"
+        return result
+    final = snapshot(returned)
+    ops = recorder.ops
+    windows = windows_for(ops, scenario.task)
+    blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
+    ckpt_dir = os.path.join(work, directory)
+    starts, received = [0], [0]
+    for op in ops:
+        starts.append(starts[-1] + (op.kind == "tool_start"))
+        received.append(received[-1] + (op.kind == "model_end"))
+    seen: dict = {}
+    for state in crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, tuple(models), recorder.initial_dirs):
+        started = starts[state.point]
+        raw = state.read(CHECKPOINT_NAME)
+        # One resume per distinct situation: what checkpoint.json holds, which other files lie
+        # beside it (a leftover temp file, whatever its bytes), which calls had started, and how
+        # many responses had come back.
+        key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started, received[state.point])
+        if key in seen:
+            continue
+        seen[key] = True
+        result.states += 1
+        carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
+        outcome = run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=checkpoint_error,
+                             directory=directory, timeout=timeout, received=received[state.point])
+        where = windows[state.point].words()
+        if state.point:
+            where += ", after " + ops[state.point - 1].describe()
+        for check, detail in judge_all(outcome, raw, final if raw is not None else None, scenario):
+            if len(result.failures) < max_failures:
+                result.failures.append(ResumeFailure(check, where, state.model, _describe_file(raw),
+                                                     _describe_outcome(outcome), detail))
+    return result
+
+
+# -- files resume must refuse ------------------------------------------------------------------------------
+
+def untrustworthy_files(scenario: Scenario) -> list[tuple[str, Optional[bytes]]]:
+    """``(what is wrong, bytes)`` of checkpoints resume must refuse (None: no file at all)."""
+    saves = reference_saves(scenario.task, scenario.responses, scenario.results)
+    a_save = next((s for label, s in saves if label == "A"), saves[0][1])
+    whole = json.dumps(a_save).encode("utf-8")
+
+    def edited(**changes: Any) -> bytes:
+        data = dict(a_save)
+        for key, value in changes.items():
+            if value is _DROP:
+                data.pop(key)
+            else:
+                data[key] = value
+        return json.dumps(data).encode("utf-8")
+
+    return [
+        ("there is no checkpoint.json", None),
+        ("checkpoint.json is empty (0 bytes)", b""),
+        ("checkpoint.json is torn: it stops two thirds of the way through", whole[: 2 * len(whole) // 3]),
+        ("checkpoint.json holds a JSON list, not an object", b"[1, 2, 3]"),
+        ("checkpoint.json is not UTF-8", b'{"version": 1, "task": "\xff\xfe"}'),
+        ("`version` is 2, a format this resume does not know", edited(version=2)),
+        ("`version` is missing", edited(version=_DROP)),
+        ("`turns` is the string \"1\", not a number", edited(turns="1")),
+        ("`messages` is missing", edited(messages=_DROP)),
+        ("`pendingToolUse` is a list, not null or an object", edited(pendingToolUse=[])),
+    ]
+
+
+_DROP = object()
+
+
+def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: type,
+                   directory: str = "checkpoints", timeout: Optional[float] = 20) -> list[str]:
+    """What resume got wrong on each file of :func:`untrustworthy_files` (empty: nothing)."""
+    problems = []
+    for what, raw in untrustworthy_files(scenario):
+        files = {} if raw is None else {CHECKPOINT_NAME: raw}
+        outcome = run_resume(resume, scenario, files, (), checkpoint_error=checkpoint_error, directory=directory,
+                             timeout=timeout, watch=False)
+        finding = judge(outcome, raw, None, scenario)
+        if finding is None and "version" in what and "2" in what and "2" not in str(outcome.refused):
+            finding = ("REFUSE", "the message should name the version found (2), so the user knows which "
+                                 "format the file is in")
+        if finding is not None:
+            problems.append(f"{what}: resume_agent {_describe_outcome(outcome)}. {finding[1]}.")
+    return problems
+
+
+def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, *, checkpoint_error: type,
+                   directory: str = "checkpoints", timeout: Optional[float] = 20) -> list[str]:
+    """Set ``module.MAX_TURNS = cap``; resume from each crash state with at most ``cap`` turns begun.
+
+    Each resume must end with exactly ``cap`` tool results (the uncrashed run's B save of turn ``cap``,
+    up to the reconciliation policy), never run the tool of turn ``cap + 1``, and send the API only
+    what it accepts.
+    """
+    if not hasattr(module, "MAX_TURNS"):
+        return ["resume.py has no module-level MAX_TURNS; the grader sets it to test the turn cap"]
+    saves = reference_saves(scenario.task, scenario.responses, scenario.results)
+    b_saves = [s for label, s in saves if label == "B"]
+    if cap < 1 or cap >= len(b_saves):
+        raise ValueError(f"choose a cap between 1 and {len(b_saves) - 1} for {scenario.name}")
+    want = b_saves[cap - 1]
+    blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
+    problems = []
+    old = module.MAX_TURNS
+    module.MAX_TURNS = cap
+    try:
+        for label, save in saves:
+            begun = save["turns"] + (1 if save["pendingToolUse"] else 0)
+            if label == "final" or begun > cap:
+                continue
+            for started in sorted({save["turns"], begun}):
+                raw = json.dumps(save).encode("utf-8")
+                carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
+                outcome = run_resume(resume, scenario, {CHECKPOINT_NAME: raw}, carried,
+                                     checkpoint_error=checkpoint_error, directory=directory, timeout=timeout)
+                where = f"resuming from save {label} of turn {begun} with MAX_TURNS = {cap}"
+                finding = judge(outcome, raw, want, scenario)
+                over = [b for b in blocks[cap:] if outcome.tools and outcome.tools.runs_of(b["id"])]
+                if over:
+                    problems.append(f"{where}: resume ran `{over[0]['name']}`, turn {cap + 1}, past the cap; did the "
+                                    "count restart at zero after the crash?")
+                elif finding is not None:
+                    problems.append(f"{where}: resume_agent {_describe_outcome(outcome)}. {finding[0]}: {finding[1]}.")
+                if problems:
+                    return problems
+    finally:
+        module.MAX_TURNS = old
+    return problems
