@@ -250,7 +250,7 @@ def loop_row(name: str, run: Loop, scenario: Scenario, models: Sequence[str] = (
             return row
         ops = recorder.ops
         windows = windows_for(ops, scenario.task)
-        for key in {column_key(w) for w in windows}:
+        for key in dict.fromkeys(column_key(w) for w in windows):  # in loop order, so "first" means first
             row.cells[key] = []
         for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, models,
                                                recorder.initial_dirs):
@@ -333,8 +333,9 @@ def draw_crash_matrix(matrix: CrashMatrix, title: Optional[str] = None, ax: Any 
                 colours.append(OUTCOMES[verdict.outcome][1])
             bad = sum(v.outcome != "ok" for v in cell)
             if counts and bad:
-                ax.text(c + 0.5, r + 0.5, f"{bad}/{len(cell)}", ha="center", va="center", fontsize=7.5,
-                        color="white", fontweight="bold")
+                ax.text(c + 0.5, r + 0.5, f"{bad}/{len(cell)}", ha="center", va="center", fontsize=7.5, zorder=3,
+                        color="#222222", bbox=dict(boxstyle="round,pad=0.15", facecolor="white", alpha=0.85,
+                                                   edgecolor="none"))
     ax.add_collection(PolyCollection(stripes, facecolors=colours, edgecolors="none", zorder=1), autolim=False)
     ax.add_collection(PolyCollection(frames, facecolors="none", edgecolors="#444444", linewidths=0.6, zorder=2),
                       autolim=False)

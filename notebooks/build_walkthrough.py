@@ -182,11 +182,12 @@ for op in ops:
 md("""
 Read the log from the top and notice two things.
 
-* Between `tool 'list_tickets' starts` and the first `open`, nothing reaches the disk. The file hears
-  about a tool call only after the tool has returned.
+* Between `tool 'list_tickets' starts` and the first save's `open`, the checkpoint is never touched.
+  The file hears about a tool call only after the tool has returned.
 * Every save starts with `open ... emptying it`. From that operation on, the previous checkpoint no
   longer exists, and the new one arrives in several `write`s: Python hands bytes to the OS in chunks
-  (a large tool result goes in one big chunk), then flushes the rest and closes the file.
+  (a large tool result goes in one big chunk), and the last chunk leaves Python's buffer only when
+  the file is flushed and closed.
 """)
 
 md("""
@@ -317,8 +318,8 @@ The picture below is the heart of this notebook. Columns are the stretches of th
 they happen: the first model call, then for each turn *save point A*, *tool runs*, *save point B*
 and the next *model call*, then the *final save*. Rows are the four implementations. Each cell is cut
 into thin stripes, one per crash state that falls in that stretch (M1 and M2 together, in trace
-order), and each stripe is coloured by what a resume would find. The white number counts the bad
-stripes out of all of them.
+order), and each stripe is coloured by what a resume would find. The small label counts the bad
+stripes out of all the stripes in the cell.
 """)
 
 code('''
@@ -342,6 +343,10 @@ Read it one row at a time.
   the tool started. But now there are twice as many saves, and each one is a stretch of red.
 * **atomic + A and B** is green everywhere. Each fix covers what the other leaves open; you need both.
 
+Three colours of the legend do not appear here: *stale pending*, *counters off* and *older save*.
+They belong to loops that save at the wrong moment or count at the wrong moment; you can make two of
+them appear yourself in section 7.
+
 `matrix.explain(row, column)` prints the grader's full message for the first bad stripe of a cell.
 Columns are named like `"turn 3 tool"`, `"turn 2 A"`, `"turn 1 B"`, `"turn 2 model"`, `"final"`.
 """)
@@ -355,8 +360,28 @@ for row, column in [("atomic + B only", "turn 3 tool"), ("in place + A and B", "
 ''')
 
 md("""
+Now the same moment, while `publish_table` runs, in the row that is green. This is what save point A
+put on disk just before the tool started:
+""")
+
+code('''
+at_a = matrix.row("atomic + A and B").cells[(3, "tool")][0]
+on_disk = json.loads(at_a.files["checkpoint.json"])
+print("crash point:", at_a.where)
+for key, value in on_disk.items():
+    shown = f"{len(value)} messages, the last from the {value[-1]['role']}" if key == "messages" else json.dumps(value)
+    print(f"  {key:<15} {shown}")
+''')
+
+md("""
+`pendingToolUse` names the call, with its id and input, and the last message is the assistant turn
+that asked for it. A resume can see that `publish_table` may or may not have posted, and decide what
+to do about it (check the channel, or record that the call was interrupted) instead of posting
+blindly. Deciding that is the resume's job, in a later level; making it possible is the checkpoint's.
+
 Another view of the same runs: the size of each file in the checkpoint folder at every M1 crash point,
-for the two loops that save at A and B. Grey bands mark the stretches around a save.
+for the two loops that save at A and B. Grey bands mark the stretches around a save; a file that
+does not exist yet is drawn at zero.
 """)
 
 code('''
@@ -415,9 +440,10 @@ change the function, and run both cells again until the row is green.
 Stuck? Ask yourself: at the moment `os.replace` runs, has the end of the JSON left Python's buffer?
 What does the end of a `with` block do to a file?
 
-Then play with `MY_POINTS`: set it to `"B"` or to `"A"` and see which colours appear. (With `"A"`
-alone, a *stale pending* call shows up: the file still says a tool is pending while the model is
-already being asked about its result.)
+Then play with `MY_POINTS`: set it to `"B"` or to `"A"` and see which colours appear. With `"A"`
+alone two new ones show up: *stale pending* (the model is already being asked about a result while the
+file still says that tool is pending) and *older save* (at the next turn's save point A, the file
+is still the previous turn's A, one save behind what a correct loop would have written).
 """)
 
 code('''
