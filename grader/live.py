@@ -12,6 +12,7 @@ Needs ``pip install -e '.[anthropic]'`` and ``ANTHROPIC_API_KEY``; nothing here 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -129,12 +130,15 @@ def check_available(env: Optional[dict] = None) -> None:
     """Raise :class:`LiveUnavailable` saying what is missing for a live run."""
     env = os.environ if env is None else env
     try:
-        import anthropic  # noqa: F401
-    except ImportError:
+        # find_spec, not import: importing the SDK takes a while, and this is only a question.
+        installed = importlib.util.find_spec("anthropic") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
         raise LiveUnavailable("The live path needs the Anthropic SDK, which is not installed here. Install it with\n"
                               "    pip install -e '.[anthropic]'\n"
                               "then set ANTHROPIC_API_KEY and run this again. Without it, `crashcourse run N` "
-                              "(no --live) drives your loop with the scripted model.") from None
+                              "(no --live) drives your loop with the scripted model.")
     if not env.get("ANTHROPIC_API_KEY"):
         raise LiveUnavailable("The live path needs an API key: set ANTHROPIC_API_KEY (from console.anthropic.com) "
                               "and run this again. Without one, `crashcourse run N` (no --live) drives your loop "

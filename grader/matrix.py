@@ -313,7 +313,7 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
             text = "  " + (wrapped[i] if i < len(wrapped) else "").ljust(label_width)
             for j, w in enumerate(cell_width):
                 part = cell_lines[j][i] if i < len(cell_lines[j]) else ""
-                text += "  " + paint.cell(cells[j], part.ljust(w)) if part else "  " + " " * w
+                text += "  " + paint.cell(cells[j], part) + " " * (w - len(part)) if part else "  " + " " * w
             lines.append(text.rstrip())
         for text in cells:
             word = text.split(" +")[0]

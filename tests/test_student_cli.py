@@ -1,0 +1,385 @@
+"""The student commands: demo, check, hint, watch, selfcheck, run, and the crash matrix they draw.
+
+Most tests work in a small kit built in a temp folder (a manifest, level 2's real tests, starter and
+solution, a README and hints written here), so they do not depend on what the other levels hold
+today. Only a few spawn pytest, the way ``crashcourse check`` does.
+"""
+
+import io
+import json
+import os
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader import cli, manifest, matrix, student_cli
+
+KIT = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+README = """# Level 2: checkpoints that survive a kill
+
+## 1. The loop still finishes the task
+## 2. A crash mid-save never leaves half a file
+## 3. Every tool call that starts is on disk
+## 4. Any conversation, any crash
+"""
+
+HINTS = """# Level 2 hints
+
+## 1. The loop still finishes the task
+- Does the loop still reach the model's final answer?
+- Compare what run_agent returns with the six fields.
+- `json.dump` and a `with open(...)` block.
+
+## 2. A crash mid-save never leaves half a file
+- What does checkpoint.json hold while json.dump is half-way through?
+- Look at the moment the file gets its real name, and what it holds then.
+- `os.replace(tmp, path)` after the `with` block that writes tmp.
+
+## 3. Every tool call that starts is on disk
+- If the process dies while a tool runs, how would a resume know it had started?
+- Count the save points in one turn of the loop and compare with the lesson's two.
+- `state["pendingToolUse"] = {"id": ..., "name": ..., "input": ...}` then save.
+
+## 4. Any conversation, any crash
+- Does anything in your save depend on the size of the conversation?
+- Run the failing example with the seed it prints.
+- `pytest --crashcourse-seed N`.
+"""
+
+# Two more submissions, written in other styles: one wrong (in place, pathlib) and one right
+# (a NamedTemporaryFile beside the checkpoint, os.replace, both save points).
+WRONG_PATHLIB = '''
+import json
+from pathlib import Path
+
+def save_checkpoint(state, directory="checkpoints"):
+    Path(directory).mkdir(exist_ok=True)
+    (Path(directory) / "checkpoint.json").write_text(json.dumps(state))
+'''
+
+RIGHT_TEMPFILE = '''
+import json, os, tempfile
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".tmp", delete=False) as f:
+        json.dump(state, f)
+    os.replace(f.name, os.path.join(directory, "checkpoint.json"))
+'''
+
+
+def loop_with(save_source: str, both_save_points: bool) -> str:
+    """The level-2 solution's loop around another save_checkpoint (optionally without save point A)."""
+    solution = (KIT / "solutions" / "level2" / "agent.py").read_text()
+    loop = solution[solution.index("def spend("):]
+    if not both_save_points:
+        loop = loop.replace('        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], '
+                            '"input": block["input"]}\n        save_checkpoint(state, directory)\n', "")
+    return save_source + "\n\n" + loop
+
+
+@pytest.fixture
+def kit(tmp_path, monkeypatch):
+    """A small kit: level 1 listed but not written yet, level 2 with its real starter, solution and tests."""
+    root = tmp_path / "kit"
+    levels = []
+    real = manifest.load(KIT)
+    for number in (1, 2):
+        data = {k: getattr(real.level(2), k) for k in ("name", "title", "files", "tests", "readme", "hints",
+                                                         "engine", "function", "planted", "crash_models")}
+        data = {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+        data.update(number=number, folder=f"exercises/level{number}", solution=f"solutions/level{number}",
+                    name=f"{data['name']}-{number}", title=f"{data['title']} ({number})")
+        levels.append(data)
+    (root / "exercises" / "level2").mkdir(parents=True)
+    (root / "solutions" / "level2").mkdir(parents=True)
+    (root / "exercises" / "manifest.json").write_text(json.dumps({"version": 1, "levels": levels}))
+    shutil.copy(KIT / "exercises" / "level2" / "agent.py", root / "exercises" / "level2" / "agent.py")
+    shutil.copy(KIT / "exercises" / "level2" / "test_agent.py", root / "exercises" / "level2" / "test_agent.py")
+    shutil.copy(KIT / "solutions" / "level2" / "agent.py", root / "solutions" / "level2" / "agent.py")
+    (root / "exercises" / "level2" / "README.md").write_text(README)
+    (root / "exercises" / "level2" / "hints.md").write_text(HINTS)
+    monkeypatch.delenv("CRASHCOURSE_ROOT", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.chdir(root)
+    return root
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr().out
+    return code, out
+
+
+# --- the crash matrix -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def level2_columns():
+    level = manifest.load(KIT).level(2)
+    return (matrix.loop_column("starter", level.starter_dir, level),
+            matrix.loop_column("solution", level.solution_dir, level))
+
+
+def test_the_starter_column_names_each_planted_failure_in_the_loops_words(level2_columns):
+    starter, solution = level2_columns
+    cells = {matrix._range_label(*[starter.labels[k]] * 2): starter.cells[k] for k in starter.cells}
+    assert cells["turn 1, save point B, mid write"] == ["torn file"]
+    assert cells["turn 1, save point B, after open"] == ["empty file"]
+    assert cells["turn 2, `classify_tickets` running"] == ["untraced tool call"]
+    assert cells["turn 1, save point A"] == ["ok"]
+    assert starter.failed and not solution.failed
+    assert all(cell == ["ok"] for cell in solution.cells.values())
+
+
+def test_the_matrix_fits_100_columns_and_groups_agreeing_rows(level2_columns):
+    text = matrix.render(list(level2_columns), width=100)
+    body = [line for line in text.splitlines() if "…" in line or line.startswith("  turn")]
+    assert max(len(line) for line in text.splitlines()) <= 100
+    keys = matrix.merge_keys(list(level2_columns))
+    assert len(body) < len(keys) / 2, "consecutive rows with the same verdicts should share a line"
+    assert "turn 1, save point A, after mkdir … after rename" in text
+    assert "starter: 99 of 122 crash states broken (PARSE, TRACE)" in text
+    assert "—" in text and "this loop does nothing at that point" in text
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(level2_columns, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert matrix.Painter(FakeTTY()).enabled
+    assert not matrix.Painter(io.StringIO()).enabled
+    coloured = matrix.render(list(level2_columns), paint=matrix.Painter(FakeTTY()))
+    assert "\x1b[31mtorn file" in coloured
+    assert ANSI.sub("", coloured) == matrix.render(list(level2_columns))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not matrix.Painter(FakeTTY()).enabled
+
+
+@pytest.mark.parametrize("source, both, verdicts", [
+    (WRONG_PATHLIB, True, {"torn file", "empty file"}),
+    (RIGHT_TEMPFILE, False, {"untraced tool call"}),
+    (RIGHT_TEMPFILE, True, set()),
+])
+def test_the_matrix_judges_submissions_written_in_other_styles(tmp_path, source, both, verdicts):
+    (tmp_path / "agent.py").write_text(loop_with(source, both))
+    level = manifest.load(KIT).level(2)
+    col = matrix.loop_column("yours", tmp_path, level)
+    found = {word for cell in col.cells.values() for word in cell} - {"ok"}
+    assert found == verdicts
+
+
+def test_a_loop_that_raises_gets_a_message_not_a_matrix(tmp_path):
+    (tmp_path / "agent.py").write_text("def run_agent(task, tools, call_model, execute_tool, directory='c'):\n"
+                                       "    raise RuntimeError('not written yet')\n")
+    level = manifest.load(KIT).level(2)
+    text = matrix.render([matrix.loop_column("your code", tmp_path, level)])
+    assert "did not finish even without a crash" in text and "not written yet" in text
+    (tmp_path / "agent.py").write_text("def run_agent(:\n")
+    assert "syntax error on line 1" in matrix.render([matrix.loop_column("your code", tmp_path, level)])
+
+
+# --- demo -----------------------------------------------------------------------------------------
+
+
+def test_demo_draws_the_starter_beside_the_solution_and_skips_missing_levels(kit, capsys):
+    code, out = run_cli(capsys, "demo")
+    assert code == 0
+    assert "Level 1: " in out and "not in this copy of the kit yet" in out
+    assert re.search(r"turn 1, save point B, mid write … after write +torn file +ok", out)
+    assert "\x1b[" not in out
+
+
+def test_demo_on_the_real_kit_exits_0(capsys, monkeypatch):
+    monkeypatch.chdir(KIT)
+    code, out = run_cli(capsys, "demo", "2")
+    assert code == 0 and "Level 2: " in out and "untraced tool call" in out
+
+
+# --- check ----------------------------------------------------------------------------------------
+
+
+def test_check_fails_the_starter_and_explains_the_first_failure(kit, capsys):
+    code, out = run_cli(capsys, "check", "2", "--examples", "2")
+    assert code == 1
+    assert "✗ task 2  a crash mid save never leaves half a file" in out
+    assert "3 of 10 points" in out
+    first = out[out.index("The first failure, in full"):]
+    assert "PARSE broken" in first and "On disk:" in first and "What resume would run into" in first
+    assert 'pytest "exercises/level2/test_agent.py::test_a_crash_mid_save_never_leaves_half_a_file"' in first
+    assert "crashcourse hint 2" in out
+    status = json.loads((kit / ".crashcourse" / "status.json").read_text())
+    assert status["2"]["failing_tasks"] == [2, 3, 4] and status["2"]["passed"] is False
+
+
+def test_check_passes_a_correct_submission_elsewhere(kit, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "agent.py").write_text(loop_with(RIGHT_TEMPFILE, True))
+    code, out = run_cli(capsys, "check", "2", "--path", str(mine), "--examples", "2")
+    assert code == 0, out
+    assert "10 of 10 points" in out and "Level 2 passes" in out
+    assert "your code: all" in out and "The first failure" not in out
+
+
+def test_check_of_a_level_not_written_yet_says_so(kit, capsys):
+    code, out = run_cli(capsys, "check", "1")
+    assert code == 2 and "not in this copy of the kit yet" in out and "exercises/level1/" in out
+    code, out = run_cli(capsys, "check", "9")
+    assert code == 2 and "There is no level 9" in out
+
+
+# --- hint -----------------------------------------------------------------------------------------
+
+
+def remember_failing(kit, tasks):
+    level = manifest.load(kit).level(2)
+    state = {"2": {"folder": str(level.starter_dir.resolve()), "passed": False, "failing_tasks": tasks,
+                   "files": student_cli.files_signature(level.watched_files())}}
+    (kit / ".crashcourse").mkdir(exist_ok=True)
+    (kit / ".crashcourse" / "status.json").write_text(json.dumps(state))
+
+
+def test_hints_come_one_step_at_a_time_for_the_first_failing_task(kit, capsys):
+    remember_failing(kit, [3, 4])
+    code, out = run_cli(capsys, "hint", "2")
+    assert code == 0 and "task 3: Every tool call that starts is on disk" in out and "(hint 1 of 3)" in out
+    assert "how would a resume know" in out and "Count the save points" not in out
+    code, out = run_cli(capsys, "hint", "2")
+    assert "(hint 2 of 3)" in out and "Where to look:" in out and "Count the save points" in out
+    code, out = run_cli(capsys, "hint", "2")
+    assert "What to reach for:" in out and "pendingToolUse" in out and "last hint for task 3" in out
+    code, out = run_cli(capsys, "hint", "2")
+    assert "(hint 3 of 3)" in out
+    shown = json.loads((kit / ".crashcourse" / "hints.json").read_text())
+    assert shown == {"2": {"3": 3}}
+    code, out = run_cli(capsys, "hint", "2", "--reset")
+    assert code == 0 and not json.loads((kit / ".crashcourse" / "hints.json").read_text())
+    code, out = run_cli(capsys, "hint", "2", "--task", "1")
+    assert "task 1: The loop still finishes the task" in out and "(hint 1 of 3)" in out
+
+
+def test_hint_when_everything_passes(kit, capsys):
+    remember_failing(kit, [])
+    code, out = run_cli(capsys, "hint", "2")
+    assert code == 0 and "nothing to hint at" in out
+
+
+def test_an_edit_makes_the_remembered_status_stale(kit):
+    remember_failing(kit, [3])
+    level = manifest.load(kit).level(2)
+    path = level.starter_dir / "agent.py"
+    path.write_text(path.read_text() + "\n# edited\n")
+    status = json.loads((kit / ".crashcourse" / "status.json").read_text())["2"]
+    assert status["files"] != student_cli.files_signature(level.watched_files())
+
+
+# --- watch ----------------------------------------------------------------------------------------
+
+
+def test_watch_runs_again_when_a_file_changes_and_not_otherwise(tmp_path):
+    target = tmp_path / "agent.py"
+    target.write_text("v1")
+    runs = []
+    naps = []
+
+    def nap(seconds):
+        naps.append(seconds)
+        if len(naps) == 3:  # the learner saves, two polls after the first check
+            target.write_text("v2, longer")
+
+    checks = student_cli.watch_loop([target], lambda: runs.append(target.read_text()), interval=0.01,
+                                    max_checks=2, sleep=nap)
+    assert checks == 2 and runs == ["v1", "v2, longer"] and len(naps) == 3
+
+
+def test_watch_stops_cleanly_on_ctrl_c(tmp_path, capsys):
+    def interrupted(_):
+        raise KeyboardInterrupt
+
+    checks = student_cli.watch_loop([tmp_path / "agent.py"], lambda: None, sleep=interrupted)
+    assert checks == 1 and "Stopped watching." in capsys.readouterr().out
+
+
+# --- selfcheck ------------------------------------------------------------------------------------
+
+
+def fake_test_runs(starter_code, solution_code):
+    """Stand-in for run_tests (the pytest half is covered by the check tests above)."""
+    def run_tests(level, folder, **_):
+        failing = Path(folder).parts[-2] == "exercises"
+        code = starter_code if failing else solution_code
+        results = [student_cli.TestResult("t.py::test_a", "passed" if code == 0 else "failed", 1, 1.0, "")]
+        return student_cli.TestRun(code, results, problem="" if code in (0, 1) else "pytest could not run (usage)")
+    return run_tests
+
+
+def test_selfcheck_passes_a_kit_in_order(kit, capsys, monkeypatch):
+    monkeypatch.setattr(student_cli, "run_tests", fake_test_runs(1, 0))
+    code, out = run_cli(capsys, "selfcheck")
+    assert code == 0, out
+    assert "level 1: exercises/level1/ is not there yet" in out
+    assert "level 2: starter breaks PARSE, TRACE; solution clean" in out
+    assert "level 2: starter tests fail as they should" in out and "level 2: solution tests pass" in out
+
+
+@pytest.mark.parametrize("starter_code, solution_code, complaint", [
+    (0, 0, "the starter passes every test; it should fail"),
+    (1, 1, "the solution fails test_a"),
+    (1, 4, "the tests could not run on the solution"),
+])
+def test_selfcheck_holds_starters_and_solutions_to_their_tests(kit, capsys, monkeypatch, starter_code,
+                                                                solution_code, complaint):
+    monkeypatch.setattr(student_cli, "run_tests", fake_test_runs(starter_code, solution_code))
+    code, out = run_cli(capsys, "selfcheck")
+    assert code == 1 and complaint in out
+
+
+def test_selfcheck_lists_every_problem(kit, capsys):
+    hints = (kit / "exercises" / "level2" / "hints.md")
+    hints.write_text(HINTS.replace("- Run the failing example with the seed it prints.\n", "")
+                     .replace("Compare what run_agent", "See line 12: compare what run_agent"))
+    shutil.copy(kit / "solutions" / "level2" / "agent.py", kit / "exercises" / "level2" / "agent.py")
+    data = json.loads((kit / "exercises" / "manifest.json").read_text())
+    data["levels"][0]["name"] = data["levels"][1]["name"]
+    (kit / "exercises" / "manifest.json").write_text(json.dumps(data))
+    code, out = run_cli(capsys, "selfcheck", "--no-tests")
+    assert code == 1
+    assert "share a name" in out
+    assert "task 4 has 2 hint bullets" in out
+    assert "cites a line number" in out
+    assert "no longer breaks PARSE, TRACE" in out
+
+
+def test_selfcheck_strict_counts_missing_levels(kit, capsys):
+    code, out = run_cli(capsys, "selfcheck", "--no-tests", "--strict")
+    assert code == 1 and "exercises/level1/ is not there yet" in out
+
+
+# --- run ------------------------------------------------------------------------------------------
+
+
+def test_run_drives_the_loop_on_the_scripted_model(kit, capsys):
+    shutil.copy(kit / "solutions" / "level2" / "agent.py", kit / "exercises" / "level2" / "agent.py")
+    code, out = run_cli(capsys, "run", "2")
+    assert code == 0
+    assert "model asks for publish_table" in out
+    saved = json.loads((kit / ".crashcourse" / "run" / "checkpoints" / "checkpoint.json").read_text())
+    assert saved["turns"] == 3 and saved["pendingToolUse"] is None
+    assert "turns=3" in out
+
+
+def test_run_live_without_a_key_explains_what_is_missing(kit, capsys, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    code, out = run_cli(capsys, "run", "2", "--live")
+    assert code == 2
+    assert "ANTHROPIC_API_KEY" in out or "pip install -e '.[anthropic]'" in out
