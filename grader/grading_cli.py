@@ -244,7 +244,7 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
             while queue and len(running) < jobs:
                 student, source = queue.pop(0)
                 job = _start(student, source, level_dir, timeout, seed, scenarios, examples, read_only,
-                             [j.fd for j in running.values()])
+                             [j.fd for j in running.values()], hide=[submissions] + [p for p in protect if p])
                 if job.result is not None:
                     done.append(job.result)
                     _finish(job)
@@ -305,7 +305,7 @@ def _error(student: str, reason: str) -> dict:
 
 
 def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, scenarios, examples, read_only,
-           other_fds: list) -> Job:
+           other_fds: list, hide: list = ()) -> Job:
     root = tempfile.mkdtemp(prefix="crashcourse-grade-")
     job = Job(student, source, root)
     problem = unpack(source, Path(root) / "submission")
@@ -332,7 +332,7 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, sc
             started = time.monotonic()
             result = run_judge(str(level_dir), os.path.join(root, "submission"), root, job.token, seed=seed,
                                timeout=timeout, scenarios=scenarios, examples=examples, student=student,
-                               read_only=read_only)
+                               read_only=read_only, hide=tuple(hide))
             result["seconds"] = time.monotonic() - started
             data = json.dumps(result).encode()
         except BaseException as exc:  # noqa: BLE001 - whatever happens, the batch hears about it

@@ -154,7 +154,8 @@ class Box:
     """One submission's sandbox as the judge sees it: the folder, the deadline, the worker."""
 
     def __init__(self, folder: str, root: str, token: str, timeout: float, limits: Optional[sandbox.Limits] = None,
-                 read_only: Optional[bool] = None):
+                 read_only: Optional[bool] = None, hide: tuple = ()):
+        self.hide = tuple(hide)
         self.folder = os.path.realpath(folder)
         self.root = os.path.realpath(root)
         self.token = token
@@ -229,7 +230,7 @@ class Worker:
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", code], pass_fds=(to_worker_r, from_worker_w),
                                      stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=env["HOME"],
                                      start_new_session=True,
-                                     preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only))
+                                     preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only, box.hide))
         for fd in (to_worker_r, from_worker_w, out_w):
             os.close(fd)
         os.set_blocking(self.to_worker, False)
@@ -753,14 +754,16 @@ def written_tasks(level_dir: Path) -> set:
 
 def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optional[int] = None,
               timeout: float = 60.0, scenarios: Optional[str] = None, examples: Optional[int] = None,
-              student: str = "", read_only: Optional[bool] = None, quiet: bool = True) -> dict:
+              student: str = "", read_only: Optional[bool] = None, hide: tuple = ()) -> dict:
     """Grade one submission folder with the level's tests. Returns the submission's report entry."""
     import pytest
     from . import plugin
 
     level = Path(level_dir).resolve()
     kit_root = level.parent.parent
-    box = Box(folder, root, token, timeout, read_only=read_only)
+    # Hidden from the student's code: the instructor's scenarios and the kit's solutions.
+    hide = tuple(hide) + ((scenarios,) if scenarios else ()) + (str(kit_root / "solutions"),)
+    box = Box(folder, root, token, timeout, read_only=read_only, hide=hide)
     RemoteSubmission.box = box
     plugin.Submission = RemoteSubmission  # the level's `submission` fixture now hands out stand-ins
     scratch = os.path.join(box.root, "tmp")

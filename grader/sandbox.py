@@ -126,8 +126,10 @@ def read_only_view_available() -> bool:
     return _read_only_works
 
 
-def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool = False, read_only: bool = True):
+def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool = False, read_only: bool = True,
+                  hide: Iterable[str] = ()):
     root = os.geteuid() == 0
+    hidden = [(p.encode(), os.path.isdir(p)) for p in hide if os.path.exists(p)]
     nproc = _root_processes() + limits.processes if root else limits.processes
 
     def preexec() -> None:
@@ -144,6 +146,13 @@ def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool 
                     w = writable.encode()
                     if c.mount(w, w, None, MS_BIND | MS_REC, None) != 0:
                         os._exit(97)
+                # What the code must not read (the instructor's scenarios, the solutions, other
+                # students' folders) is covered: an empty read-only tmpfs or /dev/null on top.
+                for path, is_dir in hidden:
+                    if is_dir:
+                        c.mount(b"tmpfs", path, b"tmpfs", MS_RDONLY, b"size=4k,mode=0555")
+                    else:
+                        c.mount(b"/dev/null", path, None, MS_BIND, None)
                 for point in mounts:
                     if point == writable:
                         continue
@@ -173,12 +182,12 @@ def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool 
     return preexec
 
 
-def preexec_for(limits: Limits, writable: str, read_only: Optional[bool] = None):
+def preexec_for(limits: Limits, writable: str, read_only: Optional[bool] = None, hide: Iterable[str] = ()):
     """The function ``subprocess.Popen(preexec_fn=...)`` runs in the child before it starts Python."""
     if read_only is None:
         read_only = read_only_view_available()
     return _make_preexec(limits, os.path.realpath(writable), _mount_points() if read_only else [],
-                         read_only=read_only)
+                         read_only=read_only, hide=[os.path.realpath(h) for h in hide if h])
 
 
 def scrubbed_env(root: str, token: str) -> dict:

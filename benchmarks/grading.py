@@ -1,0 +1,104 @@
+"""Benchmark: ``crashcourse grade`` on 200 level-2 submissions with ``--jobs 2``, beside baselines.
+
+    python benchmarks/grading.py [--count 200] [--jobs 2] [--examples N]
+
+The submissions are copies of a few real ones (the kit's solution, the starter, and a corpus
+variant), each made unique with a comment so that nothing could be shared between them. The
+baselines are measured in the same run, on the same machine, at the same parallelism:
+
+* ``python -c pass`` started once per submission (the floor for any one-process-per-student grader);
+* ``pytest`` of one trivial test started once per submission (what a naive grader pays before it
+  runs a single real check), measured on a sample and scaled to the full count.
+
+Budget (DESIGN.md section 8): 200 submissions under 60 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+SOURCES = {
+    "solution": KIT / "solutions" / "level2" / "agent.py",
+    "starter": KIT / "exercises" / "level2" / "agent.py",
+    "hostile-good": KIT / "tests" / "corpus" / "hostile" / "prints_megabytes.py",
+}
+
+
+def make_submissions(folder: Path, count: int) -> None:
+    kinds = list(SOURCES)
+    for i in range(count):
+        kind = kinds[i % len(kinds)]
+        (folder / f"student{i:03d}").mkdir()
+        text = SOURCES[kind].read_text() + f"\n# submission {i} ({kind})\n"
+        (folder / f"student{i:03d}" / "agent.py").write_text(text)
+
+
+def parallel(commands: list[list[str]], jobs: int, cwd: Path) -> float:
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda c: subprocess.run(c, cwd=cwd, capture_output=True), commands))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--examples", type=int, default=None,
+                        help="generated conversations per property test (default: the level's own)")
+    parser.add_argument("--pytest-sample", type=int, default=10)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="crashcourse-bench-") as tmp:
+        tmp = Path(tmp)
+        subs = tmp / "submissions"
+        subs.mkdir()
+        make_submissions(subs, args.count)
+        trivial = tmp / "trivial"
+        trivial.mkdir()
+        (trivial / "test_one.py").write_text("def test_one():\n    assert True\n")
+
+        bare = parallel([[sys.executable, "-c", "pass"]] * args.count, args.jobs, tmp)
+        sample = parallel([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(trivial)]]
+                          * args.pytest_sample, args.jobs, tmp)
+        pytest_scaled = sample * args.count / args.pytest_sample
+
+        command = [sys.executable, "-m", "grader", "grade", str(subs), "--level", "2", "--jobs", str(args.jobs),
+                   "--output", str(tmp / "report.json")]
+        if args.examples is not None:
+            command += ["--examples", str(args.examples)]
+        started = time.perf_counter()
+        proc = subprocess.run(command, cwd=KIT, capture_output=True, text=True)
+        graded = time.perf_counter() - started
+        if proc.returncode != 0:
+            print(proc.stderr)
+            raise SystemExit("grading failed")
+        report = json.loads((tmp / "report.json").read_text())
+        statuses: dict = {}
+        for s in report["submissions"]:
+            statuses[s["status"]] = statuses.get(s["status"], 0) + 1
+        leftovers = [p for p in Path("/tmp").glob("crashcourse-grade-*")]
+        shutil.rmtree(subs, ignore_errors=True)
+
+    n = args.count
+    print(f"{n} submissions, --jobs {args.jobs}, examples per property test: {args.examples or 'level default'}")
+    print(f"  crashcourse grade (isolated, all tests):   {graded:7.1f} s  ({graded / n * 1000:.0f} ms per submission)")
+    print(f"  baseline: {n} x python -c pass:             {bare:7.1f} s  -> grade is {graded / bare:.1f}x this")
+    print(f"  baseline: {n} x pytest one trivial test:    {pytest_scaled:7.1f} s  (from {args.pytest_sample} runs)"
+          f"  -> grade is {graded / pytest_scaled:.2f}x this")
+    print(f"  results: {statuses}; temporary folders left: {len(leftovers)}")
+    print(f"  budget 60 s: {'met' if graded < 60 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

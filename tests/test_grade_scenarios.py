@@ -1,0 +1,74 @@
+"""Instructor-only scenarios run through the judge and a real sandboxed worker, without pytest in between."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from grader import judge, sandbox
+
+KIT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    path = tmp_path / "private.json"
+    path.write_text(json.dumps({"file": "agent.py", "function": "run_agent", "points": 2, "scenarios": [
+        {"name": "refund audit", "task": "Total the refunds",
+         "turns": [["read_report", {"week": 1}, "refunds: 40 EUR " * 400], ["read_report", {"week": 2}, "none"]]}]}))
+    return path
+
+
+def grade(tmp_path, source: Path, scenarios: Path, monkeypatch) -> list:
+    root = Path(tempfile.mkdtemp(prefix="box-", dir=tmp_path))
+    (root / "submission").mkdir(parents=True)
+    (root / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root / "tmp"))  # the only place the code may write
+    shutil.copy(source, root / "submission" / "agent.py")
+    box = judge.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20, hide=(str(scenarios),))
+    judge.RemoteSubmission.box = box
+    try:
+        return judge.run_scenarios(str(scenarios), box)
+    finally:
+        box.shutdown()
+        assert sandbox.marked(box.token) == []
+
+
+def test_a_private_scenario_fails_the_starter(tmp_path, scenario_file, monkeypatch):
+    bad = grade(tmp_path, KIT / "exercises" / "level2" / "agent.py", scenario_file, monkeypatch)
+    assert bad[0]["status"] == "failed" and "PARSE" in bad[0]["output"]
+
+
+def test_the_solution_passes_without_seeing_the_scenario_file(tmp_path, scenario_file, monkeypatch):
+    """The solution, plus code that fails on purpose if it can read the instructor's file."""
+    spy = tmp_path / "spy" / "agent.py"
+    spy.parent.mkdir()
+    spy.write_text((KIT / "solutions" / "level2" / "agent.py").read_text() + f"""
+
+def _peek():
+    try:
+        with open({str(scenario_file)!r}) as f:
+            return f.read()
+    except OSError as exc:
+        return repr(exc)
+
+
+_seen = _peek()
+_real_run = run_agent
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    if "refund audit" in _seen:
+        raise RuntimeError("read the instructor's scenarios")
+    return _real_run(task, tools, call_model, execute_tool, directory)
+""")
+    if not sandbox.read_only_view_available():
+        pytest.skip("no mount namespaces here, so files cannot be hidden")
+    result = grade(tmp_path, spy, scenario_file, monkeypatch)
+    assert [(t["name"], t["status"], t["max_score"]) for t in result] == [
+        ("instructor scenario: refund audit", "passed", 2.0)], result[0]["output"]
