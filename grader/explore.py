@@ -213,11 +213,15 @@ def _short_traceback(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}\n{where}".rstrip()
 
 
-def windows_for(ops: list[Op], task: str, allow_initial: bool = True) -> list[Window]:
-    """For each crash point 0..len(ops), what the loop had done (see :class:`Window`)."""
+def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Optional[list] = None) -> list[Window]:
+    """For each crash point 0..len(ops), what the loop had done (see :class:`Window`).
+
+    ``saves`` may pass in the trace's reference saves, already computed (a long run's are costly).
+    """
     responses = [op.payload[1] for op in ops if op.kind == "model_end"]
     results = [op.payload[1] for op in ops if op.kind == "tool_end"]
-    saves = reference_saves(task, responses, results) if responses else []
+    if saves is None:
+        saves = reference_saves(task, responses, results) if responses else []
     a_saves = [s for label, s in saves if label == "A"]
     b_saves = [s for label, s in saves if label == "B"]
     final = [s for label, s in saves if label == "final"]
@@ -276,8 +280,13 @@ def _operation_words(ops: list[Op], state: CrashState) -> str:
 
 def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                  directory: str = "checkpoints", timeout: Optional[float] = 20, workdir: Optional[str] = None,
-                 max_violations: int = 200, before: Optional[Callable[[str], None]] = None) -> Exploration:
-    """Run ``run`` on ``scenario`` once, then check every crash state under ``models``."""
+                 max_violations: int = 200, before: Optional[Callable[[str], None]] = None,
+                 **plug: Any) -> Exploration:
+    """Run ``run`` on ``scenario`` once, then check every crash state under ``models``.
+
+    ``plug`` holds :func:`check_trace`'s optional keywords (``windows``, ``checker``, ``reader``,
+    ``sample``, ``same``), which levels with another protocol use to judge the same trace.
+    """
     models = tuple(models)
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -289,17 +298,29 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
                              error=error, returned=returned)
         if error is None:
             ckpt_dir = os.path.join(workdir, directory)
-            check_trace(result, recorder, ckpt_dir, scenario, max_violations)
+            check_trace(result, recorder, ckpt_dir, scenario, max_violations, **plug)
     result.seconds = time.perf_counter() - started
     return result
 
 
 def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
-                max_violations: int = 200) -> None:
+                max_violations: int = 200, *, windows: Optional[Callable] = None, checker: Optional[Callable] = None,
+                reader: Optional[Callable] = None, sample: Optional[Callable[[list], Any]] = None,
+                same: Optional[Callable[[Any, Any], bool]] = None) -> None:
+    """Check each crash state of the trace against its window.
+
+    The keywords let a level judge the trace by its own rules: ``windows(ops, task)`` in place of
+    :func:`windows_for`, ``checker(raw, window, parsed)`` in place of :func:`~grader.invariants.check`,
+    ``reader(state)`` to turn a crash state's files into what the checker reads (then the loop need
+    not write checkpoint.json itself), ``sample(ops)`` returning the crash points to check (a long
+    run may check a subset), and
+    ``same(got, want)`` to compare the state run_agent returned with the protocol's final state.
+    """
     ops = recorder.ops
-    windows = windows_for(ops, scenario.task)
+    windows = (windows or windows_for)(ops, scenario.task)
+    checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
-    if not any(op.kind == "rename" and op.dest == target or op.path == target for op in ops if op.kind != "model_end"):
+    if reader is None and not any(op.kind == "rename" and op.dest == target or op.path == target for op in ops if op.kind != "model_end"):
         result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
                         f"({os.path.basename(ckpt_dir)!r}). Does save_checkpoint use its `directory` argument?")
         return
@@ -315,17 +336,20 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     cache: dict = {}
     parsed: dict = {}
     points = set()
+    chosen = None if sample is None else set(sample(ops))
     for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
                                            recorder.initial_dirs):
+        if chosen is not None and state.point not in chosen:
+            continue
         result.states += 1
         points.add(state.point)
-        raw = state.read(CHECKPOINT_NAME)
+        raw = reader(state) if reader is not None else state.read(CHECKPOINT_NAME)
         window = windows[state.point]
         key = (window.signature(), raw)
         if key in cache:
             finding = cache[key]
         else:
-            finding = cache[key] = check(raw, window, parsed)
+            finding = cache[key] = checker(raw, window, parsed)
         if finding is None or len(result.violations) >= max_violations:
             continue
         invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
@@ -339,7 +363,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             got = snapshot(result.returned)
         except (KeyError, TypeError, ValueError):
             got = None
-        if final and got != final[0]:
+        if final and not (same(got, final[0]) if same is not None and got is not None else got == final[0]):
             result.violations.append(Violation(
                 "WHOLE", "none", len(ops), "after run_agent returned", "with no crash at all", {},
                 "run_agent returned a state that differs from the one the protocol's loop ends with",

@@ -1,0 +1,81 @@
+"""Level 5 tests: a turn that names several tools, crashed at every point.
+
+Each test runs your loop once on a scripted model whose turns name two or three tools at once (no
+network), records every file operation, then rebuilds the checkpoint directory as a crash would
+leave it at each point: the process killed between two operations (M1), or in the middle of a
+write (M2). A failure tells you where the crash landed (which call of which turn), what was on
+disk, and what a resume would have run into.
+"""
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from grader.grading import STUDENT_TIMEOUT, assert_holds
+from grader.parallel import explore_parallel, parallel_conversations, parallel_tickets
+from grader.plugin import rerun_command
+
+MODELS = ("M1", "M2")
+
+
+@pytest.fixture
+def run_agent(submission):
+    return submission.function("agent.py", "run_agent")
+
+
+@pytest.fixture
+def tickets(run_agent, crashcourse_seed):
+    """Your loop on the course's task with parallel calls, every crash state checked (once per test)."""
+    return explore_parallel(run_agent, parallel_tickets(crashcourse_seed), models=MODELS, timeout=STUDENT_TIMEOUT)
+
+
+@pytest.mark.task(taskno=1)
+@pytest.mark.points(1)
+def test_the_loop_still_finishes_the_task(tickets, request):
+    """Uncrashed, every call runs once, each turn's results sit in one user message, the answer ends it."""
+    assert_holds(tickets, ["ONCE"], rerun_command(request))
+    final = tickets.returned
+    assert final is not None, "run_agent returned None; it should return the final state"
+    assert final["turns"] == 7, f"the task makes 7 tool calls in 3 turns, but the returned state says turns={final['turns']}"
+    assert not final["pendingToolUse"], "after the final answer nothing should be pending"
+    assert final["messages"][-1]["role"] == "assistant", "the final answer should be the last message"
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(3)
+def test_every_call_the_model_named_is_on_disk_before_any_runs(tickets, request):
+    """At save point A, pendingToolUse lists every call of the turn; a call leaves it when its result lands."""
+    assert_holds(tickets, ["TRACE", "PAIRING", "FIELDS"], rerun_command(request),
+                 also_about="How many tool_use blocks can one assistant message hold, and how many does the file list?")
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(3)
+def test_each_result_is_on_disk_before_the_next_call_starts(tickets, request):
+    """A result that came back is saved before the loop starts another tool or calls the model."""
+    assert_holds(tickets, ["KEPT", "FRESH"], rerun_command(request),
+                 also_about="What happens to the first result if the process dies while the third tool runs?")
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(2)
+def test_no_result_is_lost_or_doubled_and_the_counts_agree(tickets, request):
+    """Every save is whole, each result appears once, and turns counts the results recorded."""
+    assert_holds(tickets, ["PARSE", "WHOLE", "ONCE", "COUNTS", "ATOMIC-DIR"], rerun_command(request))
+
+
+@pytest.mark.task(taskno=4)
+@pytest.mark.points(1)
+def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_seed, request):
+    """The same guarantees on conversations of 0 to 6 turns of 1 to 3 calls, with unicode and large results."""
+    rerun = rerun_command(request)
+
+    @seed(crashcourse_seed)
+    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(parallel_conversations())
+    def check(scenario):
+        exploration = explore_parallel(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
+        assert_holds(exploration, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "KEPT", "FRESH",
+                                   "COUNTS", "ONCE"], rerun)
+
+    check()

@@ -1,0 +1,560 @@
+"""Level 5: turns that name several tools at once, and what each crash state must then hold.
+
+The protocol of the parallel level (README of exercises/level5 says the same to the learner):
+
+* ``pendingToolUse`` is ``null`` when nothing is pending, otherwise a list of ``{id, name, input}``,
+  one per call the model named whose result is not yet in ``messages`` (an empty list reads as
+  ``null``; the order of the list does not matter).
+* Save point A: the assistant message is appended and *every* call it names is pending; save.
+* Each result is recorded the moment its tool returns: the first result of a turn starts the user
+  message that follows the assistant message, each later one is added to that same message (the
+  Messages API wants all of a turn's results in the one user message right after it), the call
+  leaves ``pendingToolUse``, ``turns`` goes up by one, and the loop saves. After the last result
+  of the turn nothing is pending (``null``).
+* ``turns`` counts tool results, as everywhere in the kit; ``tokensUsed`` counts every response.
+
+The checker here is structural, so a loop may run the calls in any order: at each crash point the
+file must be a state the loop could have saved, holding every call that started (TRACE), every
+result that came back before the loop moved on (KEPT), each result once (ONCE), and by the time the
+model is called, everything (FRESH).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from .explore import Exploration, Violation, explore_loop
+from .invariants import Finding, Window, parse
+from .protocol import FIELDS, FIELD_TYPES, VERSION, initial_state, snapshot, spend, tool_use_blocks
+from .recorder import Op
+from .scripted import NON_IDEMPOTENT_TOOLS, Scenario, _tool_id, _usage
+
+TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"
+
+TOOLS = [
+    {"name": "list_tickets", "description": "List the support tickets opened in one month.",
+     "input_schema": {"type": "object", "properties": {"month": {"type": "string"}}, "required": ["month"]}},
+    {"name": "classify_tickets", "description": "Label each ticket with an issue type.",
+     "input_schema": {"type": "object", "properties": {"ticket_ids": {"type": "array", "items": {"type": "string"}}},
+                      "required": ["ticket_ids"]}},
+    {"name": "publish_table", "description": "Post a Markdown table to the team channel (not idempotent).",
+     "input_schema": {"type": "object", "properties": {"title": {"type": "string"}, "markdown": {"type": "string"}},
+                      "required": ["title", "markdown"]}},
+    {"name": "email_summary", "description": "Email the table to the support leads (not idempotent).",
+     "input_schema": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                      "required": ["to", "body"]}},
+]
+
+
+# -- scenarios ---------------------------------------------------------------------------------------
+
+def from_parallel_turns(task: str, turns: list, final_text: str = "Done.", *, seed: int = 0,
+                        usages: Optional[list] = None, name: str = "parallel conversation",
+                        texts: Optional[list] = None, tools: Optional[list] = None,
+                        non_idempotent: Iterable[str] = ()) -> Scenario:
+    """A scenario from turns, each a list of ``(tool name, tool input, result)``: one tool_use per item.
+
+    ``Scenario.results`` holds one result per tool_use block, in the order the blocks appear, which
+    is how :class:`~grader.scripted.ScriptedTools` finds the result of a call.
+    """
+    rng = random.Random(seed)
+    # Two calls with the same name and input cannot be told apart from outside (which one ran
+    # first?), so a repeated call gets a numbered input of its own.
+    seen: set = set()
+    unique = []
+    for calls in turns:
+        unique.append([])
+        for tool, tool_input, result in calls:
+            key, n, original = (tool, json.dumps(tool_input, sort_keys=True)), 0, tool_input
+            while key in seen:
+                n += 1
+                tool_input = dict(original, call=n) if isinstance(original, dict) else {"input": original, "call": n}
+                key = (tool, json.dumps(tool_input, sort_keys=True))
+            seen.add(key)
+            unique[-1].append((tool, tool_input, result))
+    turns = unique
+    if tools is None:
+        names = sorted({call[0] for turn in turns for call in turn}) or ["noop"]
+        tools = [{"name": n, "description": f"scripted tool {n}", "input_schema": {"type": "object"}} for n in names]
+    responses, results = [], []
+    for i, calls in enumerate(turns):
+        content = [{"type": "text", "text": texts[i]}] if texts and texts[i] else []
+        for tool, tool_input, result in calls:
+            content.append({"type": "tool_use", "id": _tool_id(rng), "name": tool, "input": tool_input})
+            results.append(result)
+        usage = usages[i] if usages else _usage(rng, 100 * i, cached=i % 2 == 1)
+        responses.append({"id": f"msg_{seed}_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+                          "content": content, "usage": usage})
+    usage = usages[len(turns)] if usages else _usage(rng, 100 * len(turns), cached=True)
+    responses.append({"id": f"msg_{seed}_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+                      "content": [{"type": "text", "text": final_text}], "usage": usage})
+    return Scenario(name, task, tools, responses, results, seed, frozenset(non_idempotent))
+
+
+def parallel_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
+    """The course's task with parallel calls: three months listed at once, two classify batches at once,
+    then the table published and emailed at once (both not idempotent), then the answer.
+
+    Each month's list is several KiB, so one save takes more than one 8 KiB buffer flush.
+    """
+    rng = random.Random(seed)
+    subjects = ["Charged twice", "Can't sign in", "Export crashes", "Dark mode please", "Parcel late",
+                "Refund not received", "Password reset loop", "Café menu garbled: ☕"]
+    months = ["2026-07", "2026-08", "2026-09"]
+    rows = {m: [] for m in months}
+    for i in range(tickets):
+        month = months[i % 3]
+        rows[month].append({"id": f"T-{4000 + i}", "subject": rng.choice(subjects), "opened": f"{month}-{rng.randint(10, 28)}",
+                            "body": " ".join(rng.choice(["app", "order", "card", "account", "error", "ünïcode"])
+                                             for _ in range(rng.randint(8, 20)))})
+    ids = [r["id"] for m in months for r in rows[m]]
+    kinds = ["billing", "login", "bug", "feature request", "shipping", "refund"]
+    labels = {tid: rng.choice(kinds) for tid in ids}
+    half = len(ids) // 2
+    counts = {t: sum(1 for v in labels.values() if v == t) for t in kinds}
+    table = "| issue type | tickets |\n|---|---|\n" + "".join(f"| {t} | {n} |\n" for t, n in sorted(counts.items()))
+    turns = [
+        [("list_tickets", {"month": m}, json.dumps(rows[m], ensure_ascii=False)) for m in months],
+        [("classify_tickets", {"ticket_ids": ids[:half]}, json.dumps({k: labels[k] for k in ids[:half]})),
+         ("classify_tickets", {"ticket_ids": ids[half:]}, json.dumps({k: labels[k] for k in ids[half:]}))],
+        [("publish_table", {"title": "Q3 tickets by issue type", "markdown": table},
+          json.dumps({"posted": True, "message_id": f"msg_{rng.randint(10 ** 5, 10 ** 6)}"})),
+         ("email_summary", {"to": "support-leads@example.com", "body": table},
+          json.dumps({"sent": True, "recipients": 4}))],
+    ]
+    texts = ["I'll list the three months of the quarter at once.",
+             f"There are {tickets} tickets. I'll classify them in two batches.",
+             "Here is the table; I'll publish it and email it to the leads."]
+    return from_parallel_turns(TASK, turns, "Done. Q3 tickets by issue type:\n\n" + table, seed=seed,
+                               name="support-tickets-parallel", texts=texts, tools=TOOLS,
+                               non_idempotent=NON_IDEMPOTENT_TOOLS | {"email_summary"})
+
+
+def parallel_conversations(min_turns: int = 0, max_turns: int = 6):
+    """A Hypothesis strategy of scenarios whose turns name one to three tools each."""
+    from hypothesis import strategies as st
+
+    from .conversations import _result, _text, _tool_input
+    from .conversations import _usage as usage_strategy
+
+    @st.composite
+    def draw_scenario(draw: Any) -> Scenario:
+        n = draw(st.integers(min_turns, max_turns))
+        names = draw(st.lists(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12), min_size=1,
+                              max_size=3, unique=True))
+        turns = [[(draw(st.sampled_from(names)), draw(_tool_input), draw(_result()))
+                  for _ in range(draw(st.integers(1, 3)))] for _ in range(n)]
+        usages = [draw(usage_strategy()) for _ in range(n + 1)]
+        task = draw(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60))
+        final = draw(_text) or "Done."
+        seed = draw(st.integers(0, 2 ** 31))
+        calls = sum(len(t) for t in turns)
+        scenario = from_parallel_turns(task, turns, final, seed=seed, usages=usages,
+                                       name=f"a generated conversation of {n} turns and {calls} tool calls")
+        json.dumps(scenario.responses)
+        return scenario
+
+    return draw_scenario()
+
+
+# -- the protocol's states ----------------------------------------------------------------------------
+
+def _assistant(response: dict) -> dict:
+    return {"role": "assistant", "content": copy.deepcopy(response["content"])}
+
+
+def _results_message(ids: list, results: dict) -> dict:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": results[i]} for i in ids]}
+
+
+def state_after(task: str, responses: list, results: dict, recorded: Optional[list] = None, final: bool = False) -> dict:
+    """The state a correct loop saves once ``responses`` have arrived.
+
+    Every turn before the last is complete. Of the last response's calls, ``recorded`` lists the
+    ids whose results are in (None: all of them). ``final``: the last response is the answer.
+    """
+    state = initial_state(task)
+    state["tokensUsed"] = sum(spend(r) for r in responses)
+    for i, response in enumerate(responses):
+        state["messages"].append(_assistant(response))
+        blocks = tool_use_blocks(response.get("content"))
+        if final and i == len(responses) - 1:
+            break
+        last = i == len(responses) - 1
+        ids = [b["id"] for b in blocks] if not last or recorded is None else list(recorded)
+        if ids:
+            state["messages"].append(_results_message(ids, results))
+            state["turns"] += len(ids)
+        if last:
+            waiting = [{"id": b["id"], "name": b["name"], "input": b["input"]} for b in blocks if b["id"] not in ids]
+            state["pendingToolUse"] = waiting or None
+    return snapshot(state)
+
+
+def normalize(state: Any) -> Any:
+    """The state with the freedoms the protocol allows taken out: the order of ``pendingToolUse`` and of
+    one turn's tool results, an empty pending list, an empty user message waiting for results."""
+    if not isinstance(state, dict):
+        return state
+    out = json.loads(json.dumps(state))
+    pending = out.get("pendingToolUse")
+    if isinstance(pending, list):
+        out["pendingToolUse"] = sorted(pending, key=lambda p: json.dumps(p, sort_keys=True)) or None
+    messages = out.get("messages")
+    if isinstance(messages, list):
+        if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user" \
+                and messages[-1].get("content") == [] and len(messages) > 1:
+            messages.pop()
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list) and content and all(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                             for b in content):
+                content.sort(key=lambda b: str(b.get("tool_use_id")))
+    return out
+
+
+def same_state(got: Any, want: Any) -> bool:
+    return normalize(got) == normalize(want)
+
+
+# -- windows -----------------------------------------------------------------------------------------
+
+@dataclass
+class ParallelWindow(Window):
+    """A :class:`~grader.invariants.Window` for turns with several calls.
+
+    ``allowed`` holds whole states the file may equal; ``partial`` says the file may also be the
+    current turn with some of its results in: any set holding ``kept`` and within ``results``.
+    """
+
+    task: str = ""
+    results: dict = field(default_factory=dict)   # id -> result, for every call that has returned
+    kept: frozenset = frozenset()                 # ids whose result must be on disk by now
+    partial: bool = False
+    names: list = field(default_factory=list)     # the current turn's tool names, in order
+    calls: int = 0                                # calls started in the current turn
+    current: str = ""                             # the tool running, or the one that just returned
+
+    def signature(self) -> tuple:
+        return (self.phase, self.turn, tuple(self.started), tuple(self.results), self.kept, self.fresh,
+                self.absent_ok, len(self.allowed), self.partial)
+
+    def words(self) -> str:
+        n = len(self.names)
+        listed = ", ".join(f"`{x}`" for x in self.names)
+        if self.phase == "A":
+            return f"turn {self.turn}, save point A (the model named {n} call{'s' if n != 1 else ''}: {listed}; none has run yet)"
+        if self.phase == "tool":
+            back = len([i for i in self.results if i in self.turn_ids])
+            return (f"turn {self.turn}, while `{self.current}` runs (call {self.calls} of {n}; "
+                    f"{back} result{'s' if back != 1 else ''} of this turn back)")
+        if self.phase == "B":
+            return (f"turn {self.turn}, after `{self.current}` returned (call {self.calls} of {n}), "
+                    "while its result is being recorded")
+        if self.phase == "model":
+            return f"turn {self.turn}, while the model is called with the {n} result{'s' if n != 1 else ''} of {listed}"
+        return Window.words(self)
+
+    @property
+    def turn_ids(self) -> list:
+        if not self.responses:
+            return []
+        return [b["id"] for b in tool_use_blocks(self.responses[-1].get("content"))]
+
+
+def _match_start(blocks: list, started: list, name: str, tool_input: Any) -> Optional[str]:
+    """The id of the call a tool_start belongs to (as ScriptedTools matches it), or None if it re-runs one."""
+    normal = json.loads(json.dumps(tool_input))
+    for b in blocks:
+        if b["name"] == name and b["input"] == normal and b["id"] not in started:
+            return b["id"]
+    return None
+
+
+def _match_end(blocks: list, started: list, ended: list, name: str) -> Optional[str]:
+    """The id of the call a tool_end belongs to: the earliest started call of that name still running."""
+    by_name = {b["id"]: b["name"] for b in blocks}
+    for i in started:
+        if i not in ended and by_name.get(i) == name:
+            return i
+    return None
+
+
+def parallel_windows(ops: list, task: str) -> list:
+    """For each crash point, what the loop had done and which files are acceptable there."""
+    responses_all = [op.payload[1] for op in ops if op.kind == "model_end"]
+    blocks = [b for r in responses_all for b in tool_use_blocks(r.get("content"))]
+    early = snapshot(initial_state(task))
+
+    # First pass: which call each tool event belongs to, and each call's result.
+    started_ids: list = []
+    ended_ids: list = []
+    start_of: dict = {}
+    end_of: dict = {}
+    scripted: dict = {}
+    for op in ops:
+        if op.kind == "tool_start":
+            i = _match_start(blocks, started_ids, op.payload[0], op.payload[1])
+            start_of[op.index] = i
+            if i is not None:
+                started_ids.append(i)
+        elif op.kind == "tool_end":
+            i = _match_end(blocks, started_ids, ended_ids, op.payload[0])
+            end_of[op.index] = i
+            if i is not None:
+                ended_ids.append(i)
+                scripted[i] = op.payload[1]
+
+    windows = []
+    m = ms = 0
+    started: list = []
+    ended: list = []
+    kept: set = set()
+    current, done = "", False
+    last_kind = ""
+    for k in range(len(ops) + 1):
+        if k:
+            op = ops[k - 1]
+            kind = op.kind
+            if kind == "model_start":
+                ms += 1
+                kept = set(ended)
+            elif kind == "model_end":
+                m += 1
+            elif kind == "tool_start":
+                kept = set(ended)
+                i = start_of.get(op.index)
+                if i is not None:
+                    started.append(i)
+                current = op.payload[0]
+                last_kind = kind
+            elif kind == "tool_end":
+                i = end_of.get(op.index)
+                if i is not None:
+                    ended.append(i)
+                current = op.payload[0]
+                last_kind = kind
+            elif kind == "run_end":
+                done = True
+        got = responses_all[:m]
+        results = {i: scripted[i] for i in ended}
+        this_turn = [b for b in tool_use_blocks(got[-1].get("content"))] if got else []
+        turn_ids = [b["id"] for b in this_turn]
+        names = [b["name"] for b in this_turn]
+        calls = sum(1 for i in started if i in turn_ids)
+        common = dict(started=list(started), recorded_results=len(ended), responses=got, task=task,
+                      results=results, kept=frozenset(kept), names=names, calls=calls, current=current)
+
+        def complete(upto: int) -> list:
+            return [state_after(task, got[:upto], results)] if upto else [early]
+
+        if done:
+            w = ParallelWindow("done", m, [state_after(task, got, results, final=True)], False, **common)
+        elif m == 0:
+            w = ParallelWindow("before-first-response", 0, [early], True, **common)
+        elif ms > m:
+            w = ParallelWindow("model", m, complete(m), False, fresh=True, **common)
+            w.names = names
+        elif not this_turn:
+            w = ParallelWindow("final", m, complete(m - 1) + [state_after(task, got, results, final=True)], m == 1,
+                               **common)
+        elif calls == 0:
+            w = ParallelWindow("A", m, complete(m - 1) + [state_after(task, got, results, recorded=[])], m == 1,
+                               **common)
+        else:
+            phase = "B" if last_kind == "tool_end" else "tool"
+            w = ParallelWindow(phase, m, [], False, partial=True, **common)
+        windows.append(w)
+    return windows
+
+
+# -- the checker -----------------------------------------------------------------------------------
+
+def field_problems(data: Any) -> list:
+    """Why ``data`` does not have the six fields, with ``pendingToolUse`` null or a list of calls."""
+    if not isinstance(data, dict):
+        return [f"the file holds a JSON {type(data).__name__}, not an object with the six fields"]
+    problems = []
+    missing = [k for k in FIELDS if k not in data]
+    extra = [k for k in data if k not in FIELDS]
+    if missing:
+        problems.append("missing " + ", ".join(f"`{k}`" for k in missing))
+    if extra:
+        problems.append("extra keys that are not part of the protocol: " + ", ".join(f"`{k}`" for k in extra))
+    for key, kind in FIELD_TYPES.items():
+        if key == "pendingToolUse" or key not in data:
+            continue
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            problems.append(f"`{key}` is {json.dumps(data[key])[:40]}, not {kind.__name__}")
+    pending = data.get("pendingToolUse")
+    if "pendingToolUse" in data and pending is not None:
+        if not isinstance(pending, list):
+            problems.append(f"`pendingToolUse` is {json.dumps(pending)[:60]}; in this level it is null or a list "
+                            "of {id, name, input}, one for each call whose result is not recorded yet")
+        elif not all(isinstance(p, dict) and set(p) == {"id", "name", "input"} for p in pending):
+            problems.append(f"`pendingToolUse` holds {json.dumps(pending)[:80]}; each item should be exactly "
+                            "{id, name, input}")
+    if isinstance(data.get("version"), int) and not isinstance(data.get("version"), bool) and data["version"] != VERSION:
+        problems.append(f"`version` is {data['version']}, not {VERSION}")
+    return problems
+
+
+def _result_ids(message: Any) -> list:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[dict] = None) -> Optional[Finding]:
+    """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds)."""
+    if parsed is None:
+        data, error = parse(raw)
+    else:
+        if raw not in parsed:
+            parsed[raw] = parse(raw)
+        data, error = parsed[raw]
+    if error == "missing":
+        if window.absent_ok:
+            return None
+        if window.started:
+            return Finding("TRACE", f"{len(window.started)} tool call(s) had started, but there is no checkpoint at all",
+                           "resume finds nothing, starts the task over and runs those tools again")
+        return Finding("PARSE", "there is no checkpoint at all, though a save had completed",
+                       "resume finds nothing and starts the task over from zero")
+    if error:
+        return Finding("PARSE", f"the checkpoint holds {len(raw or b'')} bytes that are not one complete JSON "
+                       f"document; {error}", "resume cannot read the file, so the task is lost")
+    problems = field_problems(data)
+    if problems:
+        return Finding("FIELDS", "; ".join(problems),
+                       "resume reads a field that is not there, or trusts a value of the wrong kind")
+    messages = data["messages"]
+    if not all(isinstance(m, dict) for m in messages):
+        return Finding("FIELDS", "`messages` holds something that is not a message object",
+                       "resume cannot send these messages to the model")
+    pending = data["pendingToolUse"] or []
+
+    recorded = [i for m in messages for i in _result_ids(m)]
+    doubled = sorted({i for i in recorded if recorded.count(i) > 1})
+    if doubled:
+        return Finding("ONCE", f"the result of {doubled[0]} is recorded {recorded.count(doubled[0])} times",
+                       "resume sends the API one tool_use answered twice: a 400 error")
+    pending_ids = [p["id"] for p in pending]
+    if len(set(pending_ids)) != len(pending_ids):
+        return Finding("ONCE", f"pendingToolUse lists {json.dumps(pending_ids)}, one call more than once",
+                       "resume would reconcile that call twice, and may run it twice")
+    if data["turns"] != len(recorded):
+        return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(recorded)} tool results "
+                       "(in this level turns counts tool results, one per call)",
+                       f"resume counts on from {data['turns']}, so a cap on tool calls fires at the wrong moment")
+    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+    if n_assistant <= len(window.responses):
+        expected = sum(spend(r) for r in window.responses[:n_assistant])
+        if data["tokensUsed"] != expected:
+            return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
+                           f"recorded spent {expected}", "resume starts from the wrong spend")
+
+    # Where the last assistant message that named tools sits, and which of its calls are answered.
+    last_tools = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"
+                      and tool_use_blocks(m.get("content"))), default=None)
+    pending_problem = None  # reported after TRACE and KEPT, which name the cause more plainly
+    for i, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        named = [b.get("id") for b in tool_use_blocks(message.get("content"))]
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answered = _result_ids(following) if following is not None and following.get("role") == "user" else []
+        strays = [a for a in answered if a not in named]
+        if strays:
+            return Finding("PAIRING", f"messages[{i + 1}] holds a result for {strays[0]}, which messages[{i}] never "
+                           "asked for", "resume sends the API a tool_result with no tool_use: a 400 error")
+        if i == last_tools and i + 2 >= len(messages):
+            waiting = [b for b in tool_use_blocks(message.get("content")) if b.get("id") not in answered]
+            want = sorted(waiting, key=lambda b: b.get("id"))
+            have = sorted(pending, key=lambda p: str(p.get("id")))
+            if [{"id": b.get("id"), "name": b.get("name"), "input": b.get("input")} for b in want] != have:
+                pending_problem = Finding(
+                    "PAIRING", f"the last turn named {len(named)} calls and {len(answered)} results are recorded, so "
+                    f"pendingToolUse should list {json.dumps([b.get('id') for b in want])}, but it is "
+                    f"{json.dumps(data['pendingToolUse'])[:160]}",
+                    "resume cannot tell which calls are dangling, so it re-runs a finished one or forgets an "
+                    "unfinished one")
+            continue
+        missing = [n for n in named if n not in answered]
+        if missing:
+            return Finding("PAIRING", f"messages[{i}] asks for {len(named)} calls, but the message right after it "
+                           f"has no result for {missing[0]}",
+                           "resume sends the API a tool_use without its tool_result: a 400 error")
+    if last_tools is None and pending:
+        pending_problem = Finding("PAIRING", f"pendingToolUse lists {len(pending)} call(s), but no assistant message "
+                                  "asked for them", "resume would reconcile calls the model never made")
+
+    on_disk = set(recorded) | set(pending_ids)
+    lost = [i for i in window.started if i not in on_disk]
+    if lost:
+        return Finding("TRACE", f"call {lost[-1]} had started, but the file says nothing about it: it is neither "
+                       f"among the {len(recorded)} results nor in pendingToolUse",
+                       "resume has no idea that call was made: it asks the model again, and a tool that posts or "
+                       "emails runs a second time")
+    dropped = [i for i in window.kept if i not in recorded]
+    if dropped:
+        return Finding("KEPT", f"the result of {dropped[0]} came back before the loop moved on (started another "
+                       "tool or called the model), but the file does not hold it",
+                       "resume sees that call as unfinished and runs it again, so a finished result is lost "
+                       "and its work is done twice")
+    if pending_problem is not None:
+        return pending_problem
+    if window.fresh and (pending or len(recorded) < len(window.results)):
+        return Finding("FRESH", f"the model was called with {len(window.results)} tool results, but the file holds "
+                       f"{len(recorded)} and {len(pending)} call(s) are still pending",
+                       "resume would treat finished tools as unfinished and may run them again")
+
+    mine = normalize({k: data[k] for k in FIELDS})
+    if any(mine == normalize(a) for a in window.allowed):
+        return None
+    if window.partial and n_assistant == window.turn and last_tools is not None:
+        on_turn = [i for i in recorded if i in window.turn_ids]
+        if all(i in window.results for i in on_turn):
+            if mine == normalize(state_after(window.task, window.responses, window.results, recorded=on_turn)):
+                return None
+    newest = max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
+                 default=window.turn)
+    detail = ("the file is an older save than the last one that completed" if n_assistant < newest else
+              "the file is not any state the loop saves: a mix of two saves, a result that does not match its "
+              "call, or fields that do not match the conversation")
+    return Finding("WHOLE", detail, "resume continues from a scene that never existed, or one behind what happened")
+
+
+def calls_run_twice(ops: list) -> list:
+    """(op index, tool name) of each tool start that ran a call the model named only once."""
+    blocks = [b for op in ops if op.kind == "model_end" for b in tool_use_blocks(op.payload[1].get("content"))]
+    started: list = []
+    out = []
+    for op in ops:
+        if op.kind == "tool_start":
+            i = _match_start(blocks, started, op.payload[0], op.payload[1])
+            if i is None:
+                out.append((op.index, op.payload[0]))
+            else:
+                started.append(i)
+    return out
+
+
+def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
+                     directory: str = "checkpoints", timeout: Optional[float] = 20,
+                     workdir: Optional[str] = None) -> Exploration:
+    """:func:`~grader.explore.explore_loop` under the level-5 rules."""
+    result = explore_loop(run, scenario, models=models, directory=directory, timeout=timeout, workdir=workdir,
+                          windows=parallel_windows, checker=check_parallel, same=same_state)
+    if result.error is None:
+        for index, name in calls_run_twice(result.ops)[:1]:
+            result.violations.insert(0, Violation(
+                "ONCE", "none", index, "with no crash at all", f"when `{name}` started again", {},
+                f"the loop ran `{name}` with the same input a second time, though the model named that call once",
+                "nothing: the damage is done before any crash (a table posted twice)"))
+    return result
