@@ -117,13 +117,13 @@ def test_a_b_only_checkpoint_hides_the_call_in_flight(resume_module, crashcourse
 @pytest.mark.task(taskno=7)
 @pytest.mark.points(1)
 def test_every_crash_state_of_generated_conversations(resume_module, crashcourse_seed, request):
-    """The same checks on conversations of 0 to 6 turns with unicode and large tool results."""
+    """The same checks on conversations of 0 to 4 turns with unicode and large tool results."""
     rerun = rerun_command(request)
 
     @seed(crashcourse_seed)
     @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(conversations(max_turns=6))
+    @given(conversations(max_turns=4))
     def check(scenario):
         exploration = explore_resume(resume_module.resume_agent, scenario,
                                      checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)

@@ -1,0 +1,227 @@
+"""Level 4 as a whole: the resume engine catches each way a resume goes wrong, the corpus is graded
+right, the B-only exercise shows the call that left no trace, and the exercise is red as shipped and
+green when solved.
+
+The corpus in tests/corpus/level4 is graded in-process with the engine calls the exercise's test
+file makes; one end-to-end run per folder goes through pytest.
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.explore import explore_loop
+from grader.protocol import reference_saves, snapshot
+from grader.resume_explore import (CHECKS, KeyedTools, ResumedModel, b_only_writer, check_refusals,
+                                   check_turn_cap, explore_resume, matches_under_policy, reference_writer)
+from grader.scripted import from_turns, support_tickets
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(__file__).resolve().parent / "corpus" / "level4"
+SEED = 11
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(f"level4_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def failed_checks(resume_file):
+    """The level's tasks that ``resume_file`` fails, by the README's numbering."""
+    module = load(resume_file)
+    resume, error = module.resume_agent, module.CheckpointError
+    scenario = support_tickets(SEED)
+    found = set()
+    tripped = explore_resume(resume, scenario, checkpoint_error=error).tripped
+    if check_refusals(resume, scenario, checkpoint_error=error) or "REFUSE" in tripped:
+        found.add("1 refuse")
+    if "COUNTS" in tripped:
+        found.add("2 counts")
+    if tripped & {"PAIRING", "ONCE", "RESUME"}:
+        found.add("3 pending")
+    if "SAVED" in tripped:
+        found.add("4 saved")
+    if check_turn_cap(resume, module, scenario, 2, checkpoint_error=error):
+        found.add("5 cap")
+    b_only = explore_resume(resume, scenario, checkpoint_error=error, writer=b_only_writer)
+    if b_only.tripped != {"ONCE"} or not all("no trace" in f.detail for f in b_only.failures):
+        found.add("6 b-only")
+    if not found:  # generated conversations would only repeat what is already found
+        for small in (from_turns("answer at once", [], name="0 turns"),
+                      from_turns("two calls", [("a", {"k": [1, None, "☕"]}, "ü" * 9000), ("b", {}, "")])):
+            if not explore_resume(resume, small, checkpoint_error=error).ok:
+                found.add("7 generated")
+    return found
+
+
+EXPECTED = {
+    "right_solution": set(),
+    "right_at_most_once": set(),
+    "right_pathlib_class": set(),
+    "wrong_starter": {"1 refuse", "2 counts", "3 pending", "5 cap", "6 b-only"},
+    "wrong_reruns_without_key": {"3 pending"},
+    "wrong_drops_pending": {"3 pending", "5 cap"},
+    "wrong_restarts_counters": {"2 counts", "4 saved", "5 cap", "6 b-only"},  # a finished file: returned != saved
+    "wrong_any_version": {"1 refuse"},
+    "wrong_missing_file_starts_over": {"1 refuse", "6 b-only"},
+    "wrong_deletes_bad_file": {"1 refuse"},
+    "wrong_error_result_not_flagged": {"3 pending", "5 cap"},
+    "wrong_no_save_point_a": {"4 saved", "5 cap", "6 b-only"},
+    "wrong_cap_counts_from_zero": {"5 cap"},
+}
+
+
+def test_the_corpus_is_complete():
+    on_disk = {p.name for p in CORPUS.iterdir() if (p / "resume.py").exists()}
+    assert on_disk == set(EXPECTED)
+    assert sum(1 for n in EXPECTED if n.startswith("right_")) >= 3
+    assert sum(1 for n in EXPECTED if n.startswith("wrong_")) >= 6
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_submission_fails_exactly_its_planted_tasks(name):
+    assert failed_checks(CORPUS / name / "resume.py") == EXPECTED[name]
+
+
+def test_the_starter_fails_for_its_three_planted_reasons():
+    starter = load(ROOT / "exercises" / "level4" / "resume.py")
+    exploration = explore_resume(starter.resume_agent, support_tickets(SEED), checkpoint_error=starter.CheckpointError)
+    assert exploration.tripped == {"REFUSE", "PAIRING", "COUNTS"}
+    refuse = next(f for f in exploration.failures if f.check == "REFUSE")
+    assert refuse.on_disk == "no checkpoint.json" and "FileNotFoundError" in refuse.did
+    pairing = next(f for f in exploration.failures if f.check == "PAIRING")
+    assert "pendingToolUse" in pairing.on_disk and "400" in pairing.detail
+    counts = next(f for f in exploration.failures if f.check == "COUNTS")
+    assert "restart at zero" in counts.detail
+    assert "Your resume_agent" in exploration.report() and "Crash" not in exploration.report().split("\n")[0]
+
+
+def test_every_check_is_explained():
+    for check, sentence in CHECKS.items():
+        assert sentence and sentence[0].islower() and not sentence.endswith(".")
+
+
+# -- the B-only exercise ---------------------------------------------------------------------------------
+
+def test_a_b_only_checkpoint_makes_even_a_correct_resume_publish_twice():
+    solution = load(ROOT / "solutions" / "level4" / "resume.py")
+    scenario = support_tickets(SEED)
+    publish = scenario.responses[2]["content"][1]
+    assert publish["name"] == "publish_table"
+
+    b_only = explore_resume(solution.resume_agent, scenario, checkpoint_error=solution.CheckpointError,
+                            writer=b_only_writer)
+    assert b_only.tripped == {"ONCE"}
+    for failure in b_only.failures:
+        assert "publish_table" in failure.where and "nothing pending" in failure.on_disk
+        assert "no trace" in failure.detail and publish["id"] in failure.detail
+
+    both = explore_resume(solution.resume_agent, scenario, checkpoint_error=solution.CheckpointError)
+    assert both.ok, both.report()
+
+
+def test_the_b_only_writer_really_saves_only_at_b():
+    scenario = support_tickets(SEED)
+    saves = []
+    exploration = explore_loop(b_only_writer, scenario, models=("M1",))
+    saves = [op for op in exploration.ops if op.kind == "rename"]
+    assert len(saves) == 4  # B of each of the three turns, and the final answer
+    assert exploration.tripped == {"TRACE"}  # the call in flight leaves no trace: what level 2 catches
+
+
+# -- the engine's parts ------------------------------------------------------------------------------------
+
+def test_a_key_already_used_is_not_applied_again_but_a_new_id_is():
+    scenario = support_tickets(SEED)
+    publish = scenario.responses[2]["content"][1]
+    tools = KeyedTools(scenario, [(publish["id"], publish["name"], publish["input"])])
+    first = tools(publish["name"], publish["input"], tool_use_id=publish["id"])
+    assert tools.runs_of(publish["id"]) == 1 and tools.replays == [publish["id"]]
+    assert first == scenario.results[2]
+    tools.renamed["toolu_new"] = publish["id"]
+    tools(publish["name"], publish["input"], tool_use_id="toolu_new")
+    assert tools.runs_of(publish["id"]) == 2
+    tools(publish["name"], publish["input"])  # no key: matched by name and input
+    assert tools.runs_of(publish["id"]) == 3
+
+
+def test_a_response_asked_for_again_comes_back_with_new_ids():
+    scenario = support_tickets(SEED)
+    model = ResumedModel(scenario, received=1)
+    first = model(tools=[], messages=[{"role": "user", "content": scenario.task}])
+    original = scenario.responses[0]["content"][1]["id"]
+    assert first["content"][1]["id"] != original and model.renamed == {first["content"][1]["id"]: original}
+    again = ResumedModel(scenario, received=0)(tools=[], messages=[{"role": "user", "content": scenario.task}])
+    assert again["content"][1]["id"] == original
+
+
+def test_the_policy_allows_an_interrupted_error_for_the_pending_call_only():
+    scenario = support_tickets(SEED)
+    final = reference_saves(scenario.task, scenario.responses, scenario.results)[-1][1]
+    pending = scenario.responses[1]["content"][1]["id"]
+    other = scenario.responses[0]["content"][1]["id"]
+
+    def answered_as_error(state, tool_id, **block):
+        state = json.loads(json.dumps(state))
+        for message in state["messages"]:
+            for b in message["content"] if isinstance(message["content"], list) else []:
+                if b.get("tool_use_id") == tool_id:
+                    b.clear()
+                    b.update({"type": "tool_result", "tool_use_id": tool_id}, **block)
+        return state
+
+    interrupted = dict(is_error=True, content="interrupted; outcome unknown")
+    assert matches_under_policy(final, final, pending)
+    assert matches_under_policy(answered_as_error(final, pending, **interrupted), final, pending)
+    assert not matches_under_policy(answered_as_error(final, other, **interrupted), final, pending)
+    assert not matches_under_policy(answered_as_error(final, pending, content="interrupted"), final, pending)
+    assert not matches_under_policy(answered_as_error(final, pending, is_error=True, content=""), final, pending)
+
+
+def test_the_reference_writer_leaves_what_the_level_2_solution_leaves():
+    level2 = load(ROOT / "solutions" / "level2" / "agent.py")
+    scenario = support_tickets(SEED)
+    ours = explore_loop(reference_writer, scenario, models=("M1", "M2"))
+    theirs = explore_loop(level2.run_agent, scenario, models=("M1", "M2"))
+    assert ours.ok and theirs.ok
+    assert snapshot(ours.returned) == snapshot(theirs.returned)
+    assert [op.kind for op in ours.ops] == [op.kind for op in theirs.ops]
+
+
+def test_the_turn_cap_check_refuses_a_cap_the_task_cannot_test():
+    solution = load(ROOT / "solutions" / "level4" / "resume.py")
+    with pytest.raises(ValueError):
+        check_turn_cap(solution.resume_agent, solution, support_tickets(SEED), 3,
+                       checkpoint_error=solution.CheckpointError)
+    assert solution.MAX_TURNS == 20  # the check puts the module's cap back
+
+
+def test_refusals_cover_a_future_version_and_name_it():
+    solution = load(ROOT / "solutions" / "level4" / "resume.py")
+    assert check_refusals(solution.resume_agent, support_tickets(SEED), checkpoint_error=solution.CheckpointError) == []
+    quiet = load(CORPUS / "wrong_any_version" / "resume.py")
+    problems = check_refusals(quiet.resume_agent, support_tickets(SEED), checkpoint_error=quiet.CheckpointError)
+    assert any("version` is 2" in p for p in problems)
+
+
+@pytest.mark.parametrize("folder, passes", [("exercises/level4", False), ("solutions/level4", True)])
+def test_the_exercise_is_red_as_shipped_and_green_when_solved(folder, passes):
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level4",
+            "--crashcourse-examples", "2"]
+    if folder != "exercises/level4":
+        args += ["--submission", folder]
+    else:
+        args += ["-k", "not generated"]  # the planted failures, and what must keep passing
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert (done.returncode == 0) == passes, done.stdout[-3000:]
+    summary = done.stdout.split("short test summary")[-1]
+    if not passes:
+        for planted in ("cannot_trust_is_refused", "continue_from_the_file", "pending_call_is_answered_once"):
+            assert planted in summary
+        assert "test_resume_keeps_saving" not in summary
