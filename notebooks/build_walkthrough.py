@@ -54,7 +54,8 @@ md("""
 
 The first cell looks upward from the current folder for `pyproject.toml`, so the notebook works
 whether Jupyter was started in the repository or inside `notebooks/`. It imports the grader's engine
-and loads the level-2 starter straight from its file.
+and loads the level-2 starter straight from its file. (If you have already fixed your copy of
+`agent.py`, the cell says so and sections 1 to 4 use a replica of the original starter instead.)
 """)
 
 code('''
@@ -100,7 +101,15 @@ def show_source(*functions):
         display(Code(inspect.getsource(function), language="python"))
 
 
-starter = load_module(ROOT / "exercises" / "level2" / "agent.py")
+# Sections 1 to 4 crash the level-2 starter as shipped. If you have already fixed your copy, they use
+# checkpoint_loops' replica of the original starter instead, so there is still something to break.
+exercise = load_module(ROOT / "exercises" / "level2" / "agent.py")
+if {"PARSE", "TRACE"} <= explore_loop(exercise.run_agent, scenario).tripped:
+    run_starter = exercise.run_agent
+else:
+    run_starter = checkpoint_loops.IMPLEMENTATIONS["in place + B only"]
+    print("exercises/level2/agent.py is no longer the broken starter; sections 1-4 use a replica of it.")
+
 print("task: ", scenario.task)
 print("tools:", ", ".join(tool["name"] for tool in scenario.tools))
 for number, result in enumerate(scenario.results, 1):
@@ -122,7 +131,7 @@ Run the starter once, in a scratch folder, and compare the file with what the fu
 code('''
 clean_dir = Path(SCRATCH.name) / "clean-run"
 model, tools = scenario.model(), scenario.executor()
-final = starter.run_agent(scenario.task, scenario.tools, model, tools, directory=str(clean_dir))
+final = run_starter(scenario.task, scenario.tools, model, tools, directory=str(clean_dir))
 
 saved = json.loads((clean_dir / "checkpoint.json").read_text(encoding="utf-8"))
 print("turns:", final["turns"], "| tokensUsed:", final["tokensUsed"], "| model calls:", model.calls)
@@ -170,7 +179,7 @@ def execute_tool(name, tool_input):
 
 with recorder:
     recorder.event("run_start")
-    starter.run_agent(scenario.task, scenario.tools, call_model, execute_tool, directory=checkpoint_dir)
+    run_starter(scenario.task, scenario.tools, call_model, execute_tool, directory=checkpoint_dir)
     recorder.event("run_end")
 
 ops = recorder.ops
@@ -289,7 +298,7 @@ which rule broke, and what a resume would run into.
 """)
 
 code('''
-exploration = explore_loop(starter.run_agent, scenario, models=("M1", "M2"))
+exploration = explore_loop(run_starter, scenario, models=("M1", "M2"))
 print(f"{exploration.states} crash states at {exploration.points} crash points;",
       "rules broken:", ", ".join(sorted(exploration.tripped)))
 print()
@@ -316,7 +325,7 @@ show_source(checkpoint_loops.save_in_place, checkpoint_loops.save_atomic, checkp
 md("""
 The picture below is the heart of this notebook. Columns are the stretches of the loop in the order
 they happen: the first model call, then for each turn *save point A*, *tool runs*, *save point B*
-and the next *model call*, then the *final save*. Rows are the four implementations. Each cell is cut
+and the next *model call*, then the *final save* and the moment after `run_agent` has returned. Rows are the four implementations. Each cell is cut
 into thin stripes, one per crash state that falls in that stretch (M1 and M2 together, in trace
 order), and each stripe is coloured by what a resume would find. The small label counts the bad
 stripes out of all the stripes in the cell.
@@ -429,6 +438,31 @@ Why `tempfile` needs `dir=directory`: by default it would put the temp file in `
 different file system. A rename across file systems is really a copy and a delete, and a crash can
 tear the copy. The grader flags that as its own rule (`ATOMIC-DIR`).
 
+### What the fix costs
+
+Checkpoints are not free. Count the saves and the bytes each loop wrote in the runs above:
+""")
+
+code('''
+def save_cost(row):
+    ops = row.exploration.ops
+    saves = sum(1 for op in ops if op.kind == "open" and "create" in op.flags)
+    written = sum(len(op.data) for op in ops if op.kind == "write")
+    return saves, written
+
+
+for name in ("in place + B only", "atomic + A and B"):
+    saves, written = save_cost(matrix.row(name))
+    print(f"{name:<18} {saves} saves, {written / 1024:,.0f} KiB written, {written / saves / 1024:,.0f} KiB per save")
+''')
+
+md("""
+Saving at A as well almost doubles the number of saves, and every save writes the *whole*
+conversation again, tool results included. For three turns that is nothing. For a long task the size
+of each save grows with the history, so the total written grows roughly with the square of the number
+of turns; level 3 then adds an `fsync` per save, which waits for the disk. How often to save and how
+much to rewrite each time are real engineering trade-offs (level 6 comes back to the rewriting).
+
 ## 7. Your turn
 
 ### 7a. ✎ edit me: a save function of your own
@@ -520,8 +554,9 @@ draw_crash_matrix(power, title="The level-2 fix after a power cut (M3)")
 ''')
 
 md("""
-Red again, and not because the loop is wrong about processes: after a power cut the renamed file can
-come back empty, since its bytes were never forced to the disk. The cure is `os.fsync` on the temp file
+Red again. The loop still handles a killed process perfectly; what breaks is the assumption that the
+disk holds what the OS was given. After a power cut the renamed file can come back empty, because its
+bytes were never forced out of the OS's cache onto the disk. The cure is `os.fsync` on the temp file
 before the rename, and on the folder after it, so the new directory entry is on the disk too. That is
 level 3.
 
