@@ -20,8 +20,6 @@ def save_checkpoint(state, directory="checkpoints"):
 
 def spend(response):
     """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
-    # Every call resends the whole history as input, so input and cache tokens are most of the spend;
-    # counting output alone would leave a compaction threshold blind to them.
     usage = response.get("usage") or {}
     keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     return sum(usage.get(key) or 0 for key in keys)
@@ -29,7 +27,6 @@ def spend(response):
 
 def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
     """Run the tool loop until the model stops asking for tools; return the final state."""
-    # Exactly the six protocol fields, so the state can be saved as it is: nothing runtime-only in it.
     state = {
         "version": 1,
         "task": task,
@@ -40,7 +37,7 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
     }
 
     response = call_model(tools=tools, messages=state["messages"])
-    state["tokensUsed"] += spend(response)  # the first response costs tokens too
+    state["tokensUsed"] += spend(response)
 
     while response["stop_reason"] == "tool_use":
         state["messages"].append({"role": "assistant", "content": response["content"]})
@@ -57,7 +54,7 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
             "role": "user",
             "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
         })
-        state["turns"] += 1  # counted only once the result is recorded: turns = results in messages
+        state["turns"] += 1
         # Save point B: the result is in messages, so nothing is pending any more. Without this
         # save, a crash during the next model call would leave a finished tool marked unfinished.
         state["pendingToolUse"] = None
