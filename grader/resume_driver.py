@@ -488,16 +488,19 @@ def check_turns(module: Any, seed: int = 0) -> Optional[str]:
         if problem:
             return problem
         total = run.tool_runs_before + len(resume.tool_runs)
-        if total <= CAP and resume.stopped_by_cap:
+        if total == CAP and resume.stopped_by_cap:
             return None
         counted = ("it read no `turns`, so it counted from 0" if resume.start_turns is None
                    else f"it read turns={resume.start_turns}")
-        return _story(f"The turn cap did not hold across the crash: the task was capped at {CAP} turns, and "
-                      f"{total} ran.", run, run.raw(),
+        verdict = (f"the task was capped at {CAP} turns, and {total} ran" if total > CAP else
+                   f"the cap fired early: the task was allowed {CAP} turns, and only {total} ran")
+        return _story(f"The turn cap did not hold across the crash: {verdict}.", run, run.raw(),
                       f"{counted} and let {_n(len(resume.tool_runs), 'more tool')} run, after "
                       f"{run.tool_runs_before} had run before the crash",
                       "save the loop's `turns` with the checkpoint, so resume counts on from where the crashed "
-                      "run stopped")
+                      "run stopped" if resume.start_turns is None else
+                      "save `turns` exactly as the loop has it: the turns completed so far, which is the number of "
+                      "tool results in `messages`")
 
 
 def check_tokens(module: Any, seed: int = 0) -> Optional[str]:
