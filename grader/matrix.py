@@ -94,14 +94,20 @@ class Column:
     problems: dict = field(default_factory=dict)   # check id -> full message (level 1's resume checks)
     kind: str = "loop"
 
+    states: int = 0
+
     @property
     def failed(self) -> bool:
-        if self.kind == "fields":
+        if self.kind in ("fields", "resume"):
             return bool(self.problems) or not self.cells
         e = self.exploration
         return e is None or not e.ok
 
     def summary(self) -> str:
+        if self.kind == "resume" and self.cells:
+            if not self.problems:
+                return f"{self.title}: resumed well from all {self.states} crash states"
+            return f"{self.title}: resume goes wrong ({', '.join(sorted(self.problems))})"
         if self.kind == "fields" and self.cells:
             bad = len(self.problems)
             return (f"{self.title}: all {len(self.cells)} resume checks fine" if not bad else
@@ -328,10 +334,10 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
     if legend:
         lines.append("")
         lines.append("  What a resume would find:")
-        words = [w for w in {**LEGEND, **FIELD_LEGEND} if w in used]
+        words = [w for w in {**LEGEND, **FIELD_LEGEND, **RESUME_LEGEND} if w in used]
         pad = max(len(w) for w in words) + 2 if words else 2
         for word in words:
-            text = LEGEND.get(word) or FIELD_LEGEND[word]
+            text = LEGEND.get(word) or FIELD_LEGEND.get(word) or RESUME_LEGEND[word]
             lines.append(textwrap.fill(text, width, initial_indent="    " + word.ljust(pad),
                                        subsequent_indent=" " * (4 + pad)))
     return "\n".join(lines)
@@ -437,6 +443,94 @@ def fields_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column
             col.cells[key] = ["save failed"]
         else:
             col.cells[key] = [short]
+    return col
+
+
+# --- level 4: crash a correct run at every point, then resume with the learner's code ------------
+
+RESUME_WORDS = {"REFUSE": "trusted a bad file", "PAIRING": "unanswered tool_use", "ONCE": "effect twice",
+                "COUNTS": "counters restart", "RESUME": "wrong ending", "SAVED": "stopped saving", "CAP": "cap broken"}
+RESUME_LEGEND = {
+    "trusted a bad file": "resume used (or changed) a file it should have refused with CheckpointError (REFUSE)",
+    "unanswered tool_use": "the model was sent a tool_use with no tool_result right after it: a 400 (PAIRING)",
+    "effect twice": "a non-idempotent tool ran again after the crash (ONCE)",
+    "counters restart": "turns or tokensUsed did not carry on from the numbers in the file (COUNTS)",
+    "wrong ending": "the resumed run did not end where an uncrashed run ends (RESUME)",
+    "stopped saving": "resume ran on without keeping checkpoint.json current (SAVED)",
+    "cap broken": "the turn cap did not count the turns from before the crash (CAP)",
+    "resume raised": "resume_agent raised an exception that is not CheckpointError",
+}
+
+
+def resume_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
+    """Level 4's column: a correct run crashed at each point, then resumed with ``resume_agent``.
+
+    The same steps as :func:`grader.resume_explore.explore_resume`, kept per crash point so each
+    row of the matrix can say what resume made of the file that crash left.
+    """
+    import tempfile
+
+    from . import resume_explore as rx
+    from .crash_models import crash_states
+    from .explore import record_run
+    from .protocol import CHECKPOINT_NAME, snapshot, tool_use_blocks
+    from .scripted import support_tickets
+
+    filename = level.files[0]
+    path = Path(folder) / filename
+    if not path.is_file():
+        return failed_column(title, f"there is no {filename} in {folder}")
+    try:
+        module = load_module(path)
+    except SyntaxError as exc:
+        return failed_column(title, f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}")
+    except Exception as exc:  # noqa: BLE001 - importing a learner's file may raise anything
+        return failed_column(title, f"importing {filename} raised {type(exc).__name__}: {exc}")
+    resume = getattr(module, level.function, None)
+    error = getattr(module, "CheckpointError", None)
+    if not callable(resume) or not (isinstance(error, type) and issubclass(error, Exception)):
+        return failed_column(title, f"{filename} needs `{level.function}` and `class CheckpointError(Exception)`")
+    scenario = support_tickets(seed)
+    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:
+        work = os.path.realpath(work)
+        recorder, returned, err, _ = record_run(rx.reference_writer, scenario, work, "checkpoints")
+    if err is not None:
+        return failed_column(title, f"the crashed run failed (a grader problem): {err}")
+    ops, final = recorder.ops, snapshot(returned)
+    windows = windows_for(ops, scenario.task)
+    blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
+    starts, received = [0], [0]
+    for op in ops:
+        starts.append(starts[-1] + (op.kind == "tool_start"))
+        received.append(received[-1] + (op.kind == "model_end"))
+    col = Column(title, kind="resume")
+    seen: dict = {}
+    for state in crash_states(ops, recorder.initial, os.path.join(work, "checkpoints"), CHECKPOINT_NAME, ("M1",),
+                              recorder.initial_dirs):
+        raw = state.read(CHECKPOINT_NAME)
+        started = starts[state.point]
+        key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started, received[state.point])
+        if key not in seen:
+            carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
+            outcome = rx.run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=error,
+                                    received=received[state.point])
+            seen[key] = rx.judge_all(outcome, raw, final if raw is not None else None, scenario)
+            for check, detail in seen[key]:
+                col.problems.setdefault(check, rx.ResumeFailure(
+                    check, windows[state.point].words(), state.model, rx._describe_file(raw),
+                    rx._describe_outcome(outcome), detail))
+        phase_key, phase_words = _phase_label(windows[state.point])
+        step = _step(ops[state.point - 1] if state.point else None) if phase_key[0] != "done" else ""
+        row = phase_key + (step,)
+        col.labels[row] = (phase_words, step)
+        cell = col.cells.setdefault(row, [])
+        for word in [RESUME_WORDS.get(c, c.lower()) for c, _ in seen[key]] or [OK]:
+            if word not in cell:
+                cell.append(word)
+        col.states += 1
+    for cell in col.cells.values():
+        if len(cell) > 1 and OK in cell:
+            cell.remove(OK)
     return col
 
 

@@ -205,6 +205,8 @@ def level_column(title: str, folder: Path, level: manifest_mod.Level, seed: int 
         return matrix.loop_column(title, folder, level, seed)
     if level.engine == "fields":
         return matrix.fields_column(title, folder, level, seed)
+    if level.engine == "resume":
+        return matrix.resume_column(title, folder, level, seed)
     return None
 
 
@@ -223,6 +225,9 @@ def _engine_words(level: manifest_mod.Level) -> str:
     if level.engine == "fields":
         return ("Each row crashes a run that saves with this checkpoint.py, resumes it with the kit's resume driver, "
                 "and says what went wrong.")
+    if level.engine == "resume":
+        return ("Each row: a correct loop is killed at that point, then this resume_agent runs on what it left "
+                "(a fresh scripted model; tools that remember what ran before the crash).")
     if level.crash_models:
         return f"Crash models: {matrix.models_line(level)}."
     return ""
@@ -376,7 +381,13 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
     if col is not None and col.exploration is not None and (col.exploration.error or col.exploration.unseen):
         return col.exploration.report(rerun)
     if col is not None and col.problems:
-        check_id, message = next(iter(col.problems.items()))
+        named = re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message) if first_test else []
+        check_id = next((c for c in col.problems if c in named), next(iter(col.problems)))
+        message = col.problems[check_id]
+        if hasattr(message, "explain"):
+            if rerun and not message.rerun:
+                message.rerun = rerun
+            return message.explain()
         return message + (f"\n  Re-run the tests: {rerun}" if rerun else "")
     if first_test is not None:
         return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if rerun else "")

@@ -365,6 +365,25 @@ def test_selfcheck_strict_counts_missing_levels(kit, capsys):
     assert code == 1 and "exercises/level1/ is not there yet" in out
 
 
+# --- the README ---------------------------------------------------------------------------------
+
+
+def test_the_readmes_crash_explorer_example_runs(tmp_path):
+    from grader.explore import explore_writes
+
+    text = (KIT / "README.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    namespace["test_saving_settings_never_leaves_a_broken_file"](explore_writes, tmp_path)
+
+
+def test_the_readme_keeps_the_two_quickstart_commands():
+    text = (KIT / "README.md").read_text()
+    quick = text.split("## Quickstart", 1)[1].split("```", 2)[1].strip("\n").splitlines()
+    assert quick == ["pip install -e . && crashcourse demo", "pip install -e '.[dev]' && pytest"]
+
+
 # --- run ------------------------------------------------------------------------------------------
 
 
