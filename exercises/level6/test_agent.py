@@ -1,0 +1,92 @@
+"""Level 6 tests: the crash guarantees of level 2, at a cost per turn that does not grow.
+
+Your files are read only through your `load_checkpoint`: for each crash state (the process killed
+between two operations, M1, or in the middle of a write, M2) the grader writes the files the crash
+would leave into a scratch folder and asks your loader what it finds there. The bytes your loop
+writes come from the same recording, counted exactly, on a task of 200 turns.
+"""
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from grader.conversations import conversations
+from grader.grading import STUDENT_TIMEOUT, assert_holds
+from grader.journal import LONG_TURNS, explore_journal, long_conversation
+from grader.plugin import rerun_command
+from grader.scripted import support_tickets
+
+MODELS = ("M1", "M2")
+KILLED = ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"]
+
+
+@pytest.fixture
+def run_agent(submission):
+    return submission.function("agent.py", "run_agent")
+
+
+@pytest.fixture
+def load_checkpoint(submission):
+    # A fresh copy of your module: the loader sees only the files, never the memory of the run.
+    return submission.function("agent.py", "load_checkpoint")
+
+
+@pytest.fixture
+def tickets(run_agent, load_checkpoint, crashcourse_seed):
+    """Your loop on the course's task, every crash state read back through your loader."""
+    return explore_journal(run_agent, load_checkpoint, support_tickets(crashcourse_seed), models=MODELS,
+                           timeout=STUDENT_TIMEOUT).crashes
+
+
+@pytest.mark.task(taskno=1)
+@pytest.mark.points(1)
+def test_the_loop_finishes_and_the_loader_reads_the_final_state(tickets, request):
+    """Uncrashed, the loop runs every tool once, and load_checkpoint on its folder returns the final state."""
+    assert_holds(tickets, [], rerun_command(request))
+    final = tickets.returned
+    assert final is not None, "run_agent returned None; it should return the final state"
+    assert final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}"
+    assert final["messages"][-1]["role"] == "assistant", "the final answer should be the last message"
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(2)
+def test_every_crash_state_loads_as_one_whole_save(tickets, request):
+    """Wherever the process dies, your loader returns one whole save: never an error, a mix, or an older one."""
+    assert_holds(tickets, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR"], rerun_command(request),
+                 also_about="What does your loader do with the last piece of a file that a crash cut short?")
+
+
+@pytest.mark.task(taskno=2)
+@pytest.mark.points(2)
+def test_every_tool_call_that_starts_is_still_on_disk(tickets, request):
+    """Save points A and B are still there: a started call is pending or answered, counters agree."""
+    assert_holds(tickets, ["TRACE", "PAIRING", "FRESH", "COUNTS"], rerun_command(request))
+
+
+@pytest.mark.task(taskno=3)
+@pytest.mark.points(4)
+def test_the_bytes_written_grow_linearly_with_the_turns(run_agent, load_checkpoint, crashcourse_seed, request):
+    """Over a 200-turn task the total bytes written stay a small multiple of the conversation itself,
+    and a sample of the long run's crash states (compactions included) still loads correctly."""
+    long = explore_journal(run_agent, load_checkpoint, long_conversation(LONG_TURNS, seed=crashcourse_seed),
+                           models=("M1",), timeout=STUDENT_TIMEOUT * 3, sample=True, measure=True)
+    assert_holds(long.crashes, KILLED, rerun_command(request))
+    if not long.bytes.ok:
+        pytest.fail(f"{long.bytes.explain()}\n  Re-run just this check: {rerun_command(request)}", pytrace=False)
+
+
+@pytest.mark.task(taskno=4)
+@pytest.mark.points(1)
+def test_every_crash_state_of_generated_conversations(run_agent, load_checkpoint, crashcourse_seed, request):
+    """The same guarantees on conversations of 0 to 12 turns with unicode and large tool results."""
+    rerun = rerun_command(request)
+
+    @seed(crashcourse_seed)
+    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(conversations())
+    def check(scenario):
+        exploration = explore_journal(run_agent, load_checkpoint, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
+        assert_holds(exploration.crashes, KILLED, rerun)
+
+    check()

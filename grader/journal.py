@@ -1,0 +1,439 @@
+"""Level 6: checkpoints whose cost per turn stays flat, judged through the learner's own loader.
+
+A loop that writes the whole history at every save writes turn 200's history twice in turn 200:
+the bytes per turn grow with the conversation, so the total grows with the square of the turns.
+Level 6 lets the learner store the state in any files they like (an append-only journal, a base
+snapshot plus a journal, compaction now and then) and asks two things:
+
+* **the crash guarantees of level 2 still hold**, judged on what the learner's
+  ``load_checkpoint(directory)`` returns for each crash state: the crash state's files (M1 and M2
+  rebuild every file of the checkpoint directory) are written into a scratch directory and the
+  loader reads them. It returns the six fields, or None (or raises FileNotFoundError) when there
+  is no checkpoint yet; any other exception counts as PARSE.
+* **the bytes stay linear** (invariant BYTES): the recorder's trace gives every byte that reached
+  the OS, exactly and the same on every run. Over a long run with small tool results, the bytes
+  written up to turn t, divided by the size of the conversation at turn t (its JSON), must stay
+  under :data:`AMPLIFICATION_LIMIT` from turn :data:`FROM_TURN` on. Whole-history saves give a
+  ratio that grows with t (about t); a journal keeps it flat, compaction included, as long as the
+  compactions get rarer as the state grows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from .explore import Exploration, Violation, explore_loop, windows_for
+from .invariants import Finding, check
+from .protocol import pending_record, spend, tool_result_message, tool_use_blocks
+from .scripted import Scenario, from_turns
+
+LONG_TURNS = 200
+AMPLIFICATION_LIMIT = 10.0
+FROM_TURN = 50
+EARLY = (51, 100)
+LATE = (151, 200)
+
+
+# -- the long conversation ------------------------------------------------------------------------------
+
+def long_conversation(turns: int = LONG_TURNS, seed: int = 0) -> Scenario:
+    """A task of ``turns`` tool calls with small ASCII results, so the history grows steadily.
+
+    Small results make the cost of rewriting the history stand out: each turn adds a few hundred
+    bytes, and a whole-history save at turn t writes all t turns of them again.
+    """
+    rng = random.Random(seed)
+    words = ["open", "closed", "billing", "login", "refund", "shipping", "bug", "feature", "urgent", "later"]
+    calls = []
+    for i in range(turns):
+        ticket = f"T-{5000 + i}"
+        result = json.dumps({"ticket": ticket, "label": rng.choice(words)})
+        calls.append(("label_ticket", {"ticket": ticket}, result))
+    return from_turns("Label each of last week's tickets, one at a time", calls,
+                      f"Done: {turns} tickets labelled.", seed=seed, name=f"a long task of {turns} turns")
+
+
+# -- bytes written ---------------------------------------------------------------------------------------
+
+def _normal(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def shared_reference_saves(task: str, responses: list, results: list) -> list:
+    """What :func:`~grader.protocol.reference_saves` returns, built in linear time.
+
+    The saves share their message objects (messages are only ever appended), so a 1000-turn run
+    costs no more than its history; treat the returned states as read-only.
+    """
+    responses, results = list(responses), list(results)
+    messages = [{"role": "user", "content": _normal(task)}]
+    turns, tokens, pending = 0, 0, None
+    saves = []
+
+    def save(label: str) -> None:
+        saves.append((label, {"version": 1, "task": _normal(task), "turns": turns, "tokensUsed": tokens,
+                              "messages": list(messages), "pendingToolUse": pending}))
+
+    if not responses:
+        return saves
+    response = responses.pop(0)
+    tokens += spend(response)
+    while response.get("stop_reason") == "tool_use":
+        messages.append({"role": "assistant", "content": _normal(response["content"])})
+        block = tool_use_blocks(response["content"])[0]
+        pending = _normal(pending_record(block))
+        save("A")
+        if not results:
+            return saves
+        messages.append(_normal(tool_result_message(block, results.pop(0))))
+        turns += 1
+        pending = None
+        save("B")
+        if not responses:
+            return saves
+        response = responses.pop(0)
+        tokens += spend(response)
+    messages.append({"role": "assistant", "content": _normal(response["content"])})
+    save("final")
+    return saves
+
+
+def json_size(state: dict) -> int:
+    """len(json.dumps(state, ensure_ascii=False)) in UTF-8 bytes, without encoding the whole history again."""
+    messages = state["messages"]
+    rest = len(json.dumps(dict(state, messages=[]), ensure_ascii=False).encode("utf-8"))
+    inner = sum(len(json.dumps(m, ensure_ascii=False).encode("utf-8")) for m in messages)
+    return rest + inner + 2 * max(0, len(messages) - 1)
+
+
+def history_sizes(ops: list, task: str, saves: Optional[list] = None) -> list:
+    """The size in bytes of the conversation's JSON after each turn's results are recorded (index t-1)."""
+    if saves is None:
+        responses = [op.payload[1] for op in ops if op.kind == "model_end"]
+        results = [op.payload[1] for op in ops if op.kind == "tool_end"]
+        saves = shared_reference_saves(task, responses, results)
+    sizes, fixed, inner = [], None, 0
+    counted = 0
+    for label, state in saves:
+        if label != "B":
+            continue
+        messages = state["messages"]
+        for m in messages[counted:]:
+            inner += len(json.dumps(m, ensure_ascii=False).encode("utf-8"))
+        counted = len(messages)
+        fixed = len(json.dumps(dict(state, messages=[]), ensure_ascii=False).encode("utf-8"))
+        sizes.append(fixed + inner + 2 * max(0, len(messages) - 1))
+    return sizes
+
+
+def bytes_by_turn(ops: list) -> list:
+    """Bytes that reached the OS by the end of each turn (index t-1): every write before the next model call."""
+    out, total = [], 0
+    model_calls = 0
+    for op in ops:
+        if op.kind == "write":
+            total += len(op.data)
+        elif op.kind == "model_start":
+            model_calls += 1
+            if model_calls >= 2:
+                out.append(total)
+    return out
+
+
+@dataclass
+class ByteReport:
+    """What a long run wrote, turn by turn."""
+
+    scenario: str
+    written: list          # cumulative bytes written by the end of turn t (index t-1)
+    history: list          # size of the conversation's JSON at the end of turn t
+    total: int = 0         # every byte the run wrote, the final save included
+
+    @property
+    def turns(self) -> int:
+        return min(len(self.written), len(self.history))
+
+    def amplification(self, turn: int) -> float:
+        """Bytes written by the end of ``turn``, per byte of the conversation at that turn."""
+        return self.written[turn - 1] / max(1, self.history[turn - 1])
+
+    def per_turn(self, first: int, last: int) -> float:
+        """Average bytes written per turn over turns ``first`` to ``last`` (inclusive)."""
+        before = self.written[first - 2] if first >= 2 else 0
+        return (self.written[last - 1] - before) / (last - first + 1)
+
+    @property
+    def worst(self) -> tuple:
+        """(turn, amplification) where the ratio is highest, from FROM_TURN on."""
+        start = min(FROM_TURN, self.turns)
+        return max(((t, self.amplification(t)) for t in range(start, self.turns + 1)), key=lambda x: x[1],
+                   default=(0, 0.0))
+
+    @property
+    def ok(self) -> bool:
+        return self.turns > 0 and self.worst[1] <= AMPLIFICATION_LIMIT
+
+    def explain(self) -> str:
+        """The verdict in a learner's words, with the numbers behind it."""
+        n = self.turns
+        turn, worst = self.worst
+        early = self.per_turn(*EARLY) if n >= EARLY[1] else None
+        late = self.per_turn(*LATE) if n >= LATE[1] else None
+        lines = [f"BYTES {'holds' if self.ok else 'broken'}: the bytes written per turn must stay bounded as the "
+                 "conversation grows.",
+                 f"  Over {n} turns your loop wrote {_size(self.written[n - 1])}; the conversation itself is "
+                 f"{_size(self.history[n - 1])} of JSON, so it wrote it about {self.amplification(n):.1f} times over.",
+                 f"  The worst ratio is {worst:.1f} at turn {turn} (the limit is {AMPLIFICATION_LIMIT:g} from turn "
+                 f"{FROM_TURN} on)."]
+        if early is not None and late is not None:
+            lines.append(f"  Bytes per turn: {early:,.0f} over turns {EARLY[0]}-{EARLY[1]}, {late:,.0f} over turns "
+                         f"{LATE[0]}-{LATE[1]} ({late / max(1.0, early):.2f} times as many).")
+        if not self.ok:
+            lines.append("  A save that rewrites the whole history costs more at every turn, so the total grows with "
+                         "the square of the turns: a 1000-turn task writes hundreds of times its own size. Write "
+                         "only what changed since the last save, and rewrite the whole state only now and then, "
+                         "less often as it grows.")
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def byte_report(ops: list, scenario: Scenario, saves: Optional[list] = None) -> ByteReport:
+    total = sum(len(op.data) for op in ops if op.kind == "write")
+    return ByteReport(scenario.name, bytes_by_turn(ops), history_sizes(ops, scenario.task, saves), total)
+
+
+# -- reading a crash state through the learner's loader ------------------------------------------------------
+
+class LoaderFailure(str):
+    """What the learner's loader raised on a crash state (a str, so the engine can cache on it)."""
+
+
+_reading: Optional[list] = None
+_hooked = False
+
+
+def _note_reads(event: str, args: tuple) -> None:
+    if _reading is not None and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        _reading.append(os.fsdecode(args[0]))
+
+
+class LoaderReader:
+    """``reader(crash_state)`` for :func:`~grader.explore.check_trace`: the loader's view of the files.
+
+    Returns the JSON bytes of what ``load_checkpoint`` returned, None when it found no checkpoint,
+    or a :class:`LoaderFailure` when it raised. The loader is called again only when something it
+    could see changed: the names in the folder, or the bytes of a file it opened last time (a crash
+    state that differs only in a half-written temp file it never opens gives the same answer).
+    """
+
+    def __init__(self, load: Callable[[str], Any], scratch: str):
+        self.load = load
+        self.scratch = scratch
+        self.directory = os.path.join(scratch, "checkpoints")
+        self.memo: dict = {}      # (names, names read) -> {their bytes: answer}
+        self.reads: dict = {}     # names -> the sets of names the loader opened, for that listing
+        self.calls = 0
+        self.written: dict = {}   # name -> bytes, as last put in the scratch directory
+
+    def __call__(self, state: Any) -> Any:
+        global _hooked, _reading
+        names = frozenset(state.files)
+        for read in self.reads.get(names, ()):
+            answer = self.memo[(names, read)].get(tuple(state.files[n] for n in read), self)
+            if answer is not self:
+                return answer
+        self._materialise(state.files)
+        if not _hooked:
+            sys.addaudithook(_note_reads)
+            _hooked = True
+        self.calls += 1
+        out: Any = None
+        _reading = []
+        try:
+            loaded = self.load(self.directory)
+        except FileNotFoundError:
+            loaded = None
+        except Exception as exc:  # noqa: BLE001 - a learner's loader may raise anything; that is the finding
+            loaded, out = None, LoaderFailure(f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            opened, _reading = _reading, None
+        self._forget_changes()
+        if loaded is not None:
+            try:
+                out = json.dumps(loaded, ensure_ascii=False).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                out = LoaderFailure(f"it returned something that is not JSON data ({exc})")
+        prefix = self.directory + os.sep
+        read = tuple(sorted({os.path.abspath(p)[len(prefix):] for p in opened
+                             if os.path.abspath(p).startswith(prefix)} & names))
+        self.reads.setdefault(names, [])
+        if read not in self.reads[names]:
+            self.reads[names].append(read)
+        self.memo.setdefault((names, read), {})[tuple(state.files[n] for n in read)] = out
+        return out
+
+    def _materialise(self, files: dict) -> None:
+        directory = self.directory
+        os.makedirs(directory, exist_ok=True)
+        # Rewrite only what differs from the last crash state loaded (consecutive states share most
+        # files), and take away what the loader itself may have added.
+        for name in os.listdir(directory):
+            full = os.path.join(directory, name)
+            if name not in files or self.written.get(name) != files[name] or os.path.isdir(full):
+                if os.path.isdir(full):
+                    shutil.rmtree(full)
+                else:
+                    os.remove(full)
+                self.written.pop(name, None)
+        for name, data in files.items():
+            if name not in self.written:
+                with open(os.path.join(directory, name), "wb") as f:
+                    f.write(data)
+                self.written[name] = data
+
+    def _forget_changes(self) -> None:
+        """A loader may repair what it reads (cut a torn line off, say): never trust those files again."""
+        for name in list(self.written):
+            try:
+                with open(os.path.join(self.directory, name), "rb") as f:
+                    same = f.read() == self.written[name]
+            except OSError:
+                same = False
+            if not same:
+                self.written.pop(name)
+
+
+def check_loaded(raw: Any, window: Any, parsed: Optional[dict] = None) -> Optional[Finding]:
+    """Level 2's invariants, on what the loader returned rather than on one file's bytes."""
+    if isinstance(raw, LoaderFailure):
+        return Finding("PARSE", f"load_checkpoint raised {raw}",
+                       "resume cannot read the checkpoint at all, so the task is lost")
+    finding = check(raw, window, parsed)
+    if finding is None:
+        return None
+    detail = finding.detail.replace("there is no checkpoint.json at all", "load_checkpoint found no checkpoint")
+    detail = detail.replace("checkpoint.json holds", "load_checkpoint returned")
+    return Finding(finding.invariant, f"{detail} (as load_checkpoint reads the directory)", finding.resume)
+
+
+# -- which crash points a long run checks ----------------------------------------------------------------
+
+def sampled_points(ops: list, every: int = 9, first_turns: int = 3, limit: int = 160) -> list:
+    """The crash points checked on a long run, at most ``limit`` of them.
+
+    Half go to the points around each rename, truncate, unlink or emptying open (where compaction
+    happens, however rare); the rest to the first turns, the last turn, and every ``every``-th point.
+    """
+    turn_of, turn = [], 0
+    for op in ops:
+        turn_of.append(turn)
+        turn += op.kind == "tool_end"
+    turn_of.append(turn)
+    last = turn
+    around: set = set()
+    for op in ops:
+        if op.kind in ("rename", "truncate", "unlink", "link") or (op.kind == "open" and "trunc" in op.flags):
+            around.update(range(max(0, op.index - 2), min(len(ops), op.index + 3) + 1))
+    others = {p for p in range(len(ops) + 1)
+              if turn_of[p] < first_turns or turn_of[p] >= last or p % every == 0} - around
+    chosen = _spread(sorted(around), limit // 2)
+    chosen += _spread(sorted(others), limit - len(chosen))
+    return sorted(chosen)
+
+
+def _spread(points: list, n: int) -> list:
+    """``n`` of ``points``, evenly spaced (all of them if there are no more than ``n``)."""
+    if len(points) <= n:
+        return list(points)
+    step = len(points) / n
+    return [points[int(i * step)] for i in range(n)]
+
+
+# -- failures in the words of this level ------------------------------------------------------------
+
+LOADER_WORDS = {
+    "PARSE": "load_checkpoint reads every crash state back into one state (finding none is fine only until the "
+             "first save completes)",
+    "FIELDS": "what load_checkpoint returns has exactly the six protocol keys, with the right types, and version 1",
+    "WHOLE": "what load_checkpoint returns is the last completed save or the save in progress: never a mix, never "
+             "an older one",
+}
+
+
+@dataclass
+class LoaderViolation(Violation):
+    """A level-6 failure: the same facts, with the rule stated for a loader over several files."""
+
+    def explain(self) -> str:
+        text = Violation.explain(self)
+        if self.invariant in LOADER_WORDS:
+            first, rest = text.split("\n", 1)
+            text = f"{self.invariant} broken: {LOADER_WORDS[self.invariant]}.\n{rest}"
+        return text
+
+
+# -- the front door --------------------------------------------------------------------------------------
+
+@dataclass
+class JournalExploration:
+    """A level-6 verdict: the crash exploration (through the loader) and, for long runs, the bytes."""
+
+    crashes: Exploration
+    bytes: Optional[ByteReport] = None
+    loads: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.crashes.ok and (self.bytes is None or self.bytes.ok)
+
+    @property
+    def tripped(self) -> set:
+        out = set(self.crashes.tripped)
+        if self.bytes is not None and not self.bytes.ok and not self.crashes.error:
+            out.add("BYTES")
+        return out
+
+
+def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenario, *,
+                    models: Iterable[str] = ("M1", "M2"), timeout: Optional[float] = 20, sample: bool = False,
+                    measure: bool = False) -> JournalExploration:
+    """Run ``run`` on ``scenario``, then read every crash state (a sample of them with ``sample``) with
+    ``load``, and with ``measure`` judge the bytes the run wrote."""
+    computed: list = []
+
+    def windows(ops: list, task: str) -> list:
+        responses = [op.payload[1] for op in ops if op.kind == "model_end"]
+        results = [op.payload[1] for op in ops if op.kind == "tool_end"]
+        computed.append(shared_reference_saves(task, responses, results))
+        return windows_for(ops, task, saves=computed[-1])
+
+    with tempfile.TemporaryDirectory(prefix="crashcourse-load-") as scratch:
+        reader = LoaderReader(load, scratch)
+        crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=check_loaded,
+                               windows=windows, sample=sampled_points if sample else None)
+    crashes.violations = [LoaderViolation(**vars(v)) for v in crashes.violations]
+    if crashes.error is None and not any(op.kind == "write" for op in crashes.ops):
+        crashes.error = "run_agent finished without writing a single byte to its checkpoint directory"
+    report = None
+    if measure and crashes.error is None:
+        report = byte_report(crashes.ops, scenario, computed[-1] if computed else None)
+    return JournalExploration(crashes, report, reader.calls)
+
+
+def windows_of(ops: list, task: str) -> list:
+    """Level 6 uses level 2's windows: one tool call per turn, the same save points."""
+    return windows_for(ops, task)

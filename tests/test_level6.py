@@ -1,0 +1,190 @@
+"""Level 6 as a whole: bytes are counted exactly, crash states are read through the learner's loader,
+the corpus is graded right, the starter is red only for its bytes and the solution green.
+
+The corpus in tests/corpus/level6 is graded in-process with the engine call the exercise's tests
+make (explore_journal). Long runs here are 100 turns, not the exercise's 200, to keep the kit's
+own suite quick; the verdicts are the same (a whole-history save is about 100 times over at turn
+100, and the limit is 10). One end-to-end run of the exercise's tests goes through pytest.
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.journal import (AMPLIFICATION_LIMIT, ByteReport, LoaderFailure, LoaderReader, bytes_by_turn,
+                            check_loaded, explore_journal, history_sizes, long_conversation, sampled_points,
+                            shared_reference_saves)
+from grader.crash_models import CrashState
+from grader.explore import record_run
+from grader.protocol import reference_saves
+from grader.recorder import Op
+from grader.scripted import from_turns, support_tickets
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(__file__).resolve().parent / "corpus" / "level6"
+SOLUTION = ROOT / "solutions" / "level6" / "agent.py"
+STARTER = ROOT / "exercises" / "level6" / "agent.py"
+LONG = 100
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(f"level6_{abs(hash(str(path)))}_{load.n}", path)
+    load.n += 1
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+load.n = 0
+
+ODD = from_turns("tâche ☕ with odd results", [("t", {"n": 0, "x": [None, 1.5, "☕"]}, ""),
+                                              ("t", {"n": 1}, "line one\nline two\n" * 900),
+                                              ("u", {}, "ünïcode ☕ " * 2000)], name="odd results")
+
+
+def short(path):
+    out = set()
+    for scenario in (support_tickets(7), ODD):
+        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario).tripped
+    return out
+
+
+def long(path, turns=LONG):
+    return explore_journal(load(path).run_agent, load(path).load_checkpoint, long_conversation(turns, seed=3),
+                           models=("M1",), sample=True, measure=True, timeout=60)
+
+
+# name -> (what the short runs trip, what the long run trips; None: no long run here)
+EXPECTED = {
+    "right/append_only_os_calls.py": (set(), set()),
+    "right/pathlib_sequence_numbers.py": (set(), set()),
+    "right/checksummed_lines.py": (set(), set()),
+    "wrong/starter_whole_history.py": (set(), {"BYTES"}),
+    "wrong/compacts_every_four_saves.py": (set(), {"BYTES"}),
+    "wrong/loader_reads_the_torn_line.py": ({"PARSE"}, None),
+    "wrong/snapshot_written_in_place.py": ({"PARSE"}, None),
+    "wrong/old_lines_replayed_after_compaction.py": ({"COUNTS"}, None),
+    "wrong/journal_without_save_point_a.py": ({"TRACE"}, None),
+    "wrong/journal_left_in_the_buffer.py": ({"TRACE", "WHOLE", "FRESH"}, None),
+    "wrong/journal_forgets_pending.py": ({"PAIRING"}, None),
+    "wrong/loader_refuses_a_fresh_snapshot.py": ({"PARSE"}, None),
+}
+
+
+def test_the_corpus_is_complete():
+    on_disk = {f"{p.parent.name}/{p.name}" for p in CORPUS.glob("*/*.py")}
+    assert on_disk == set(EXPECTED)
+    assert sum(1 for n in EXPECTED if n.startswith("right/")) >= 3
+    assert sum(1 for n in EXPECTED if n.startswith("wrong/")) >= 6
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_submission_trips_exactly_its_invariants(name):
+    want_short, want_long = EXPECTED[name]
+    assert short(CORPUS / name) == want_short
+    if want_long is not None:
+        run = long(CORPUS / name)
+        assert run.tripped == want_long, run.crashes.report() + "\n" + run.bytes.explain()
+
+
+def test_the_starter_is_red_only_for_its_bytes_and_the_solution_green():
+    assert short(STARTER) == set()
+    starter = long(STARTER)
+    assert starter.tripped == {"BYTES"}
+    assert starter.bytes.amplification(LONG) > 0.8 * LONG  # two whole saves per turn: about one history per turn
+    solution = long(SOLUTION)
+    assert solution.tripped == set(), solution.crashes.report()
+    assert solution.bytes.worst[1] < AMPLIFICATION_LIMIT / 2
+    assert short(SOLUTION) == set()
+    # The compactions of the long run were among the crash points checked.
+    renames = [op.index for op in solution.crashes.ops if op.kind == "rename"]
+    assert len(renames) >= 5 and solution.crashes.points > 100
+
+
+def test_the_starter_is_level_2s_solution_with_a_loader():
+    starter = STARTER.read_text(encoding="utf-8").split('"""', 2)[2]
+    level2 = (ROOT / "solutions" / "level2" / "agent.py").read_text(encoding="utf-8").split('"""', 2)[2]
+    assert "def load_checkpoint(" in starter
+    assert starter.replace(starter[starter.index("\n\ndef load_checkpoint("):starter.index("\n\ndef spend(")], "") \
+        .strip() == level2.strip()
+
+
+def _write(index, n):
+    return Op(index, "write", api="write", path="/x/c", data=b"x" * n)
+
+
+def test_bytes_are_summed_per_turn_up_to_the_next_model_call():
+    ops = [Op(0, "model_start"), _write(1, 10), Op(2, "model_end"), _write(3, 5), Op(4, "tool_end"),
+           _write(5, 7), Op(6, "model_start"), Op(7, "model_end"), _write(8, 100), Op(9, "model_start")]
+    assert bytes_by_turn(ops) == [22, 122]
+
+
+def test_history_sizes_are_the_json_size_of_each_turns_save():
+    scenario = long_conversation(30, seed=1)
+    saves = reference_saves(scenario.task, scenario.responses, scenario.results)
+    assert shared_reference_saves(scenario.task, scenario.responses, scenario.results) == saves
+    want = [len(json.dumps(s, ensure_ascii=False).encode()) for label, s in saves if label == "B"]
+    assert history_sizes(None, scenario.task, saves) == want
+    assert want[-1] > 20 * want[0] // 2  # the history grows steadily, turn by turn
+
+
+def test_the_amplification_limit_separates_linear_from_quadratic():
+    history = [300 * t for t in range(1, 201)]
+    linear = ByteReport("linear", [3 * h for h in history], history)
+    quadratic = ByteReport("quadratic", [sum(2 * h for h in history[:t]) for t in range(1, 201)], history)
+    assert linear.ok and linear.worst[1] == pytest.approx(3)
+    assert not quadratic.ok and quadratic.worst[0] == 200
+    assert "turns 151-200" in quadratic.explain() and "square" in quadratic.explain()
+    assert quadratic.per_turn(151, 200) / quadratic.per_turn(51, 100) == pytest.approx(2.33, abs=0.02)
+
+
+def test_the_reader_asks_the_loader_again_only_when_what_it_read_changed(tmp_path):
+    seen = []
+
+    def loader(directory):
+        with open(Path(directory) / "a", encoding="utf-8") as f:
+            seen.append(f.read())
+        return {"a": seen[-1]}
+
+    reader = LoaderReader(loader, str(tmp_path))
+    one = reader(CrashState(0, "M1", {"a": b"1", "tmp": b"half"}))
+    two = reader(CrashState(1, "M1", {"a": b"1", "tmp": b"half a file"}))  # only a file it never opens changed
+    three = reader(CrashState(2, "M1", {"a": b"2", "tmp": b"half"}))
+    assert one == two == b'{"a": "1"}' and three == b'{"a": "2"}'
+    assert seen == ["1", "2"] and reader.calls == 2
+
+    def broken(directory):
+        raise ValueError("torn line")
+
+    failure = LoaderReader(broken, str(tmp_path / "b"))(CrashState(0, "M1", {"a": b"1"}))
+    assert isinstance(failure, LoaderFailure)
+    assert check_loaded(failure, None).invariant == "PARSE"
+    assert LoaderReader(lambda d: None, str(tmp_path / "c"))(CrashState(0, "M1", {})) is None
+
+
+def test_a_long_run_checks_every_point_around_a_rename_and_a_spread_of_the_rest():
+    ops = []
+    for turn in range(300):
+        ops += [Op(len(ops), "model_start"), Op(len(ops) + 1, "model_end"), _write(len(ops) + 2, 5),
+                Op(len(ops) + 3, "tool_end")]
+        if turn % 50 == 49:
+            ops.append(Op(len(ops), "rename", path="/x/t", dest="/x/c"))
+    points = sampled_points(ops, limit=160)
+    assert len(points) <= 160
+    for op in ops:
+        if op.kind == "rename":
+            assert set(range(op.index - 2, min(op.index + 4, len(ops) + 1))) <= set(points)
+    assert points[0] == 0 and max(points) > len(ops) - 10
+
+
+def test_end_to_end_through_pytest():
+    """The exercise's own tests, through the plugin: green on the solution."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "exercises" / "level6"),
+                           "--submission", str(ROOT / "solutions" / "level6"), "--crashcourse-examples", "2"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "10 of 10 points" in done.stdout
