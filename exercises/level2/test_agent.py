@@ -33,7 +33,9 @@ def tickets(run_agent, crashcourse_seed):
 @pytest.mark.points(1)
 def test_the_loop_still_finishes_the_task(tickets, request):
     """Uncrashed, the loop runs every tool once, ends on the model's answer, and saves only the six fields."""
-    assert_holds(tickets, ["FIELDS"], rerun_command(request))
+    assert_holds(tickets, ["FIELDS"], rerun_command(request),
+                 also_about="Save exactly version, task, turns, tokensUsed, messages and pendingToolUse; anything "
+                            "else the loop keeps in memory stays out of the file.")
     assert tickets.returned is not None, "run_agent returned None; it should return the final state"
     final = tickets.returned
     assert final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}"
@@ -53,7 +55,9 @@ def test_a_crash_mid_save_never_leaves_half_a_file(tickets, request):
 @pytest.mark.points(1)
 def test_the_temp_file_sits_beside_the_checkpoint(tickets, request):
     """The temp file is renamed within one directory, so the rename is atomic."""
-    assert_holds(tickets, ["ATOMIC-DIR"], rerun_command(request))
+    assert_holds(tickets, ["ATOMIC-DIR"], rerun_command(request),
+                 also_about="Which folder is your temp file in? Put it beside checkpoint.json (with tempfile, pass "
+                            "dir=directory).")
 
 
 @pytest.mark.task(taskno=3)
@@ -68,7 +72,9 @@ def test_every_tool_call_that_starts_is_on_disk(tickets, request):
 @pytest.mark.points(1)
 def test_the_file_is_current_when_the_model_is_called(tickets, request):
     """By the time the model is called, the result is recorded and nothing is left pending; counters agree."""
-    assert_holds(tickets, ["FRESH", "COUNTS"], rerun_command(request))
+    assert_holds(tickets, ["FRESH", "COUNTS"], rerun_command(request),
+                 also_about="What does the file say at the moment the model is called? Count the turn and clear "
+                            "pendingToolUse once the result is in messages, then save, before calling the model.")
 
 
 @pytest.mark.task(taskno=4)
