@@ -352,7 +352,10 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
         out(wrap_block(first, matrix.terminal_width(), "  "))
     out("")
     if outcome.ok:
-        out(paint("Level {} passes: every crash leaves a file a resume can carry on from.".format(level.number), "32"))
+        out(paint(f"Level {level.number} passes: every test, and every crash state in the matrix.", "32"))
+        later = [lv for lv in manifest_mod.load(level.root).existing() if lv.number > level.number]
+        if later:
+            out(f"Next: level {later[0].number}, {later[0].title} (crashcourse check {later[0].number}).")
     else:
         task = (tests.failing_tasks() or [1])[0]
         out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still failing)")
@@ -476,8 +479,9 @@ def cmd_hint(args: argparse.Namespace) -> int:
     else:
         number = _failing_task(level, _folder_for(level, args.path), tasks)
         if number is None:
-            _say(f"Every test of level {level.number} passes, so there is nothing to hint at. "
-                 f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)")
+            _say(textwrap.fill(f"Every test of level {level.number} passes, so there is nothing to hint at. "
+                               f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)",
+                               matrix.terminal_width()))
             return 0
     task = next((t for t in tasks if t.number == number), None)
     if task is None:
@@ -500,8 +504,9 @@ def cmd_hint(args: argparse.Namespace) -> int:
     if count < len(task.steps):
         _say(f"Still stuck? Run `crashcourse hint {level.number}` again for the next step.")
     else:
-        _say(f"That was the last hint for task {task.number}. `crashcourse check {level.number}` explains the "
-             f"failure in full; `crashcourse hint {level.number} --reset` starts the hints over.")
+        _say(textwrap.fill(f"That was the last hint for task {task.number}. `crashcourse check {level.number}` "
+                           f"explains the failure in full; `crashcourse hint {level.number} --reset` starts the "
+                           "hints over.", width))
     return 0
 
 
@@ -668,8 +673,8 @@ def engine_problems(level: manifest_mod.Level) -> tuple[list[str], str]:
         return [], "no matrix engine for this level; judged by its tests only"
     solution = level_column("solution", level.solution_dir, level)
     out = []
-    if starter.kind == "fields":
-        tripped = set(starter.problems)
+    if starter.kind in ("fields", "resume"):
+        tripped = set(starter.problems) if starter.cells else {"ERROR"}
     elif starter.exploration is not None:
         tripped = set(starter.exploration.tripped)
     else:
@@ -682,8 +687,8 @@ def engine_problems(level: manifest_mod.Level) -> tuple[list[str], str]:
         out.append(f"level {level.number}: the starter should break exactly {', '.join(sorted(planted))}, "
                    f"but it {' and '.join(parts)}" + (f" ({starter.note})" if starter.note else ""))
     if solution.failed:
-        what = (", ".join(sorted(solution.problems)) if solution.kind == "fields" else
-                solution.summary())
+        what = (", ".join(sorted(solution.problems)) if solution.kind in ("fields", "resume") and solution.problems
+                else solution.summary())
         out.append(f"level {level.number}: the solution fails the matrix: {what}")
     summary = f"starter breaks {', '.join(sorted(tripped)) or 'nothing'}; solution {'clean' if not solution.failed else 'FAILS'}"
     return out, summary
@@ -732,7 +737,7 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
                 notes.append(f"level {level.number}: {which} tests {'fail as they should' if which == 'starter' else 'pass'}"
                              + (f" ({got:g} of {total:g} points)" if total else ""))
     for note in notes:
-        _say("  " + note)
+        _say(textwrap.fill(note, matrix.terminal_width(), initial_indent="  ", subsequent_indent="    "))
     if problems:
         _say()
         _say(paint(f"selfcheck found {len(problems)} problem(s):", "31"))
