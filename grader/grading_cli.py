@@ -231,6 +231,9 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
         notes.append("a read-only view of the file system was not available here (it needs root and mount "
                      "namespaces); the grader checked afterwards that the submissions folder did not change instead")
     preload(level_dir)
+    import gc
+    gc.collect()
+    gc.freeze()  # what is loaded now is shared by every forked judge; their collections skip it
     sandbox.set_subreaper()
     watched = [submissions] + [p for p in protect if p]
     before = sandbox.tree_state(watched)

@@ -73,6 +73,33 @@ class Incident(SandboxProblem):
     pass
 
 
+class NeedsLocalRun(BaseException):
+    """The test patched the judge's own process (fault injection), which cannot reach the worker."""
+
+
+_PRISTINE: dict = {}
+
+
+def remember_pristine() -> None:
+    """Note the os module and open() as they are before any test runs, to spot fault injection."""
+    _PRISTINE["os"] = dict(vars(os))
+    _PRISTINE["open"] = (builtins.open, __import__("io").open)
+
+
+def patched_by_test() -> list:
+    """Names in os (or open) a test has replaced or removed, other than the recorder's own wrappers."""
+    if not _PRISTINE:
+        return []
+    allowed = {id(v) for v in recorder_module._OS_WRAPPERS.values()} | {id(recorder_module.recording_open)}
+    now = vars(os)
+    out = [f"os.{k}" for k, v in _PRISTINE["os"].items()
+           if now.get(k, _PRISTINE) is not v and id(now.get(k)) not in allowed and not k.startswith("_")
+           and k != "environ"]
+    if builtins.open is not _PRISTINE["open"][0] and id(builtins.open) not in allowed:
+        out.append("open")
+    return out
+
+
 class RemoteObject:
     """Something the worker returned that is not plain data (shown by its type and repr only)."""
 
@@ -172,6 +199,7 @@ class Box:
         self.output_dropped = 0
         self.load_failures: dict[str, str] = {}
         self.calls = 0
+        self.needs_local: set = set()
 
     def incident(self, reason: str) -> str:
         self.incidents.setdefault(self.current or "(outside any test)", reason)
@@ -217,18 +245,20 @@ class Box:
 class Worker:
     """The sandboxed process, and the two pipes to it (plus one for whatever it prints)."""
 
-    def __init__(self, box: Box):
+    def __init__(self, box: Box, pytest_args: Optional[list] = None, cwd: Optional[str] = None):
         self.box = box
         to_worker_r, self.to_worker = os.pipe()
         self.from_worker, from_worker_w = os.pipe()
         self.out_r, out_w = os.pipe()
+        extra = f", '--pytest', {json.dumps(pytest_args)!r}" if pytest_args is not None else ""
         code = (f"import sys; sys.path.insert(0, {KIT_PARENT!r}); from grader.worker import main; "
-                f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}])")
+                f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", code], pass_fds=(to_worker_r, from_worker_w),
-                                     stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=env["HOME"],
+                                     stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
+                                     cwd=cwd or env["HOME"],
                                      start_new_session=True,
                                      preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only, box.hide))
         for fd in (to_worker_r, from_worker_w, out_w):
@@ -369,6 +399,10 @@ class RemoteSubmission:
         if not path.exists():
             pytest.fail(box.incident(f"There is no {filename} in the submission. The level's tests grade a file "
                                      "with exactly that name."), pytrace=False)
+        patched = patched_by_test()
+        if patched:
+            box.needs_local.add(box.current)
+            raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
         try:
             return RemoteModule.load(box, filename)
         except Incident as exc:
@@ -483,6 +517,10 @@ class RemoteFunction:
         module, box = self.module, self.module._box
         if box.expired:
             raise Incident(box.incident(box.expired))
+        patched = patched_by_test()
+        if patched:
+            box.needs_local.add(box.current)
+            raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
         worker = box.ensure_worker()
         if module._generation != box.generation:
             module._reload()  # the earlier process was stopped: import afresh in the new one
@@ -518,6 +556,14 @@ class RemoteFunction:
             if isinstance(unseen, list):
                 rec.unseen.extend(str(u)[:500] for u in unseen[:50])
             _compare_with_disk(rec)
+        reads = message.get("reads")
+        if isinstance(reads, list):
+            # Replay the files the code opened for reading, so audit hooks here (a check that
+            # watches which files a loader read) see what they would have seen in-process.
+            for item in reads[:5000]:
+                if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str):
+                    sys.audit("open", item[0], item[1] if isinstance(item[1], str) else None,
+                              item[2] if isinstance(item[2], int) else None)
         new_args = decode(message.get("args"), objects)
         new_kwargs = decode(message.get("kwargs"), objects)
         if isinstance(new_args, list) and len(new_args) == len(args):
@@ -727,7 +773,7 @@ class Collector:
 
 
 def _shorten(text: str, box: Box, names: dict) -> str:
-    for old, new in names.items():
+    for old, new in sorted(names.items(), key=lambda item: -len(item[0])):  # longest first: paths nest
         text = text.replace(old, new)
     if len(text) > OUTPUT_SHOWN:
         text = text[:OUTPUT_SHOWN] + f"\n... ({len(text) - OUTPUT_SHOWN} more characters)"
@@ -772,7 +818,10 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     tempfile.tempdir = scratch
     os.environ["TMPDIR"] = scratch
     collector = Collector(box)
-    args = [str(level), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--basetemp",
+    # The unraisable/thread-exception plugins run gc.collect() after every test: costly in a big heap,
+    # and only about the judge's own objects (the student's code never runs here).
+    args = [str(level), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:unraisableexception",
+            "-p", "no:threadexception", "--basetemp",
             os.path.join(box.root, "pytest"), "--submission", box.folder, "-o", "console_output_style=classic",
             "--rootdir", str(kit_root)]
     if seed is not None:
@@ -781,6 +830,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
         args += ["--crashcourse-examples", str(examples)]
     error = None
     os.chdir(kit_root)
+    remember_pristine()
     try:
         code = pytest.main(args, plugins=[collector])
         if collector.collect_errors:
@@ -789,6 +839,9 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
             error = f"pytest stopped with exit code {int(code)}"
     except BaseException as exc:  # noqa: BLE001 - the judge reports, it does not crash the batch
         error = f"the grader failed on this submission: {type(exc).__name__}: {exc}"
+    local = sorted(n for n in box.needs_local if n in collector.tests)
+    if local and error is None:
+        run_local(box, local, collector, args[1:], str(kit_root))
     extra = []
     if scenarios:
         extra = run_scenarios(scenarios, box)
@@ -829,6 +882,40 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     return {"id": student, "score": score if status != "error" or score else 0.0, "max_score": max_score,
             "status": status, "error": _shorten(error, box, names) if error else None, "tests": tests,
             "stdout": _shorten(output, box, names), "stray_processes": killed}
+
+
+LOCAL_NOTE = ("(This check injects faults into the process that runs your code, so it ran inside the sandbox "
+              "beside your code rather than in the separate grading process.)")
+
+
+def run_local(box: Box, nodeids: list, collector: Collector, options: list, kit_root: str) -> None:
+    """The fallback for fault-injection tests: run them with the code, in the sandbox, and take the outcome."""
+    args = list(nodeids) + [o for o in options if o != "--basetemp"]
+    if "--basetemp" in options:
+        i = options.index("--basetemp")
+        args = list(nodeids) + options[:i] + options[i + 2:] + ["--basetemp", os.path.join(box.root, "pytest-local")]
+    reason = None
+    try:
+        if box.expired:
+            raise Incident(box.expired)
+        worker = Worker(box, pytest_args=args, cwd=kit_root)
+        try:
+            message = worker.read_message("running the checks that inject faults")
+        finally:
+            worker.stop()
+        results = message.get("tests") if message.get("op") == "results" else None
+        if not isinstance(results, dict):
+            raise Incident("the checks that inject faults did not report back")
+    except Incident as exc:
+        results, reason = {}, str(exc)
+    for nodeid in nodeids:
+        got = results.get(nodeid)
+        entry = collector.tests[nodeid]
+        if isinstance(got, dict) and got.get("status") in ("passed", "failed", "error"):
+            entry.update(status=got["status"], output=(str(got.get("output") or "") + "\n\n" + LOCAL_NOTE).strip())
+        else:
+            entry.update(status="error", output=reason or "the check did not run in the sandbox")
+            box.incidents.setdefault(nodeid, reason or "the check did not run in the sandbox")
 
 
 def run_scenarios(path: str, box: Box) -> list:
