@@ -41,6 +41,7 @@ EXPECTED = {
     "patches_pytest": ("failed", 3.0, "PARSE"),
     "detached_child": ("passed", 10.0, None),
     "nondaemon_thread": ("passed", 10.0, None),
+    "reads_environment": ("passed", 10.0, None),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
 }
