@@ -317,12 +317,16 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     if missing:
         out(f"\n  There is no {', '.join(missing)} in {_rel(folder)}. The level grades a file with exactly that name.")
         return CheckOutcome(level, folder, None, TestRun(2, problem="missing file"))
-    tests = run_tests(level, folder, examples=examples, seed=seed)
-    try:
-        # The plugin's seed, so the matrix shows the very run the tests judged.
-        col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
-    except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
-        col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+    # The tests run in their own process while the matrix is drawn here (it needs the main thread
+    # for its time limit), so a check takes as long as the slower of the two.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(run_tests, level, folder, examples=examples, seed=seed)
+        try:
+            # The plugin's seed, so the matrix shows the very run the tests judged.
+            col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
+        except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
+            col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+        tests = pending.result()
     outcome = CheckOutcome(level, folder, col, tests)
     out("")
     if col is not None:
@@ -391,7 +395,7 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
             if rerun and not message.rerun:
                 message.rerun = rerun
             return message.explain()
-        return message + (f"\n  Re-run the tests: {rerun}" if rerun else "")
+        return message + (f"\n  Re-run just this test: {rerun}" if rerun else "")
     if first_test is not None:
         return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if rerun else "")
     return ""
