@@ -184,6 +184,13 @@ def unpack(source: Path, target: Path) -> Optional[str]:
                         shutil.copyfileobj(src, dst)
         except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
             return f"{source.name} is not a zip file the grader can read ({exc})"
+    # Links are dropped: one pointing at an instructor's file would let the grader itself read it
+    # (answers.md is shown in the report) from outside the sandbox.
+    for dirpath, dirnames, filenames in os.walk(target):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                os.unlink(path)
     # A zip of the folder rather than of its files: look inside the one folder it holds.
     inside = [p for p in target.iterdir() if not p.name.startswith(".")]
     if len(inside) == 1 and inside[0].is_dir() and not list(target.glob("*.py")):

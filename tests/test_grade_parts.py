@@ -101,3 +101,12 @@ def test_the_gradescope_package_has_its_scripts_and_no_solutions(tmp_path):
         assert not any(n.startswith("kit/solutions") for n in names)
         assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
         assert "--seed 7" in z.read("run_autograder").decode()
+
+
+def test_links_in_a_submission_are_dropped(tmp_path):
+    source = tmp_path / "bob"
+    source.mkdir()
+    (source / "agent.py").write_text("x = 1")
+    (source / "answers.md").symlink_to("/etc/hostname")
+    assert unpack(source, tmp_path / "out") is None
+    assert (tmp_path / "out" / "agent.py").exists() and not (tmp_path / "out" / "answers.md").exists()
