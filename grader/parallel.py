@@ -21,13 +21,17 @@ model is called, everything (FRESH).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
 import random
+import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from .explore import Exploration, Violation, explore_loop
+from .explore import Exploration, Violation, check_trace, record_run
 from .invariants import Finding, Window, parse
 from .protocol import FIELDS, FIELD_TYPES, VERSION, initial_state, snapshot, spend, tool_use_blocks
 from .recorder import Op
@@ -545,16 +549,55 @@ def calls_run_twice(ops: list) -> list:
     return out
 
 
+def check_kept(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[dict] = None) -> Optional[Finding]:
+    """KEPT on its own: a crash state can lose a started call (TRACE) and a returned result at once,
+    and each is its own lesson, so the second is looked for even where the first is reported."""
+    if parsed is None:
+        data, error = parse(raw)
+    else:
+        if raw not in parsed:
+            parsed[raw] = parse(raw)
+        data, error = parsed[raw]
+    if error or not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        return None
+    recorded = {i for m in data["messages"] for i in _result_ids(m)}
+    dropped = [i for i in window.kept if i not in recorded]
+    if dropped:
+        return Finding("KEPT", f"the result of {dropped[0]} came back before the loop moved on (started another "
+                       "tool or called the model), but the file does not hold it",
+                       "resume sees that call as unfinished and runs it again, so a finished result is lost "
+                       "and its work is done twice")
+    return None
+
+
 def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                      directory: str = "checkpoints", timeout: Optional[float] = 20,
-                     workdir: Optional[str] = None) -> Exploration:
-    """:func:`~grader.explore.explore_loop` under the level-5 rules."""
-    result = explore_loop(run, scenario, models=models, directory=directory, timeout=timeout, workdir=workdir,
-                          windows=parallel_windows, checker=check_parallel, same=same_state)
-    if result.error is None:
-        for index, name in calls_run_twice(result.ops)[:1]:
-            result.violations.insert(0, Violation(
-                "ONCE", "none", index, "with no crash at all", f"when `{name}` started again", {},
-                f"the loop ran `{name}` with the same input a second time, though the model named that call once",
-                "nothing: the damage is done before any crash (a table posted twice)"))
+                     workdir: Optional[str] = None, max_violations: int = 200) -> Exploration:
+    """:func:`~grader.explore.explore_loop` under the level-5 rules (one run, every crash state)."""
+    models = tuple(models)
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
+        workdir = os.path.realpath(workdir)
+        recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout)
+        result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
+                             error=error, returned=returned)
+        if error is None:
+            ckpt_dir = os.path.join(workdir, directory)
+            windows = parallel_windows(recorder.ops, scenario.task)
+            check_trace(result, recorder, ckpt_dir, scenario, max_violations, windows=lambda ops, task: windows,
+                        checker=check_parallel, same=same_state)
+            kept = Exploration(scenario.name, models)
+            check_trace(kept, recorder, ckpt_dir, scenario, max_violations, windows=lambda ops, task: windows,
+                        checker=check_kept)
+            shown = {(v.model, v.point, v.operation) for v in result.violations if v.invariant == "KEPT"}
+            result.violations += [v for v in kept.violations
+                                  if v.invariant == "KEPT" and (v.model, v.point, v.operation) not in shown]
+            for index, name in calls_run_twice(result.ops)[:1]:
+                result.violations.insert(0, Violation(
+                    "ONCE", "none", index, "with no crash at all", f"when `{name}` started again", {},
+                    f"the loop ran `{name}` with the same input a second time, though the model named that call once",
+                    "nothing: the damage is done before any crash (a table posted twice)"))
+    result.seconds = time.perf_counter() - started
     return result

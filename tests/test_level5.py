@@ -51,7 +51,7 @@ EXPECTED = {
     "right/pathlib_class.py": set(),
     "right/mkstemp_empty_list.py": set(),
     "right/reverse_order.py": set(),
-    "wrong/starter_one_pending.py": {"TRACE", "PAIRING"},
+    "wrong/starter_one_pending.py": {"TRACE", "PAIRING", "KEPT"},
     "wrong/all_pending_saved_at_end.py": {"KEPT"},
     "wrong/pending_not_shrinking.py": {"PAIRING"},
     "wrong/pending_grows_as_calls_start.py": {"PAIRING"},
@@ -77,7 +77,7 @@ def test_each_submission_trips_exactly_its_invariants(name):
 
 
 def test_the_starter_is_red_for_its_planted_reasons_and_the_solution_green():
-    assert tripped(ROOT / "exercises" / "level5" / "agent.py") == {"TRACE", "PAIRING"}
+    assert tripped(ROOT / "exercises" / "level5" / "agent.py") == {"TRACE", "PAIRING", "KEPT"}
     assert tripped(ROOT / "solutions" / "level5" / "agent.py") == set()
 
 
@@ -87,6 +87,9 @@ def test_the_starter_loses_the_second_call_of_a_turn():
     assert lost is not None and "call 2 of 3" in lost.where, exploration.report()
     on_disk = json.loads(lost.files["checkpoint.json"])
     assert len(on_disk["pendingToolUse"]) == 1
+    # The same crash state also lost the first call's result, and that is reported too (KEPT).
+    kept = [v for v in exploration.violations if v.invariant == "KEPT"]
+    assert any(v.point == lost.point and v.model == lost.model for v in kept), exploration.report()
 
 
 def test_the_scenario_names_two_or_three_tools_per_turn():
@@ -193,8 +196,8 @@ def test_the_solution_and_the_right_corpus_hold_on_generated_conversations():
 
     runs = [load(p).run_agent for p in [ROOT / "solutions" / "level5" / "agent.py", *sorted(CORPUS.glob("right/*.py"))]]
 
-    @settings(max_examples=4, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(parallel_conversations(max_turns=4))
+    @settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(parallel_conversations(min_turns=2, max_turns=4))
     def check(scenario):
         for run in runs:
             exploration = explore_parallel(run, scenario)
@@ -206,7 +209,7 @@ def test_the_solution_and_the_right_corpus_hold_on_generated_conversations():
 def test_end_to_end_through_pytest():
     """The exercise's own tests, through the plugin: green on the solution."""
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "exercises" / "level5"),
-                           "--submission", str(ROOT / "solutions" / "level5"), "--crashcourse-examples", "2"],
+                           "--submission", str(ROOT / "solutions" / "level5"), "--crashcourse-examples", "1"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "10 of 10 points" in done.stdout
