@@ -354,6 +354,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             continue
         invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
         detail = finding.detail if invariant == finding.invariant else f"{finding.invariant}: {finding.detail}"
+        if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
+            detail = f"{detail}; {state.note}"
         result.violations.append(Violation(invariant, state.model, state.point, window.words(),
                                            _operation_words(ops, state), dict(state.files), detail, finding.resume))
     result.points = len(points)

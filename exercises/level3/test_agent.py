@@ -128,9 +128,9 @@ def problem_where_folders_cannot_be_opened(load, workdir):
 
 
 def problem_when_fsync_fails(load, workdir):
-    """Save once, then save again while fsync of a file reports an I/O error (EIO). Returns what went
-    wrong, or None."""
-    real_fsync = os.fsync
+    """Save once, then save again while fsync (or fdatasync) of a file reports an I/O error (EIO).
+    Returns what went wrong, or None."""
+    real = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
     failed = []
 
     def failing_fsync(fd):
@@ -138,14 +138,15 @@ def problem_when_fsync_fails(load, workdir):
         if not _is_directory(fd):
             failed.append(fd)
             raise OSError(errno.EIO, "Input/output error")
-        return real_fsync(fd)
+        return real["fsync"](fd)
 
     old = os.getcwd()
     os.chdir(workdir)
     try:
         module = load()
         module.save_checkpoint(dict(SAMPLE), "checkpoints")
-        os.fsync = failing_fsync
+        for name in real:
+            setattr(os, name, failing_fsync)
         module = load()
         try:
             module.save_checkpoint(dict(SAMPLE, turns=2, tokensUsed=300), "checkpoints")
@@ -158,7 +159,8 @@ def problem_when_fsync_fails(load, workdir):
             return ("fsync reported an I/O error, yet save_checkpoint returned as if the save were safe. The "
                     "caller will go on and run the next tool, trusting a save that may not be on disk")
         finally:
-            os.fsync = real_fsync
+            for name, fn in real.items():
+                setattr(os, name, fn)
         with open(os.path.join("checkpoints", "checkpoint.json"), encoding="utf-8") as f:
             on_disk = json.load(f)
         if on_disk != SAMPLE:
@@ -166,7 +168,8 @@ def problem_when_fsync_fails(load, workdir):
                     "said it could not store, instead of the previous save")
         return None
     finally:
-        os.fsync = real_fsync
+        for name, fn in real.items():
+            setattr(os, name, fn)
         os.chdir(old)
 
 
