@@ -430,6 +430,9 @@ class RemoteModule(types.ModuleType):
         module._box, module._filename = box, filename
         module._reload()
         for attr, info in module._names.items():
+            if not isinstance(info, dict) or not isinstance(attr, str) or not attr.isidentifier() \
+                    or attr in _INTERNAL or hasattr(RemoteModule, attr):
+                continue  # never let a name from the worker replace the stand-in's own machinery
             if info.get("kind") == "function":
                 setattr(module, attr, RemoteFunction(module, attr))
             elif info.get("kind") == "exception":
@@ -458,7 +461,8 @@ class RemoteModule(types.ModuleType):
 
     def _mirror(self, name: str, mro: list) -> type:
         """The student's exception class, rebuilt in the judge with the same names and ancestry."""
-        chain = [(str(n), bool(here)) for n, here in mro if isinstance(mro, list)] if isinstance(mro, list) else []
+        chain = [(str(item[0]), item[1] is True) for item in (mro if isinstance(mro, list) else [])
+                 if isinstance(item, list) and len(item) == 2]
         base: type = Exception
         for cname, here in reversed(chain):
             if not here:
@@ -492,6 +496,9 @@ class RemoteModule(types.ModuleType):
         where = _last_frame(error.get("where"))
         exc = cls(message + (f" [{where}]" if where else ""))
         return exc
+
+
+_INTERNAL = {"_box", "_filename", "_names", "_ident", "_module_name", "_generation", "_exceptions"}
 
 
 class RemoteClass:
@@ -945,7 +952,20 @@ def run_scenarios(path: str, box: Box) -> list:
 
 
 def load_scenarios(path: str) -> dict:
-    """Read an instructor's scenario file (JSON, or Python defining SCENARIOS)."""
+    """Read an instructor's scenario file (JSON, or Python defining SCENARIOS). Kept out of the student kit.
+
+    JSON::
+
+        {"file": "agent.py", "function": "run_agent", "models": ["M1", "M2"], "points": 1,
+         "scenarios": [{"name": "refund audit", "task": "Total the refunds", "points": 2,
+                        "invariants": ["PARSE", "WHOLE"],
+                        "turns": [["read_report", {"week": 1}, "refunds: 40 EUR"], ...]}]}
+
+    Python: a module with ``SCENARIOS`` (a list of :class:`grader.scripted.Scenario` or of dicts as
+    above) and optionally ``FILE``, ``FUNCTION``, ``MODELS``, ``POINTS``. Each scenario becomes one
+    more check worth ``points``: the function runs once in the sandbox, and every crash state under
+    ``models`` must keep ``invariants`` (all of them when the list is empty or absent).
+    """
     from .scripted import Scenario, from_turns
     p = Path(path)
     if p.suffix == ".py":
