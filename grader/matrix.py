@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -45,6 +46,7 @@ LEGEND = {
     "counters off": "turns or tokensUsed disagree with the messages on disk (COUNTS)",
     "temp file elsewhere": "the temp file was renamed in from another directory (ATOMIC-DIR)",
     "bad resume": "resuming from this file does not end like a run that never crashed (RESUME)",
+    "bytes grow": "each save rewrites more than what changed, so a long task writes many times its size (BYTES)",
     "power cut:": "after a power cut (only what was fsynced survives), the file shows the trouble named (DURABLE)",
     "+N": "that many other kinds of trouble at the same crash points (crashcourse check lists them)",
     OK: "a resume would carry on correctly",
@@ -95,13 +97,24 @@ class Column:
     kind: str = "loop"
 
     states: int = 0
+    extra_bad: list = field(default_factory=list)   # whole-run checks that failed (level 6: BYTES)
+    extra_explain: str = ""                         # the lesson of the first of them
 
     @property
     def failed(self) -> bool:
         if self.kind in ("fields", "resume"):
             return bool(self.problems) or not self.cells
         e = self.exploration
-        return e is None or not e.ok
+        return e is None or not e.ok or bool(self.extra_bad)
+
+    @property
+    def tripped(self) -> set:
+        """What broke, by id: invariants for loop columns, check ids for level 1 and level 4."""
+        if self.kind in ("fields", "resume"):
+            return set(self.problems) if self.cells else {"ERROR"}
+        if self.exploration is None:
+            return {"ERROR"}
+        return set(self.exploration.tripped) | set(self.extra_bad)
 
     def summary(self) -> str:
         if self.kind == "resume" and self.cells:
@@ -119,10 +132,11 @@ class Column:
             return f"{self.title}: the loop did not finish even without a crash"
         if e.unseen:
             return f"{self.title}: wrote files in a way the grader cannot see"
-        if e.ok:
-            return f"{self.title}: all {e.states} crash states fine"
+        extra = f"; {', '.join(self.extra_bad)} broken" if self.extra_bad else ""
+        if not e.violations and not e.tripped:
+            return f"{self.title}: all {e.states} crash states fine{extra}"
         kinds = ", ".join(sorted(e.tripped))
-        return f"{self.title}: {len(e.violations)} of {e.states} crash states broken ({kinds})"
+        return f"{self.title}: {len(e.violations)} of {e.states} crash states broken ({kinds}){extra}"
 
 
 def _phase_label(window: Any) -> tuple[tuple, str]:
@@ -272,7 +286,7 @@ class Painter:
         return f"\033[{code}m{text}\033[0m" if self.enabled and code else text
 
     def cell(self, text: str, padded: str) -> str:
-        if text == OK:
+        if text == OK or text.startswith("ok "):
             return self(padded, "32")
         if text == NOWHERE:
             return self(padded, "2")
@@ -322,7 +336,7 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
                 text += "  " + paint.cell(cells[j], part) + " " * (w - len(part)) if part else "  " + " " * w
             lines.append(text.rstrip())
         for text in cells:
-            word = text.split(" +")[0]
+            word = re.sub(r" \(.*\)$", "", text.split(" +")[0])
             for part in (("power cut:", word.split(": ", 1)[1]) if word.startswith("power cut:") else (word,)):
                 if part not in used:
                     used.append(part)
@@ -377,6 +391,8 @@ def loop_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
     if not callable(fn):
         return failed_column(title, f"{filename} has no function `{level.function}`")
     models = tuple(level.crash_models) or ("M1", "M2")
+    if level.engine == "journal":
+        return journal_column(title, module, level, seed)
     if level.engine == "parallel":
         from .parallel import explore_parallel, parallel_tickets, parallel_windows
 
@@ -531,6 +547,52 @@ def resume_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column
     for cell in col.cells.values():
         if len(cell) > 1 and OK in cell:
             cell.remove(OK)
+    return col
+
+
+BYTE_TURNS = 60
+
+
+def journal_column(title: str, module: Any, level: Any, seed: int = 0) -> Column:
+    """Level 6's column: the level-2 crash rows, read through the learner's loader, plus a bytes row.
+
+    The bytes row runs the loop uncrashed on a 60-turn task and compares what it wrote with the
+    size of the conversation (the tests use 200 turns and the same rule; 60 keeps the demo quick).
+    """
+    import tempfile
+
+    from .explore import record_run
+    from .journal import AMPLIFICATION_LIMIT, FROM_TURN, byte_report, explore_journal, long_conversation
+    from .scripted import support_tickets
+
+    load = getattr(module, "load_checkpoint", None)
+    if not callable(load):
+        return failed_column(title, f"{level.files[0]} has no function `load_checkpoint`")
+    scenario = support_tickets(seed)
+    result = explore_journal(module.run_agent, load, scenario, models=tuple(level.crash_models) or ("M1", "M2"))
+    col = column(title, result.crashes, scenario.task)  # one call per turn: level 2's rows name the points
+    if result.crashes.error:
+        return col
+    long = long_conversation(BYTE_TURNS, seed=seed)
+    with tempfile.TemporaryDirectory(prefix="crashcourse-bytes-") as work:
+        recorder, _, error, _ = record_run(module.run_agent, long, work, "checkpoints")
+    key = ("note", 0, "BYTES")
+    col.labels[key] = (f"bytes written over a {BYTE_TURNS}-turn task, per byte of its history", "")
+    if error:
+        col.cells[key] = ["loop failed"]
+        col.extra_bad.append("BYTES")
+        col.extra_explain = f"The {BYTE_TURNS}-turn run did not finish: {error}"
+        return col
+    report = byte_report(recorder.ops, long)
+    turn, worst = report.worst
+    ratio = report.amplification(report.turns)
+    if worst <= AMPLIFICATION_LIMIT:
+        col.cells[key] = [f"ok ({ratio:.1f}x)"]
+    else:
+        col.cells[key] = [f"bytes grow ({ratio:.0f}x)"]
+        col.extra_bad.append("BYTES")
+        col.extra_explain = report.explain() + (f"\n  (Measured here over {BYTE_TURNS} turns; the limit applies "
+                                                f"from turn {FROM_TURN} on.)")
     return col
 
 

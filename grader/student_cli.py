@@ -201,7 +201,7 @@ def files_signature(paths: list[Path]) -> list:
 
 def level_column(title: str, folder: Path, level: manifest_mod.Level, seed: int = 0) -> Optional[matrix.Column]:
     """The level's matrix column for the files in ``folder``, or None if the level has no matrix engine."""
-    if level.engine in ("loop", "parallel"):
+    if level.engine in ("loop", "parallel", "journal"):
         return matrix.loop_column(title, folder, level, seed)
     if level.engine == "fields":
         return matrix.fields_column(title, folder, level, seed)
@@ -387,6 +387,8 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
         return v.explain()
     if col is not None and col.exploration is not None and (col.exploration.error or col.exploration.unseen):
         return col.exploration.report(rerun)
+    if col is not None and col.extra_explain:
+        return col.extra_explain + (f"\n  Re-run just this test: {rerun}" if rerun else "")
     if col is not None and col.problems:
         named = re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message) if first_test else []
         check_id = next((c for c in col.problems if c in named), next(iter(col.problems)))
@@ -677,12 +679,7 @@ def engine_problems(level: manifest_mod.Level) -> tuple[list[str], str]:
         return [], "no matrix engine for this level; judged by its tests only"
     solution = level_column("solution", level.solution_dir, level)
     out = []
-    if starter.kind in ("fields", "resume"):
-        tripped = set(starter.problems) if starter.cells else {"ERROR"}
-    elif starter.exploration is not None:
-        tripped = set(starter.exploration.tripped)
-    else:
-        tripped = {"ERROR"}
+    tripped = starter.tripped
     planted = set(level.planted)
     if tripped != planted:
         more, less = sorted(tripped - planted), sorted(planted - tripped)

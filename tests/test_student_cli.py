@@ -345,7 +345,7 @@ def test_selfcheck_holds_starters_and_solutions_to_their_tests(kit, capsys, monk
 
 
 @pytest.mark.parametrize("level", [lv for lv in manifest.load(KIT).existing() if lv.engine in
-                                   ("loop", "parallel", "fields", "resume")], ids=lambda lv: f"level{lv.number}")
+                                   ("loop", "parallel", "fields", "resume", "journal")], ids=lambda lv: f"level{lv.number}")
 def test_each_starter_in_the_kit_breaks_what_the_manifest_says_it_is_planted_to_break(level):
     problems, summary = student_cli.engine_problems(level)
     assert problems == [], summary
