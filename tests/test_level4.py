@@ -8,6 +8,7 @@ file makes; one end-to-end run per folder goes through pytest.
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -210,18 +211,28 @@ def test_refusals_cover_a_future_version_and_name_it():
     assert any("version` is 2" in p for p in problems)
 
 
-@pytest.mark.parametrize("folder, passes", [("exercises/level4", False), ("solutions/level4", True)])
-def test_the_exercise_is_red_as_shipped_and_green_when_solved(folder, passes):
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level4",
-            "--crashcourse-examples", "2"]
-    if folder != "exercises/level4":
-        args += ["--submission", folder]
-    else:
-        args += ["-k", "not generated"]  # the planted failures, and what must keep passing
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert (done.returncode == 0) == passes, done.stdout[-3000:]
-    summary = done.stdout.split("short test summary")[-1]
-    if not passes:
-        for planted in ("cannot_trust_is_refused", "continue_from_the_file", "pending_call_is_answered_once"):
-            assert planted in summary
-        assert "test_resume_keeps_saving" not in summary
+@pytest.fixture(scope="module")
+def plugin_runs():
+    """`pytest exercises/level4` on the starter and on the solution, run side by side."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", COLUMNS="100")
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "exercises/level4", "--crashcourse-examples", "2"]
+    procs = {
+        "starter": subprocess.Popen(base, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+        "solution": subprocess.Popen(base + ["-q", "--submission", "solutions/level4"], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+    }
+    return {name: (proc.communicate(timeout=300)[0], proc.returncode) for name, proc in procs.items()}
+
+
+def test_pytest_on_the_starter_fails_exactly_the_planted_tests(plugin_runs):
+    out, code = plugin_runs["starter"]
+    assert code == 1, out[-3000:]
+    failed = {line.split("::")[-1].split()[0] for line in out.splitlines() if line.startswith("FAILED ")}
+    assert failed == {'test_turns_and_tokens_continue_from_the_file', 'test_a_checkpoint_you_cannot_trust_is_refused', 'test_a_b_only_checkpoint_hides_the_call_in_flight', 'test_every_crash_state_of_generated_conversations', 'test_the_turn_cap_counts_the_turns_before_the_crash', 'test_the_pending_call_is_answered_once'}, out[-3000:]
+    assert "Traceback" not in out
+
+
+def test_pytest_with_the_solution_as_submission_passes(plugin_runs):
+    out, code = plugin_runs["solution"]
+    assert code == 0, out[-3000:]
+    assert "10 of 10 points" in out
