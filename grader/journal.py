@@ -26,7 +26,7 @@ import random
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from .explore import Exploration, Violation, explore_loop, windows_for
@@ -433,7 +433,3 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
         report = byte_report(crashes.ops, scenario, computed[-1] if computed else None)
     return JournalExploration(crashes, report, reader.calls)
 
-
-def windows_of(ops: list, task: str) -> list:
-    """Level 6 uses level 2's windows: one tool call per turn, the same save points."""
-    return windows_for(ops, task)

@@ -34,7 +34,6 @@ from typing import Any, Callable, Iterable, Optional
 from .explore import Exploration, Violation, check_trace, record_run
 from .invariants import Finding, Window, parse
 from .protocol import FIELDS, FIELD_TYPES, VERSION, initial_state, snapshot, spend, tool_use_blocks
-from .recorder import Op
 from .scripted import NON_IDEMPOTENT_TOOLS, Scenario, _tool_id, _usage
 
 TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"

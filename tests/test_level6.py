@@ -19,7 +19,6 @@ from grader.journal import (AMPLIFICATION_LIMIT, ByteReport, LoaderFailure, Load
                             check_loaded, explore_journal, history_sizes, long_conversation, sampled_points,
                             shared_reference_saves)
 from grader.crash_models import CrashState
-from grader.explore import record_run
 from grader.protocol import reference_saves
 from grader.recorder import Op
 from grader.scripted import from_turns, support_tickets
