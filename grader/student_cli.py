@@ -846,8 +846,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --- registration ---------------------------------------------------------------------------------
 
 
+def _wrapped(parser_factory: Callable) -> Callable:
+    """``sub.add_parser`` that wraps each description paragraph to 80 columns (examples kept as written)."""
+    def add_parser(name: str, **kwargs: Any) -> Any:
+        text = kwargs.get("description")
+        if text:
+            parts = text.split("\n\n")
+            parts = [p if p.startswith(("example", "  ")) else textwrap.fill(p, 80) for p in parts]
+            kwargs["description"] = "\n\n".join(parts)
+        return parser_factory(name, **kwargs)
+    return add_parser
+
+
 def register(sub: Any) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
+    sub = argparse.Namespace(add_parser=_wrapped(sub.add_parser))
 
     p = sub.add_parser("demo", help="the crash matrix of each level's starter beside its solution",
                        description="Show, for each level, where a crash lands in the broken starter and in the "
@@ -871,7 +884,7 @@ def register(sub: Any) -> None:
                        description="Hints come in three steps per task: a question, then where to look, then the API "
                                    "to reach for. Each call shows one more step of the first task that still fails.",
                        formatter_class=fmt)
-    p.add_argument("level", type=int)
+    p.add_argument("level", type=int, help="the level number")
     p.add_argument("--task", type=int, metavar="K", help="hints for task K instead of the first failing one")
     p.add_argument("--reset", action="store_true", help="forget which hints were shown for this level")
     p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
@@ -881,7 +894,7 @@ def register(sub: Any) -> None:
                        description="Runs `crashcourse check` on the level, then again whenever one of its files "
                                    "changes. Without N, watches the first level that does not pass yet.",
                        formatter_class=fmt)
-    p.add_argument("level", nargs="?", type=int)
+    p.add_argument("level", nargs="?", type=int, help="the level number (default: the first not passing yet)")
     p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
     p.add_argument("--interval", type=float, default=0.5, metavar="S", help="seconds between looks at the files")
     p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
@@ -904,7 +917,7 @@ def register(sub: Any) -> None:
                        description="Run your level-N loop on the course's task and show the conversation and the "
                                    "checkpoint it leaves. With --live it talks to the real Messages API (needs "
                                    "pip install -e '.[anthropic]' and ANTHROPIC_API_KEY).", formatter_class=fmt)
-    p.add_argument("level", type=int)
+    p.add_argument("level", type=int, help="the level number (one whose file has run_agent)")
     p.add_argument("--live", action="store_true", help="use the real Messages API instead of the scripted model")
     p.add_argument("--model", default=os.environ.get("CRASHCOURSE_MODEL", DEFAULT_MODEL),
                    help=f"model for --live (default {DEFAULT_MODEL}, or $CRASHCOURSE_MODEL)")
