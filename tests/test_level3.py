@@ -104,8 +104,11 @@ def test_the_starter_leaves_an_empty_checkpoint_after_a_power_cut_under_m3():
     exploration = explore(ROOT / "exercises" / "level3" / "agent.py", ("M3",))
     empty = [v for v in exploration.violations if v.files.get("checkpoint.json") == b""]
     assert empty, exploration.report()
-    assert "os.replace" in empty[0].operation or "model" in empty[0].operation or "tool" in empty[0].operation
+    # The first one falls right after the rename of save A of turn 1: the name landed, the data did not.
+    assert empty[0].operation.startswith("after os.replace(") and "save point A" in empty[0].where
     assert all(v.invariant == "DURABLE" and v.model == "M3" for v in exploration.violations)
+    # A killed process is not a power cut: the same run is fine under M1 and M2.
+    assert explore(ROOT / "exercises" / "level3" / "agent.py", ("M1", "M2")).ok
 
 
 def test_without_a_directory_fsync_the_previous_checkpoint_comes_back_under_m5():
