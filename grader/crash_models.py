@@ -35,6 +35,7 @@ trace; nothing touches the disk.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
@@ -174,7 +175,26 @@ class FileSystem:
             self.handles.pop(op.handle, None)
 
     def listing(self, directory: str) -> dict:
-        return {os.path.basename(p): inode.snap() for p, inode in self.names.items() if os.path.dirname(p) == directory}
+        out = {}
+        for p, inode in self.names.items():
+            parent, name = _split(p)
+            if parent == directory:
+                out[name] = inode.snap()
+        return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(path: str) -> tuple:
+    """os.path.split, remembered: listings ask it about the same few paths at every crash point."""
+    return os.path.split(path)
+
+
+def _overlay(before: memoryview, offset: int, data: bytes, cut: int) -> bytes:
+    """The file ``before`` with the first ``cut`` bytes of ``data`` written at ``offset`` (one copy)."""
+    if offset >= len(before):
+        return b"".join((before, b"\0" * (offset - len(before)), memoryview(data)[:cut]))
+    end = offset + cut
+    return b"".join((before[:offset], memoryview(data)[:cut], before[end:] if end < len(before) else b""))
 
 
 def _tears(length: int) -> list[int]:
@@ -254,25 +274,25 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
                                 "during the run and its parent directory was not fsynced after")
                     yield CrashState(point, model, {} if data is None else {name: data}, note=note)
 
-    def visible(op: Op) -> bool:
-        inode = fs.inode_for(op)
-        return inode is not None and any(v is inode for p, v in fs.names.items() if os.path.dirname(p) == directory)
+    def names_of(inode: Optional[_Inode]) -> list:
+        """The names in ``directory`` that point at ``inode`` (a torn write shows under each)."""
+        if inode is None:
+            return []
+        return [_split(p)[1] for p, v in fs.names.items() if v is inode and _split(p)[0] == directory]
 
     if "M1" in models:
         yield CrashState(0, "M1", fs.listing(directory))
     yield from power_states(0)
     for i, op in enumerate(ops):
-        if "M2" in models and op.kind == "write" and len(op.data) > 1 and visible(op):
+        torn_names = names_of(fs.inode_for(op)) if "M2" in models and op.kind == "write" and len(op.data) > 1 else []
+        if torn_names:
+            # Build each torn file straight from the bytes before the write and a prefix of the
+            # write, leaving the replayed file system untouched (no apply-and-undo per tear).
+            before = memoryview(fs.inode_for(op).snap())
+            listing = fs.listing(directory)
             for cut in _tears(len(op.data)):
-                saved = fs.inode_for(op).snap()
-                fs.apply(op, write_prefix=cut)
-                yield CrashState(i, "M2", fs.listing(directory), torn=(cut, len(op.data)))
-                inode = fs.inode_for(op)
-                inode.data[:] = saved
-                inode._snap = saved
-                if fs.track:
-                    inode.history.pop()
-                    inode.unsynced_writes.pop()
+                torn = _overlay(before, op.offset, op.data, cut)
+                yield CrashState(i, "M2", {**listing, **dict.fromkeys(torn_names, torn)}, torn=(cut, len(op.data)))
         fs.apply(op)
         if power:
             if op.kind in ("rename", "unlink", "link", "open") and target in (op.path, op.dest):

@@ -1,0 +1,140 @@
+"""How fast the crash engine is: crash states per second, and its cost against an uncrashed run.
+
+Run from the repository root::
+
+    python benchmarks/engine.py            # the numbers, best of 5
+    python benchmarks/engine.py --repeat 1 --models M1 M2 M3 M4 M5
+
+It grades one submission (the level-2 solution) the way the level-2 tests do: the course's task
+(support_tickets) and one generated conversation of 12 turns with large tool results, every crash
+state under M1 and M2. Everything is measured in this process, so the ratio to the uncrashed run is
+the number to read: it does not depend on how fast the machine is. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import random
+import sys
+import tempfile
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from hypothesis import HealthCheck, Phase, find, settings  # noqa: E402
+
+from grader.conversations import conversations  # noqa: E402
+from grader.explore import Exploration, check_trace, explore_loop, record_run  # noqa: E402
+from grader.scripted import support_tickets  # noqa: E402
+
+BUDGET_SECONDS = 2.0  # DESIGN.md §8: one submission, all crash states of all scenarios
+
+
+def load_solution():
+    path = os.path.join(ROOT, "solutions", "level2", "agent.py")
+    spec = importlib.util.spec_from_file_location("level2_solution", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run_agent
+
+
+def twelve_turns(seed: int):
+    """A generated conversation of exactly 12 turns whose tool results add up to over 60 KB."""
+    warnings.filterwarnings("ignore", message="Generating overly large repr")  # find() reprs its example
+    return find(conversations(min_turns=12, max_turns=12), lambda s: sum(len(r) for r in s.results) > 60_000,
+                settings=settings(database=None, phases=[Phase.generate], max_examples=2000, deadline=None,
+                                  suppress_health_check=list(HealthCheck)),
+                random=random.Random(seed))
+
+
+@contextlib.contextmanager
+def in_temp_dir():
+    old = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="crashcourse-bench-") as d:
+        os.chdir(d)
+        try:
+            yield d
+        finally:
+            os.chdir(old)
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def uncrashed(run, scenario) -> None:
+    """The loop as a learner runs it: no recorder, no crash states."""
+    with in_temp_dir():
+        run(scenario.task, scenario.tools, scenario.model(), scenario.executor(), "checkpoints")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="take the best of this many runs (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the scenarios (default 0)")
+    parser.add_argument("--models", nargs="+", default=["M1", "M2"], help="crash models (default: M1 M2, level 2)")
+    args = parser.parse_args(argv)
+
+    run = load_solution()
+    scenarios = [support_tickets(args.seed), twelve_turns(args.seed)]
+    models = tuple(args.models)
+
+    print(f"crash engine benchmark: the level-2 solution, models {' '.join(models)}, best of {args.repeat}")
+    print(f"{'scenario':<36} {'ops':>5} {'points':>6} {'states':>7} {'plain s':>8} {'record s':>8} "
+          f"{'explore s':>9} {'ratio':>6} {'states/s':>9}")
+    totals = {"plain": 0.0, "record": 0.0, "explore": 0.0, "check": 0.0, "states": 0}
+    for scenario in scenarios:
+        plain = best(lambda: uncrashed(run, scenario), args.repeat)
+
+        def recorded():
+            with in_temp_dir() as d:
+                record_run(run, scenario, d, "checkpoints", timeout=None)
+        record = best(recorded, args.repeat)
+
+        result = explore_loop(run, scenario, models=models, timeout=None)
+        if not result.ok:
+            print(result.report())
+            return 2
+        explore = best(lambda: explore_loop(run, scenario, models=models, timeout=None), args.repeat)
+
+        # Checking alone: the trace recorded once, the crash states rebuilt and checked each time.
+        with in_temp_dir() as d:
+            recorder, _, _, _ = record_run(run, scenario, d, "checkpoints", timeout=None)
+            folder = os.path.join(d, "checkpoints")
+            check = best(lambda: check_trace(Exploration(scenario.name, models), recorder, folder, scenario),
+                         args.repeat)
+
+        totals["plain"] += plain
+        totals["record"] += record
+        totals["explore"] += explore
+        totals["check"] += check
+        totals["states"] += result.states
+        print(f"{scenario.name[:36]:<36} {len(result.ops):>5} {result.points:>6} {result.states:>7} {plain:>8.4f} "
+              f"{record:>8.4f} {explore:>9.4f} {explore / plain:>6.1f} {result.states / check:>9.0f}")
+
+    ratio = totals["explore"] / totals["plain"]
+    print()
+    print(f"crash states explored: {totals['states']}")
+    print(f"crash states per second (rebuild + check, trace already recorded): {totals['states'] / totals['check']:.0f}")
+    print(f"crash states per second (end to end, recorded run included): {totals['states'] / totals['explore']:.0f}")
+    print(f"uncrashed run: {totals['plain']:.4f} s; under the recorder: {totals['record']:.4f} s "
+          f"({totals['record'] / totals['plain']:.1f}x)")
+    print(f"every crash state explored: {totals['explore']:.4f} s = {ratio:.1f}x the uncrashed run")
+    verdict = "yes" if totals["explore"] < BUDGET_SECONDS else "NO"
+    print(f"under the {BUDGET_SECONDS:g} s budget for one submission: {verdict} "
+          f"({totals['explore'] / BUDGET_SECONDS:.0%} of it)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
