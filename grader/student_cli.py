@@ -282,11 +282,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _say(_render(columns, level, paint))
         _say()
         shown += 1
-    _say("Your turn: open exercises/level2/agent.py, then run\n"
-         "  pytest exercises/level2      the grader (red until your loop survives every crash)\n"
-         "  crashcourse check 2          the same tests plus your loop's crash matrix\n"
-         "  crashcourse hint 2           a nudge: a question first, then where to look, then the API\n"
-         "  crashcourse watch 2          check again every time you save")
+    first = next(iter(kit.existing()), None)
+    if first is not None:
+        n = first.number
+        _say(f"Your turn: read {first.folder}/{first.readme}, open {first.folder}/{first.files[0]}, then run\n"
+             f"  pytest {first.folder}      the grader (red until your code survives every crash)\n"
+             f"  crashcourse check {n}          the same tests plus your crash matrix, first failure in full\n"
+             f"  crashcourse hint {n}           a nudge: a question first, then where to look, then the API\n"
+             f"  crashcourse watch {n}          check again every time you save")
     return 0
 
 
