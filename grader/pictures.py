@@ -303,8 +303,10 @@ def draw_crash_matrix(matrix: CrashMatrix, title: Optional[str] = None, ax: Any 
     from matplotlib.patches import Patch, Rectangle
 
     n_rows, n_cols = len(matrix.rows), len(matrix.columns)
+    own_figure = ax is None
     if ax is None:
-        fig = Figure(figsize=(max(8.0, 0.78 * n_cols + 3.2), 1.5 + 0.62 * n_rows + 1.0), layout="constrained")
+        fig = Figure(figsize=(max(8.0, 0.78 * n_cols + 3.2), 1.9 + 0.62 * n_rows), layout="constrained")
+        fig.get_layout_engine().set(w_pad=0.12)
         ax = fig.add_subplot()
     else:
         fig = ax.figure
@@ -354,9 +356,12 @@ def draw_crash_matrix(matrix: CrashMatrix, title: Optional[str] = None, ax: Any 
                 va="center", fontsize=8.5)
         ax.plot([first + 0.1, last + 0.9], [-0.12, -0.12], color="#666666", linewidth=0.8)
     shown = [k for k in OUTCOMES if k != "other" or "other" in used]
-    ax.legend(handles=[Patch(facecolor=OUTCOMES[k][1], label=OUTCOMES[k][0]) for k in shown],
-              loc="upper center", bbox_to_anchor=(0.5, -0.02 - 0.25 / max(n_rows, 1)), ncol=len(shown),
-              fontsize=8, frameon=False, title="what a resume would find", title_fontsize=8.5)
+    legend = dict(handles=[Patch(facecolor=OUTCOMES[k][1], label=OUTCOMES[k][0]) for k in shown], ncol=len(shown),
+                  fontsize=8, frameon=False, title="what a resume would find", title_fontsize=8.5)
+    if own_figure:
+        fig.legend(loc="outside lower center", **legend)
+    else:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), **legend)
     models = " and ".join(matrix.models)
     ax.set_title(title or f"Where crashes land ({matrix.scenario}, crash models {models})", fontsize=11)
     return fig

@@ -648,6 +648,11 @@ _OS_WRAPPERS = {
 _WATCHED_EVENTS = {"os.rename", "os.remove", "os.truncate", "os.mkdir", "os.rmdir", "os.link", "os.symlink",
                    "shutil.copyfile", "sqlite3.connect", "mmap.__new__", "os.chmod", "os.utime"}
 _PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn"}
+_WHY_UNSEEN = {
+    "mmap.__new__": "a memory map: bytes stored into it reach the file without any write call to record",
+    "os.symlink": "a symbolic link: the crash models do not follow links",
+    "sqlite3.connect": "a database: SQLite writes through its own C code, out of the recorder's sight",
+}
 _HARMLESS_EVENTS = {"os.chmod", "os.utime", "shutil.copyfile"}  # seen through the calls they make
 
 
@@ -672,8 +677,9 @@ def _audit(event: str, args: tuple) -> None:
         first = args[0] if args else ""
         if isinstance(first, (str, bytes, os.PathLike)) and _ignored(_abspath(first)):
             return
-        rec.unseen.append(f"{event}{tuple(str(a) for a in args[:2])}, called by a route the recorder does not see "
-                          "(a name bound before recording started, or a C extension)")
+        why = _WHY_UNSEEN.get(event, "called by a route the recorder does not see (a name bound before recording "
+                                     "started, or a C extension)")
+        rec.unseen.append(f"{event}{tuple(str(a) for a in args[:2])}, {why}")
 
 
 def _install_audit_hook() -> None:

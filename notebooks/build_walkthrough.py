@@ -60,6 +60,7 @@ and loads the level-2 starter straight from its file. (If you have already fixed
 
 code('''
 %matplotlib inline
+%config InlineBackend.print_figure_kwargs = {"bbox_inches": None}  # the pictures lay themselves out
 import copy
 import importlib.util
 import inspect

@@ -477,6 +477,30 @@ def write_bound_before_recording_is_reported(d):
            f"the disk disagrees with the trace; that must be reported in .unseen, got {rec.unseen}")
 
 
+@check
+def routes_out_of_sight_are_reported(d):
+    """A memory map, another program, a symlink: the recorder cannot follow them, so it says so."""
+    import mmap
+    import subprocess
+    p = os.path.join(d, "checkpoint.json")
+    with open(p, "wb") as f:
+        f.write(b"{}      ")
+
+    def by_mmap():
+        with open(p, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            m[:2] = b"[]"
+
+    def by_child():
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+    def by_symlink():
+        os.symlink(p, os.path.join(d, "latest.json"))
+
+    for what, fn in (("mmap", by_mmap), ("subprocess", by_child), ("symlink", by_symlink)):
+        rec = record(d, fn)
+        expect(rec.unseen, f"a write by {what} went unreported")
+
+
 # -- io.FileIO, modes -----------------------------------------------------------------------------------
 
 @check
