@@ -448,8 +448,8 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
         return [("RESUME", f"the file is a whole save a correct loop writes, yet resume refused it ({outcome.refused})")]
     if outcome.error is not None:
         if outcome.error_type == "ScriptedModelError" and "tool_result" in outcome.error:
-            return [("PAIRING", "the model was sent a tool_use with no tool_result right after it (the real API "
-                                "answers 400): " + outcome.error.splitlines()[0])]
+            return [("PAIRING", "the model was sent a transcript the API refuses: "
+                                + outcome.error.splitlines()[0].split(": ", 1)[-1])]
         return [("RESUME", f"resume_agent raised {outcome.error.splitlines()[0]}")]
     state = outcome.returned
     if not isinstance(state, dict) or any(k not in state for k in FIELDS):
@@ -655,7 +655,8 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
                     problems.append(f"{where}: resume ran `{over[0]['name']}`, turn {cap + 1}, past the cap; did the "
                                     "count restart at zero after the crash?")
                 elif finding is not None:
-                    problems.append(f"{where}: resume_agent {_describe_outcome(outcome)}. {finding[0]}: {finding[1]}.")
+                    did = "" if outcome.error or outcome.refused else f" (resume_agent {_describe_outcome(outcome)})"
+                    problems.append(f"{where}: {finding[0]} broken: {finding[1]}{did}.")
                 if problems:
                     return problems
     finally:
