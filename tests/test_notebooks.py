@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix, draw_file_sizes
+from grader.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix
 from grader.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,8 +187,6 @@ def test_pictures_are_coloured_from_the_data(four, fixed):
     red, orange, green = (OUTCOMES[k][1] for k in ("torn", "untraced", "ok"))
     assert colours(draw_crash_matrix(fixed)) == {green}
     assert {red, orange, green} <= colours(draw_crash_matrix(four))
-    sizes = draw_file_sizes(four, ["in place + A and B", "atomic + A and B"])
-    assert len(sizes.axes) == 2
 
 
 # -- running the notebooks -------------------------------------------------------------------------
