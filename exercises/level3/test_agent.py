@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import stat
+import sys
 import warnings
 
 import pytest
@@ -84,8 +85,8 @@ def _is_directory(fd):
 
 
 def problem_where_folders_cannot_be_opened(load, workdir):
-    """Save twice where opening a folder raises PermissionError and os.O_DIRECTORY does not exist (as on
-    Windows). Returns what went wrong, or None."""
+    """Save twice where opening a folder raises PermissionError, os.O_DIRECTORY does not exist and
+    sys.platform is "win32" (as on Windows). Returns what went wrong, or None."""
     real_open = os.open
     had_flag = hasattr(os, "O_DIRECTORY")
     flag = getattr(os, "O_DIRECTORY", None)
@@ -100,6 +101,8 @@ def problem_where_folders_cannot_be_opened(load, workdir):
     os.chdir(workdir)
     caught = warnings.catch_warnings()
     caught.__enter__()
+    platform = sys.platform
+    sys.platform = "win32"  # for code that checks the platform instead of catching the error
     os.open = windows_like_open
     if had_flag:
         del os.O_DIRECTORY
@@ -121,6 +124,7 @@ def problem_where_folders_cannot_be_opened(load, workdir):
         return None
     finally:
         os.open = real_open
+        sys.platform = platform
         if had_flag:
             os.O_DIRECTORY = flag
         caught.__exit__(None, None, None)
