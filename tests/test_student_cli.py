@@ -144,7 +144,8 @@ def test_the_matrix_fits_100_columns_and_groups_agreeing_rows(level2_columns):
     keys = matrix.merge_keys(list(level2_columns))
     assert len(body) < len(keys) / 2, "consecutive rows with the same verdicts should share a line"
     assert "turn 1, save point A, after mkdir … after rename" in text
-    assert "starter: 99 of 122 crash states broken (PARSE, TRACE)" in text
+    assert re.search(r"starter: \d+ of \d+ crash states broken \(PARSE, TRACE\)", text)
+    assert re.search(r"solution: all \d+ crash states fine", text)
     assert "—" in text and "this loop does nothing at that point" in text
 
 
@@ -211,14 +212,15 @@ def test_demo_on_the_real_kit_exits_0(capsys, monkeypatch):
 def test_check_fails_the_starter_and_explains_the_first_failure(kit, capsys):
     code, out = run_cli(capsys, "check", "2", "--examples", "2")
     assert code == 1
-    assert "✗ task 2  a crash mid save never leaves half a file" in out
-    assert "3 of 10 points" in out
+    assert "✗ task 2  " in out and "✗ task 3  " in out and "✓ task 1  " in out
+    got, total = map(int, re.search(r"(\d+) of (\d+) points", out).groups())
+    assert 0 < got < total
     first = out[out.index("The first failure, in full"):]
-    assert "PARSE broken" in first and "On disk:" in first and "What resume would run into" in first
-    assert 'pytest "exercises/level2/test_agent.py::test_a_crash_mid_save_never_leaves_half_a_file"' in first
+    assert "broken" in first and "On disk:" in first and "What resume would run into" in first
+    assert 'Re-run just this check: pytest "exercises/level2/test_agent.py::test_' in first
     assert "crashcourse hint 2" in out
     status = json.loads((kit / ".crashcourse" / "status.json").read_text())
-    assert status["2"]["failing_tasks"] == [2, 3, 4] and status["2"]["passed"] is False
+    assert {2, 3} <= set(status["2"]["failing_tasks"]) and status["2"]["passed"] is False
 
 
 def test_check_passes_a_correct_submission_elsewhere(kit, tmp_path, capsys):
@@ -227,7 +229,7 @@ def test_check_passes_a_correct_submission_elsewhere(kit, tmp_path, capsys):
     (mine / "agent.py").write_text(loop_with(RIGHT_TEMPFILE, True))
     code, out = run_cli(capsys, "check", "2", "--path", str(mine), "--examples", "2")
     assert code == 0, out
-    assert "10 of 10 points" in out and "Level 2 passes" in out
+    assert re.search(r"(\d+) of \1 points", out) and "Level 2 passes" in out
     assert "your code: all" in out and "The first failure" not in out
 
 
