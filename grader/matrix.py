@@ -48,7 +48,7 @@ LEGEND = {
     "bad resume": "resuming from this file does not end like a run that never crashed (RESUME)",
     "bytes grow": "each save rewrites more than what changed, so a long task writes many times its size (BYTES)",
     "power cut:": "after a power cut (only what was fsynced survives), the file shows the trouble named (DURABLE)",
-    "+N": "that many other kinds of trouble at the same crash points (crashcourse check lists them)",
+    "+N": "that many other kinds of trouble at the same crash points (the test failures name each)",
     OK: "a resume would carry on correctly",
     NOWHERE: "this loop does nothing at that point, so there is no crash to show",
 }
