@@ -129,8 +129,8 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
             cmd += ["--crashcourse-seed", str(seed)]
         env = dict(os.environ, CRASHCOURSE_REPORT=str(report), PYTHONDONTWRITEBYTECODE="1")
         try:
-            proc = subprocess.run(cmd, cwd=str(level.root), env=env, capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True)
+            # Same process group on purpose: Ctrl-C in `watch` stops this pytest too, at once.
+            proc = subprocess.run(cmd, cwd=str(level.root), env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return TestRun(124, problem=f"the tests were still running after {timeout:g} s; does the loop wait "
                                         "forever somewhere?")
