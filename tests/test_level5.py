@@ -196,7 +196,7 @@ def test_the_solution_and_the_right_corpus_hold_on_generated_conversations():
 
     runs = [load(p).run_agent for p in [ROOT / "solutions" / "level5" / "agent.py", *sorted(CORPUS.glob("right/*.py"))]]
 
-    @settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=2, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(parallel_conversations(min_turns=2, max_turns=4))
     def check(scenario):
         for run in runs:
