@@ -29,7 +29,7 @@ from . import crash_models
 from .crash_models import CrashState, MODEL_NAMES
 from .invariants import INVARIANTS, Finding, Window, check
 from .protocol import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
-from .recorder import Op, Recorder
+from .recorder import Op, Recorder, namespaces_of
 from .scripted import Scenario
 
 POWER_MODELS = ("M3", "M4", "M5")
@@ -173,7 +173,8 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
                before: Optional[Callable[[str], None]] = None) -> tuple[Recorder, Any, Optional[str], Any]:
     """Run ``run`` once under a recorder in ``workdir``. Returns (recorder, returned, error, tools)."""
     model, tools = scenario.model(), scenario.executor()
-    recorder = Recorder(watch=[workdir])
+    # namespaces: a submission's own `from os import replace` is recorded too, not just reported.
+    recorder = Recorder(watch=[workdir], namespaces=namespaces_of(run))
 
     def call_model(**kwargs: Any) -> dict:
         n = model.calls + 1
@@ -426,7 +427,7 @@ def explore_writes(fn: Callable[[], Any], path: Any, models: Iterable[str] = ("M
     if os.path.exists(path):
         with open(path, "rb") as f:
             before = f.read()
-    with Recorder(watch=[directory]) as recorder:
+    with Recorder(watch=[directory], namespaces=namespaces_of(fn)) as recorder:
         fn()
     after = None
     if os.path.exists(path):

@@ -463,6 +463,26 @@ def from_os_import_replace_before_recording_is_reported(d):
 
 
 @check
+def names_bound_early_are_recorded_in_the_namespaces_given(d):
+    """Recorder(namespaces=[module globals]) swaps early-bound names there, and puts them back after."""
+    p = os.path.join(d, "checkpoint.json")
+
+    def save():
+        fd = os.open(p + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        write_bound_at_import(fd, b'{"seen": true}')
+        os.close(fd)
+        replace_bound_at_import(p + ".tmp", p)
+    with Recorder(watch=[d], namespaces=[globals()]) as rec:
+        save()
+    expect(shape(fs_ops(rec, d)) == [("open", "checkpoint.json.tmp"), ("write", "checkpoint.json.tmp"),
+                                     ("close", "checkpoint.json.tmp"), ("rename", "checkpoint.json.tmp")],
+           f"early-bound write and replace, with the module's namespace given, seen as {shape(fs_ops(rec, d))}")
+    expect_clean(rec, "namespaces")
+    expect(replace_bound_at_import is os.replace and write_bound_at_import is os.write,
+           "the module's own names must be the real functions again after recording")
+
+
+@check
 def write_bound_before_recording_is_reported(d):
     """os.write raises no audit event, so it is caught by comparing the disk with the replayed trace."""
     p = os.path.join(d, "checkpoint.json")

@@ -26,10 +26,9 @@ SOLUTION = ROOT / "solutions" / "level2" / "agent.py"
 CORPUS = sorted((ROOT / "tests" / "corpus" / "level2").glob("*.py"))
 
 # Correct submissions the engine cannot vouch for yet, with the reason; strict, so a fix shows up.
-KNOWN_GAPS = {
-    "c08_from_os_import_replace": "the recorder reports os.replace bound by `from os import replace` at import "
-                                  "as unseen instead of recording it",
-}
+# (c08_from_os_import_replace left this list when the recorder began swapping names a submission
+# binds at import, such as `from os import replace`, for the duration of the run.)
+KNOWN_GAPS: dict = {}
 
 
 def load(path):
