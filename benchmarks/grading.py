@@ -77,6 +77,7 @@ def main() -> None:
                    "--output", str(tmp / "report.json")]
         if args.examples is not None:
             command += ["--examples", str(args.examples)]
+        before = set(Path("/tmp").glob("crashcourse-grade-*"))
         started = time.perf_counter()
         proc = subprocess.run(command, cwd=KIT, capture_output=True, text=True)
         graded = time.perf_counter() - started
@@ -87,7 +88,9 @@ def main() -> None:
         statuses: dict = {}
         for s in report["submissions"]:
             statuses[s["status"]] = statuses.get(s["status"], 0) + 1
-        leftovers = [p for p in Path("/tmp").glob("crashcourse-grade-*")]
+        # Folders of this run only (other batches may be grading on the same machine).
+        leftovers = [p for p in Path("/tmp").glob("crashcourse-grade-*") if p not in before
+                     and p.stat().st_mtime >= time.time() - graded - 1]
         shutil.rmtree(subs, ignore_errors=True)
 
     n = args.count
@@ -98,6 +101,7 @@ def main() -> None:
           f"  -> grade is {graded / pytest_scaled:.2f}x this")
     print(f"  results: {statuses}; temporary folders left: {len(leftovers)}")
     print(f"  budget 60 s: {'met' if graded < 60 else 'NOT met'}")
+    print(f"  load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work slows every row)")
 
 
 if __name__ == "__main__":
