@@ -35,6 +35,20 @@ What that buys:
 
 The worker's data is decoded as JSON with a few tagged forms and checked (kinds of operation,
 types of fields); nothing it sends is unpickled or evaluated.
+
+Two things a level's tests may do in their own process are carried across:
+
+* files the code opened for reading are replayed as ``open`` audit events in the judge, so a
+  check that watches which files a loader read (level 6) sees the same as in-process;
+* arguments the code changed (a dict it was given) are merged back into the caller's objects,
+  keeping every value that did not change, identity included (level 1 checks that a save leaves
+  the loop's live objects in place).
+
+One thing cannot be carried across: a test that patches ``os`` or ``open`` in its own process to
+inject a fault (level 3: a failing ``fsync``, a platform without ``O_DIRECTORY``). Such a test is
+detected (:func:`patched_by_test`), and only that test is re-run with pytest inside the sandbox,
+beside the code (:func:`run_local`); its outcome is labelled in the report, because it was
+computed where the submission could have interfered.
 """
 
 from __future__ import annotations
