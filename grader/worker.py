@@ -277,7 +277,9 @@ class Session:
         outcome: dict
         global _reads
         self.sent = 0
-        self.recorder = Recorder(watch=watch) if watch is not None else None
+        # namespaces: names the submission bound at import (`from os import replace`) are recorded too.
+        self.recorder = (Recorder(watch=watch, namespaces=_recorder_module.namespaces_of(fn))
+                         if watch is not None else None)
         _reads = []
         try:
             if self.recorder is not None:
