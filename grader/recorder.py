@@ -667,9 +667,9 @@ for _name, _wrapper in _OS_WRAPPERS.items():
 
 
 def namespaces_of(fn: Any) -> list:
-    """The module globals a loop under test reaches: its own, and those of the functions and classes
-    it names (a save_checkpoint imported from a helper module). The recorder swaps early-bound
-    names like ``from os import replace`` in these."""
+    """The module globals a loop under test reaches: its own, and those of the modules, functions and
+    classes it names (a save_checkpoint imported from a helper module), one level deep. The recorder
+    swaps early-bound names like ``from os import replace`` in these."""
     fn = getattr(fn, "__func__", fn)
     fn = getattr(fn, "func", fn)  # functools.partial
     first = getattr(fn, "__globals__", None)
@@ -680,6 +680,11 @@ def namespaces_of(fn: Any) -> list:
         candidates = [value]
         if isinstance(value, type) and not value.__module__ == "builtins":
             candidates = list(vars(value).values())
+        elif isinstance(value, type(os)):  # `import helpers`: the helper module's own names
+            g = vars(value)
+            if id(g) not in found and not _stdlib(g):
+                found[id(g)] = g
+            continue
         for item in candidates:
             item = getattr(item, "__func__", item)
             g = getattr(item, "__globals__", None)
