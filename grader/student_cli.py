@@ -57,13 +57,8 @@ def pytest_runtest_logreport(report: Any) -> None:
     if not path or (report.when != "call" and not report.failed):
         return
     props = dict(getattr(report, "user_properties", ()) or ())
-    message = ""
-    if report.failed:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        message = str(report.longrepr) if crash is None else str(report.longrepr)
-        # pytest.fail(..., pytrace=False) gives exactly the learner's message; keep it whole.
-        if hasattr(report, "longreprtext"):
-            message = report.longreprtext
+    # A test that fails with pytest.fail(..., pytrace=False) leaves exactly the learner's message.
+    message = report.longreprtext if report.failed else ""
     record = {"nodeid": report.nodeid, "outcome": report.outcome, "when": report.when,
               "task": props.get("crashcourse_task"), "points": props.get("crashcourse_points"),
               "message": message}
