@@ -290,7 +290,9 @@ class Recorder:
             else:
                 what = (f"holds {len(real)} bytes on disk, but the recorded operations rebuild {len(replayed)} "
                         "bytes that differ")
-            self.unseen.append(f"{path} {what}: something changed it by a route the recorder does not see")
+            root = next(r for r in self.watch if path.startswith(r + os.sep))
+            self.unseen.append(f"{os.path.relpath(path, root)} {what}: something changed it by a route the recorder "
+                               "does not see")
 
     def _set(self, obj: Any, name: str, value: Any) -> None:
         if hasattr(obj, name):

@@ -7,7 +7,8 @@ level-2 solution's loop (``run_agent`` calls the module-level ``save_checkpoint`
 on the course's scripted task, and every crash state is checked.
 
 A failing variant must trip exactly the listed invariants, no fewer and no more: an extra one
-would mean a failure message that blames the wrong thing. (The checker reports the most basic
+would mean a failure message that blames the wrong thing. ``UNSEEN`` is a verdict too: code that
+writes by a route the recorder cannot follow is refused, never passed. (The checker reports the most basic
 broken invariant per crash state, so a torn file shows as PARSE, not also as WHOLE.)
 """
 
@@ -66,7 +67,8 @@ def test_variant_gets_its_verdict(variant):
     expected = verdict(os.path.join(CORPUS, variant))
     exploration = explore_loop(loop_with(variant), support_tickets(0), models=("M1", "M2"))
     assert exploration.error is None, exploration.report()
-    assert not exploration.unseen, exploration.report()
+    if "UNSEEN" not in expected:
+        assert not exploration.unseen, exploration.report()
     if not expected:
         assert exploration.ok, f"{variant} is correct, but the grader failed it:\n{exploration.report()}"
         assert exploration.states > exploration.points > 40, "a full run has dozens of crash points"
