@@ -117,7 +117,9 @@ class Exploration:
         if self.unseen:
             return ("The grader could not see everything your code did to the disk, so it cannot vouch for it:\n"
                     + "\n".join(f"  - {u}" for u in self.unseen[:5])
-                    + "\nWrite files with open(), pathlib, os, tempfile or shutil, called after import.")
+                    + "\nThe grader sees files written with open(), pathlib, os, tempfile and shutil from your own "
+                    "module. Work done by another process (subprocess, os.system), by a C extension, by sqlite3 "
+                    "or through mmap is invisible to it: write the checkpoint from Python instead.")
         if not self.violations:
             return f"{self.scenario}: {self.states} crash states at {self.points} crash points, all fine."
         first = self.violations[0]
