@@ -77,7 +77,7 @@ def batch(tmp_path_factory):
     before = sandbox.tree_state([str(folder)])
     out = folder.parent / "report.json"
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", "2", "--jobs", "2",
-                           "--timeout", "3", "--examples", "2", "--output", str(out)],
+                           "--timeout", "6", "--examples", "2", "--output", str(out)],
                           capture_output=True, text=True, timeout=240, cwd=KIT)
     assert proc.returncode == 0, proc.stderr
     return {"report": json.loads(out.read_text()), "stderr": proc.stderr, "folder": folder, "before": before,
