@@ -54,3 +54,47 @@ def conversations(draw: st.DrawFn, min_turns: int = 0, max_turns: int = 12) -> S
                           name=f"a generated conversation of {n} turns")
     json.dumps(scenario.responses)  # every drawn value must survive a JSON round trip
     return scenario
+
+
+_DRAWN: dict = {}
+
+
+def _strategy(kind: str, kwargs: dict):
+    if kind == "parallel":
+        from .parallel import parallel_conversations
+
+        return parallel_conversations(**kwargs)
+    return conversations(**kwargs)
+
+
+def generated(seed: int, count: int, kind: str = "conversations", **kwargs) -> list:
+    """``count`` scenarios drawn from the strategy under ``seed``: the same list every time.
+
+    Drawing is the slow part of a property test, so each list is drawn once per process and
+    kept; the grader draws them before it forks one judge per submission, so none of them pays
+    again. ``kind`` is ``"conversations"`` or ``"parallel"`` (several tools per turn).
+    """
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    key = (kind, seed, count, tuple(sorted(kwargs.items())))
+    if key not in _DRAWN:
+        drawn: list = []
+
+        @hypothesis_seed(seed)
+        @settings(max_examples=count, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(_strategy(kind, kwargs))
+        def collect(scenario: Scenario) -> None:
+            drawn.append(scenario)
+
+        collect()
+        _DRAWN[key] = drawn
+    return _DRAWN[key]
+
+
+def warm(seed: int, count: int) -> None:
+    """Draw the lists the levels' property tests ask for, ahead of time (see :func:`generated`)."""
+    generated(seed, count)
+    generated(seed, count, max_turns=4)
+    generated(seed, count, "parallel")

@@ -200,8 +200,12 @@ def unpack(source: Path, target: Path) -> Optional[str]:
     return None
 
 
-def preload(level_dir: Path) -> None:
-    """Import everything a judge needs once, here, so each forked judge starts warm."""
+def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int] = None) -> None:
+    """Import everything a judge needs once, here, so each forked judge starts warm.
+
+    The generated conversations are drawn here too: drawing is the slow part of a property test,
+    and every forked judge inherits the lists instead of drawing them again.
+    """
     import hypothesis  # noqa: F401
     import pytest
 
@@ -213,6 +217,8 @@ def preload(level_dir: Path) -> None:
             pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)])
         finally:
             os.chdir(cwd)
+    conversations.warm(plugin.DEFAULT_SEED if seed is None else seed,
+                       plugin.DEFAULT_EXAMPLES if examples is None else examples)
 
 
 class Job:
@@ -237,7 +243,7 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     if not read_only:
         notes.append("a read-only view of the file system was not available here (it needs root and mount "
                      "namespaces); the grader checked afterwards that the submissions folder did not change instead")
-    preload(level_dir)
+    preload(level_dir, seed, examples)
     import gc
     gc.collect()
     gc.freeze()  # what is loaded now is shared by every forked judge; their collections skip it

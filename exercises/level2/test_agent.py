@@ -7,9 +7,8 @@ the crash landed, what was on disk, and what a resume would have run into.
 """
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from grader.conversations import conversations
+from grader.conversations import generated
 from grader.explore import explore_loop
 from grader.grading import STUDENT_TIMEOUT, assert_holds
 from grader.plugin import rerun_command
@@ -83,13 +82,8 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
     """The same guarantees on conversations of 0 to 12 turns with unicode and large tool results."""
     rerun = rerun_command(request)
 
-    @seed(crashcourse_seed)
-    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(conversations())
-    def check(scenario):
+    examples = request.config._crashcourse_examples
+    for scenario in generated(crashcourse_seed, examples):
         exploration = explore_loop(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
         assert_holds(exploration, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"],
                      rerun)
-
-    check()

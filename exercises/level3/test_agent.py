@@ -15,9 +15,8 @@ import sys
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from grader.conversations import conversations
+from grader.conversations import generated
 from grader.explore import explore_loop
 from grader.grading import STUDENT_TIMEOUT, assert_holds
 from grader.plugin import rerun_command
@@ -199,13 +198,8 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
     """Every guarantee, under all five crash models, on conversations of 0 to 12 turns."""
     rerun = rerun_command(request)
 
-    @seed(crashcourse_seed)
-    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(conversations())
-    def check(scenario):
+    examples = request.config._crashcourse_examples
+    for scenario in generated(crashcourse_seed, examples):
         exploration = explore_loop(run_agent, scenario, models=POWER_CUT, timeout=STUDENT_TIMEOUT)
         assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS",
                                    "DURABLE"], rerun)
-
-    check()

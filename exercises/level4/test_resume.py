@@ -9,9 +9,8 @@ what your resume did, and what was wrong with it.
 """
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from grader.conversations import conversations
+from grader.conversations import generated
 from grader.grading import STUDENT_TIMEOUT
 from grader.plugin import rerun_command
 from grader.resume_explore import b_only_writer, check_refusals, check_turn_cap, explore_resume
@@ -120,13 +119,8 @@ def test_every_crash_state_of_generated_conversations(resume_module, crashcourse
     """The same checks on conversations of 0 to 4 turns with unicode and large tool results."""
     rerun = rerun_command(request)
 
-    @seed(crashcourse_seed)
-    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(conversations(max_turns=4))
-    def check(scenario):
+    examples = request.config._crashcourse_examples
+    for scenario in generated(crashcourse_seed, examples, max_turns=4):
         exploration = explore_resume(resume_module.resume_agent, scenario,
                                      checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
         assert_resumes(exploration, ["REFUSE", "COUNTS", "PAIRING", "ONCE", "RESUME", "SAVED"], rerun)
-
-    check()

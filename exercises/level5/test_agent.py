@@ -8,10 +8,11 @@ disk, and what a resume would have run into.
 """
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from grader.conversations import generated
 
 from grader.grading import STUDENT_TIMEOUT, assert_holds
-from grader.parallel import explore_parallel, parallel_conversations, parallel_tickets
+from grader.parallel import explore_parallel, parallel_tickets
 from grader.plugin import rerun_command
 
 MODELS = ("M1", "M2")
@@ -69,13 +70,8 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
     """The same guarantees on conversations of 0 to 6 turns of 1 to 3 calls, with unicode and large results."""
     rerun = rerun_command(request)
 
-    @seed(crashcourse_seed)
-    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(parallel_conversations())
-    def check(scenario):
+    examples = request.config._crashcourse_examples
+    for scenario in generated(crashcourse_seed, examples, "parallel"):
         exploration = explore_parallel(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
         assert_holds(exploration, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "KEPT", "FRESH",
                                    "COUNTS", "ONCE"], rerun)
-
-    check()

@@ -7,9 +7,8 @@ writes come from the same recording, counted exactly, on a task of 200 turns.
 """
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from grader.conversations import conversations
+from grader.conversations import generated
 from grader.grading import STUDENT_TIMEOUT, assert_holds
 from grader.journal import LONG_TURNS, explore_journal, long_conversation
 from grader.plugin import rerun_command
@@ -81,12 +80,7 @@ def test_every_crash_state_of_generated_conversations(run_agent, load_checkpoint
     """The same guarantees on conversations of 0 to 12 turns with unicode and large tool results."""
     rerun = rerun_command(request)
 
-    @seed(crashcourse_seed)
-    @settings(max_examples=request.config._crashcourse_examples, deadline=None, database=None,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(conversations())
-    def check(scenario):
+    examples = request.config._crashcourse_examples
+    for scenario in generated(crashcourse_seed, examples):
         exploration = explore_journal(run_agent, load_checkpoint, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
         assert_holds(exploration.crashes, KILLED, rerun)
-
-    check()
