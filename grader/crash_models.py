@@ -228,13 +228,19 @@ def _data_options(inode: _Inode, holes: bool) -> list[bytes]:
 
 
 def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "checkpoint.json",
-                 models: Iterable[str] = ("M1", "M2"), initial_dirs: Iterable[str] = ()) -> Iterator[CrashState]:
+                 models: Iterable[str] = ("M1", "M2"), initial_dirs: Iterable[str] = (),
+                 tear_only: Optional[Iterable[str]] = None) -> Iterator[CrashState]:
     """Every crash state of ``directory`` under ``models``, in trace order.
 
     ``initial`` maps absolute paths to the bytes they held when recording began. M1 and M2 rebuild
     the whole directory; M3 to M5 rebuild the file ``name`` in it (its name may point at an older
     inode, and that inode may have lost data that was never fsynced).
+
+    ``tear_only`` names the files whose torn writes (M2) matter to the caller: a checker that reads
+    only checkpoint.json gains nothing from the tears of a temp file that is never renamed after
+    the crash, and a correct loop writes every byte into temp files.
     """
+    tear_only = None if tear_only is None else frozenset(tear_only)
     models = tuple(models)
     unknown = set(models) - set(MODELS)
     if unknown:
@@ -285,6 +291,8 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
     yield from power_states(0)
     for i, op in enumerate(ops):
         torn_names = names_of(fs.inode_for(op)) if "M2" in models and op.kind == "write" and len(op.data) > 1 else []
+        if tear_only is not None:
+            torn_names = [n for n in torn_names if n in tear_only]
         if torn_names:
             # Build each torn file straight from the bytes before the write and a prefix of the
             # write, leaving the replayed file system untouched (no apply-and-undo per tear).

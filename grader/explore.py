@@ -343,7 +343,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     points = set()
     chosen = None if sample is None else set(sample(ops))
     for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
-                                           recorder.initial_dirs):
+                                           recorder.initial_dirs,
+                                           tear_only=(CHECKPOINT_NAME,) if reader is None else None):
         if chosen is not None and state.point not in chosen:
             continue
         result.states += 1

@@ -893,9 +893,12 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     max_score = sum(t["max_score"] for t in scored)
     if error is None and not scored:
         error = "the level has no tests with points"
-    if error is None and scored and all(t["reason"] for t in scored if t["status"] != "passed") \
-            and not any(t["status"] == "passed" for t in scored):
-        error = scored[0]["reason"]
+    # Tests share one run of the loop (the `once` fixture), so an incident (a hang, an exit, a
+    # crash of the worker) is met by the first test that runs the code; the others fail on its
+    # cached result. Nothing passed and something went wrong with the process: an error, with why.
+    reasons = [t["reason"] for t in scored if t["reason"]]
+    if error is None and reasons and not any(t["status"] == "passed" for t in scored):
+        error = reasons[0]
     status = "error" if error else ("passed" if all(t["status"] == "passed" for t in scored) else "failed")
     output = bytes(box.output).decode("utf-8", "replace")
     if box.output_dropped:

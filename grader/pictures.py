@@ -253,7 +253,7 @@ def loop_row(name: str, run: Loop, scenario: Scenario, models: Sequence[str] = (
         for key in dict.fromkeys(column_key(w) for w in windows):  # in loop order, so "first" means first
             row.cells[key] = []
         for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, models,
-                                               recorder.initial_dirs):
+                                               recorder.initial_dirs, tear_only=(CHECKPOINT_NAME,)):
             window = windows[state.point]
             raw = state.read(CHECKPOINT_NAME)
             finding = check(raw, window)

@@ -138,6 +138,24 @@ def submission(request: pytest.FixtureRequest) -> Submission:
 
 
 @pytest.fixture
+def once(request: pytest.FixtureRequest, submission: Submission):
+    """``once(name, compute)``: ``compute()`` for this submission, run once per test session.
+
+    Several tests read the same crash exploration (each checks its own invariants), so the loop
+    runs once, not once per test: faster, and a loop that hangs costs its time limit only once.
+    """
+    store = request.config.__dict__.setdefault("_crashcourse_once", {})
+
+    def get(name: Any, compute: Any) -> Any:
+        key = (str(submission.folder), name)
+        if key not in store:
+            store[key] = compute()
+        return store[key]
+
+    return get
+
+
+@pytest.fixture
 def crashcourse_seed(request: pytest.FixtureRequest) -> int:
     return request.config._crashcourse_seed
 

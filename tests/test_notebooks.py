@@ -91,7 +91,7 @@ def test_the_fix_picture_has_no_failing_cell(fixed):
     assert fixed.ok
     for row in fixed.rows:
         assert row.exploration.ok, row.exploration.report()
-        assert len(row.verdicts) == row.exploration.states > 50, "the fix rows must have been crashed for real"
+        assert len(row.verdicts) == row.exploration.states > 40, "the fix rows must have been crashed for real"
         assert all(cell for cell in row.cells.values()), f"{row.name}: some loop position had no crash state"
 
 

@@ -71,7 +71,9 @@ def test_variant_gets_its_verdict(variant):
         assert not exploration.unseen, exploration.report()
     if not expected:
         assert exploration.ok, f"{variant} is correct, but the grader failed it:\n{exploration.report()}"
-        assert exploration.states > exploration.points > 40, "a full run has dozens of crash points"
+        # A correct writer tears only temp files, whose tears no checker reads (they are never
+        # renamed after the crash), so a pass has one M1 state per crash point.
+        assert exploration.states >= exploration.points > 40, "a full run has dozens of crash points"
     else:
         assert exploration.tripped == expected, (
             f"{variant} should break exactly {sorted(expected)}, the grader found {sorted(exploration.tripped)}:\n"

@@ -23,9 +23,10 @@ def run_agent(submission):
 
 
 @pytest.fixture
-def tickets(run_agent, crashcourse_seed):
-    """Your loop on the course's task, with every crash state checked (computed once per test)."""
-    return explore_loop(run_agent, support_tickets(crashcourse_seed), models=MODELS, timeout=STUDENT_TIMEOUT)
+def tickets(run_agent, crashcourse_seed, once):
+    """Your loop on the course's task, with every crash state checked (run once, read by each test)."""
+    return once("tickets", lambda: explore_loop(run_agent, support_tickets(crashcourse_seed), models=MODELS,
+                                                timeout=STUDENT_TIMEOUT))
 
 
 @pytest.mark.task(taskno=1)

@@ -34,10 +34,10 @@ def run_agent(submission):
 
 
 @pytest.fixture
-def crash(run_agent, crashcourse_seed):
+def crash(run_agent, crashcourse_seed, once):
     """``crash(models)``: your loop on the course's task, every crash state under ``models`` checked."""
-    return lambda models: explore_loop(run_agent, support_tickets(crashcourse_seed), models=models,
-                                       timeout=STUDENT_TIMEOUT)
+    return lambda models: once(("tickets", tuple(models)), lambda: explore_loop(
+        run_agent, support_tickets(crashcourse_seed), models=models, timeout=STUDENT_TIMEOUT))
 
 
 @pytest.mark.task(taskno=1)

@@ -30,10 +30,11 @@ def resume_module(submission):
 
 
 @pytest.fixture
-def resumed(resume_module, crashcourse_seed):
-    """Your resume_agent, run from every crash state of the course's task."""
-    return explore_resume(resume_module.resume_agent, support_tickets(crashcourse_seed),
-                          checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
+def resumed(resume_module, crashcourse_seed, once):
+    """Your resume_agent, run from every crash state of the course's task (once, read by each test)."""
+    return once("resumed", lambda: explore_resume(resume_module.resume_agent, support_tickets(crashcourse_seed),
+                                                  checkpoint_error=resume_module.CheckpointError,
+                                                  timeout=STUDENT_TIMEOUT))
 
 
 def assert_resumes(exploration, checks, rerun, also_about=""):

@@ -30,10 +30,10 @@ def load_checkpoint(submission):
 
 
 @pytest.fixture
-def tickets(run_agent, load_checkpoint, crashcourse_seed):
-    """Your loop on the course's task, every crash state read back through your loader."""
-    return explore_journal(run_agent, load_checkpoint, support_tickets(crashcourse_seed), models=MODELS,
-                           timeout=STUDENT_TIMEOUT).crashes
+def tickets(run_agent, load_checkpoint, crashcourse_seed, once):
+    """Your loop on the course's task, every crash state read back through your loader (run once)."""
+    return once("tickets", lambda: explore_journal(run_agent, load_checkpoint, support_tickets(crashcourse_seed),
+                                                   models=MODELS, timeout=STUDENT_TIMEOUT).crashes)
 
 
 @pytest.mark.task(taskno=1)
