@@ -103,17 +103,21 @@ def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
         return None, f"json.loads raises JSONDecodeError: {exc.msg} (line {exc.lineno}, column {exc.colno})"
 
 
+def parse_cached(raw: Optional[bytes], parsed: Optional[dict]) -> tuple[Any, Optional[str]]:
+    """:func:`parse`, remembered in ``parsed`` (keyed by the bytes) when a cache is given."""
+    if parsed is None:
+        return parse(raw)
+    if raw not in parsed:
+        parsed[raw] = parse(raw)
+    return parsed[raw]
+
+
 def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -> Optional[Finding]:
     """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``.
 
     ``parsed`` may carry a cache of ``parse`` results keyed by the raw bytes.
     """
-    if parsed is None:
-        data, error = parse(raw)
-    else:
-        if raw not in parsed:
-            parsed[raw] = parse(raw)
-        data, error = parsed[raw]
+    data, error = parse_cached(raw, parsed)
     if error == "missing":
         if window.absent_ok:
             return None

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from .explore import Exploration, Violation, check_trace, record_run
-from .invariants import Finding, Window, parse
-from .protocol import FIELDS, FIELD_TYPES, VERSION, initial_state, snapshot, spend, tool_use_blocks
+from .invariants import Finding, Window, parse_cached
+from .protocol import FIELDS, initial_state, snapshot, spend, tool_use_blocks
+from .protocol import field_problems as protocol_field_problems
 from .scripted import NON_IDEMPOTENT_TOOLS, Scenario, _tool_id, _usage
 
 TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"
@@ -377,33 +378,21 @@ def parallel_windows(ops: list, task: str) -> list:
 
 # -- the checker -----------------------------------------------------------------------------------
 
+def _pending_list_problem(pending: Any) -> Optional[str]:
+    """What is wrong with a level-5 ``pendingToolUse``: null, or a list of ``{id, name, input}``."""
+    if pending is None:
+        return None
+    if not isinstance(pending, list):
+        return (f"`pendingToolUse` is {json.dumps(pending)[:60]}; in this level it is null or a list "
+                "of {id, name, input}, one for each call whose result is not recorded yet")
+    if not all(isinstance(p, dict) and set(p) == {"id", "name", "input"} for p in pending):
+        return f"`pendingToolUse` holds {json.dumps(pending)[:80]}; each item should be exactly {{id, name, input}}"
+    return None
+
+
 def field_problems(data: Any) -> list:
     """Why ``data`` does not have the six fields, with ``pendingToolUse`` null or a list of calls."""
-    if not isinstance(data, dict):
-        return [f"the file holds a JSON {type(data).__name__}, not an object with the six fields"]
-    problems = []
-    missing = [k for k in FIELDS if k not in data]
-    extra = [k for k in data if k not in FIELDS]
-    if missing:
-        problems.append("missing " + ", ".join(f"`{k}`" for k in missing))
-    if extra:
-        problems.append("extra keys that are not part of the protocol: " + ", ".join(f"`{k}`" for k in extra))
-    for key, kind in FIELD_TYPES.items():
-        if key == "pendingToolUse" or key not in data:
-            continue
-        if not isinstance(data[key], kind) or isinstance(data[key], bool):
-            problems.append(f"`{key}` is {json.dumps(data[key])[:40]}, not {kind.__name__}")
-    pending = data.get("pendingToolUse")
-    if "pendingToolUse" in data and pending is not None:
-        if not isinstance(pending, list):
-            problems.append(f"`pendingToolUse` is {json.dumps(pending)[:60]}; in this level it is null or a list "
-                            "of {id, name, input}, one for each call whose result is not recorded yet")
-        elif not all(isinstance(p, dict) and set(p) == {"id", "name", "input"} for p in pending):
-            problems.append(f"`pendingToolUse` holds {json.dumps(pending)[:80]}; each item should be exactly "
-                            "{id, name, input}")
-    if isinstance(data.get("version"), int) and not isinstance(data.get("version"), bool) and data["version"] != VERSION:
-        problems.append(f"`version` is {data['version']}, not {VERSION}")
-    return problems
+    return protocol_field_problems(data, pending_problem=_pending_list_problem)
 
 
 def _result_ids(message: Any) -> list:
@@ -415,12 +404,7 @@ def _result_ids(message: Any) -> list:
 
 def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[dict] = None) -> Optional[Finding]:
     """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds)."""
-    if parsed is None:
-        data, error = parse(raw)
-    else:
-        if raw not in parsed:
-            parsed[raw] = parse(raw)
-        data, error = parsed[raw]
+    data, error = parse_cached(raw, parsed)
     if error == "missing":
         if window.absent_ok:
             return None
@@ -551,12 +535,7 @@ def calls_run_twice(ops: list) -> list:
 def check_kept(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[dict] = None) -> Optional[Finding]:
     """KEPT on its own: a crash state can lose a started call (TRACE) and a returned result at once,
     and each is its own lesson, so the second is looked for even where the first is reported."""
-    if parsed is None:
-        data, error = parse(raw)
-    else:
-        if raw not in parsed:
-            parsed[raw] = parse(raw)
-        data, error = parsed[raw]
+    data, error = parse_cached(raw, parsed)
     if error or not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         return None
     recorded = {i for m in data["messages"] for i in _result_ids(m)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 CHECKPOINT_NAME = "checkpoint.json"
 VERSION = 1
@@ -107,8 +107,12 @@ def reference_saves(task: str, responses: Iterable[dict], results: Iterable[str]
     return saves
 
 
-def field_problems(data: Any) -> list[str]:
-    """Why ``data`` (a parsed checkpoint) does not have exactly the six fields with the right types."""
+def field_problems(data: Any, pending_problem: Optional[Callable[[Any], Optional[str]]] = None) -> list[str]:
+    """Why ``data`` (a parsed checkpoint) does not have exactly the six fields with the right types.
+
+    ``pending_problem(value)`` replaces the check of ``pendingToolUse`` where a level gives it
+    another shape (level 5: a list of calls); it returns what is wrong, or None.
+    """
     if not isinstance(data, dict):
         return [f"the file holds a JSON {type(data).__name__}, not an object with the six fields"]
     problems = []
@@ -119,7 +123,13 @@ def field_problems(data: Any) -> list[str]:
     if extra:
         problems.append("extra keys that are not part of the protocol: " + ", ".join(f"`{k}`" for k in extra))
     for key, kind in FIELD_TYPES.items():
-        if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+        if key not in data:
+            continue
+        if key == "pendingToolUse" and pending_problem is not None:
+            problem = pending_problem(data[key])
+            if problem:
+                problems.append(problem)
+        elif not isinstance(data[key], kind) or isinstance(data[key], bool):
             want = "null or an object" if key == "pendingToolUse" else kind.__name__
             problems.append(f"`{key}` is {json.dumps(data[key])[:40]}, not {want}")
     if isinstance(data.get("version"), int) and data["version"] != VERSION and not isinstance(data["version"], bool):

@@ -32,7 +32,6 @@ try. ``exercises/level1/test_checkpoint.py`` turns each into one test; the kit's
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import json
 import os
@@ -42,7 +41,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .explore import _time_limit, LoopTimeout
+from .explore import LoopTimeout, _chdir, _time_limit
 from .protocol import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
 from .scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
@@ -121,16 +120,6 @@ class CrashedRun:
             return None
 
 
-@contextlib.contextmanager
-def _inside(path: str):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def _read(path: str) -> Optional[bytes]:
     try:
         with open(path, "rb") as f:
@@ -181,7 +170,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
                 changed = "save_checkpoint changed the loop's own state while saving it"
         run.saves.append(Save(label, turn, expected, _read(path), changed))
 
-    with _inside(workdir), _time_limit(TIMEOUT):
+    with _chdir(workdir), _time_limit(TIMEOUT):
         try:
             response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(state["messages"]))
             run.responses += 1
@@ -254,7 +243,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
     out = Resume()
     scenario = run.scenario
     model, tools = scenario.model(), run.tools
-    with _inside(run.workdir), _time_limit(TIMEOUT):
+    with _chdir(run.workdir), _time_limit(TIMEOUT):
         try:
             state = load_checkpoint(run.directory)
         except LoopTimeout as exc:
@@ -308,7 +297,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
         out.reconciled = pending
         turns += 1
 
-    with _inside(run.workdir), _time_limit(TIMEOUT):
+    with _chdir(run.workdir), _time_limit(TIMEOUT):
         try:
             while True:
                 response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(messages))
@@ -656,7 +645,7 @@ def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
         os.makedirs(os.path.join(workdir, RUN_DIRECTORY))
         with open(os.path.join(workdir, RUN_DIRECTORY, CHECKPOINT_NAME), "wb") as f:
             f.write(raw)
-        with _inside(workdir), _time_limit(TIMEOUT):
+        with _chdir(workdir), _time_limit(TIMEOUT):
             try:
                 return module.load_checkpoint(RUN_DIRECTORY), None
             except Exception as exc:  # noqa: BLE001 - which exception, if any, is what is being checked
