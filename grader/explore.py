@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from . import crash_models
 from .crash_models import CrashState, MODEL_NAMES
-from .invariants import INVARIANTS, Finding, Window, check
+from .invariants import INVARIANTS, Window, check
 from .protocol import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
 from .recorder import Op, Recorder, namespaces_of
 from .scripted import Scenario

@@ -67,7 +67,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from . import recorder as recorder_module
 from . import sandbox

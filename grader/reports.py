@@ -16,7 +16,6 @@ import json
 import os
 import re
 from collections import Counter
-from typing import Any
 
 from .invariants import INVARIANTS
 

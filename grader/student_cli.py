@@ -333,7 +333,7 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             out(textwrap.fill(words, matrix.terminal_width(), initial_indent="  ", subsequent_indent="  "))
         out(_render([col], level, paint, legend=True))
     else:
-        out(f"  (No crash matrix for this kind of level yet; the tests below are the verdict.)")
+        out("  (No crash matrix for this kind of level yet; the tests below are the verdict.)")
     out("")
     out(paint.bold("Tests") + f" (the same run as `pytest {_rel(level.starter_dir)}"
         + (f" --submission {_rel(folder)}`)" if folder.resolve() != level.starter_dir.resolve() else "`)"))
