@@ -68,9 +68,10 @@ class Op:
         """The operation in a learner's words: ``os.write of 8192 bytes to checkpoint.json.tmp``."""
         name = _short(self.path)
         if self.kind == "open":
-            how = "created" if "create" in self.flags else "opened"
-            trunc = ", emptying it" if "trunc" in self.flags else ""
-            return f"{self.api or 'open'} {how} {name} for writing{trunc}"
+            api = f"{self.api or 'open'}()"
+            if "create" in self.flags and "existed" not in self.flags:
+                return f"{api} created {name}"
+            return f"{api} opened {name} for writing" + (" and emptied it" if "trunc" in self.flags else "")
         if self.kind == "write":
             return f"{self.api} of {len(self.data)} bytes to {name} at offset {self.offset}"
         if self.kind == "truncate":
@@ -357,6 +358,9 @@ class RecordingFileIO(_io.FileIO):
     """A ``FileIO`` that reports each write the moment it reaches the OS."""
 
     def __init__(self, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None):
+        # Whether the name was already there: "emptied the old checkpoint" and "created a new file"
+        # teach different things, and only a look before the open can tell them apart.
+        existed = _active is not None and not isinstance(file, int) and os.path.lexists(file)
         with _inside():
             super().__init__(file, mode, closefd, opener)
         rec = _active
@@ -377,7 +381,8 @@ class RecordingFileIO(_io.FileIO):
             path = _abspath(file)
             handle = rec._register(fd, path, writable, "append" in flags)
             if writable and not _ignored(path) and not handle.is_dir:
-                rec.add("open", api="open", path=path, handle=handle.id, flags=flags)
+                rec.add("open", api="open", path=path, handle=handle.id,
+                        flags=flags | {"existed"} if existed else flags)
         self._handle = handle
 
     def write(self, b: Any) -> Optional[int]:
@@ -480,6 +485,7 @@ def _recording(name: str):
 
 @_recording("open")
 def _os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] = None) -> int:
+    existed = _active is not None and bool(flags & os.O_CREAT) and os.path.lexists(_abspath(path, dir_fd))
     with _inside():
         fd = _real["os.open"](path, flags, mode, dir_fd=dir_fd)
     rec = _active
@@ -489,7 +495,8 @@ def _os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] 
         handle = rec._register(fd, full, writable, bool(flags & os.O_APPEND))
         rec._just_opened = fd
         if writable and not handle.is_dir and not _ignored(full):
-            rec.add("open", api="os.open", path=full, handle=handle.id, flags=_os_flags(flags))
+            rec.add("open", api="os.open", path=full, handle=handle.id,
+                    flags=_os_flags(flags) | ({"existed"} if existed else set()))
     return fd
 
 

@@ -194,7 +194,7 @@ Read the log from the top and notice two things.
 
 * Between `tool 'list_tickets' starts` and the first save's `open`, the checkpoint is never touched.
   The file hears about a tool call only after the tool has returned.
-* Every save starts with `open ... emptying it`. From that operation on, the previous checkpoint no
+* Every save after the first starts with `open() ... emptied it`. From that operation on, the old checkpoint no
   longer exists, and the new one arrives in several `write`s: Python hands bytes to the OS in chunks
   (a large tool result goes in one big chunk), and the last chunk leaves Python's buffer only when
   the file is flushed and closed.
