@@ -21,6 +21,14 @@ from grader.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level3"
+# Corpus entries that are the shipped files themselves: graded from where they live, not from a copy.
+SHIPPED = {
+    "right_solution": ROOT / "solutions" / "level3" / "agent.py",
+}
+
+
+def submission_file(name):
+    return SHIPPED.get(name, CORPUS / name / "agent.py")
 KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"}
 
 
@@ -82,7 +90,7 @@ EXPECTED = {
 
 
 def test_the_corpus_is_complete():
-    on_disk = {p.name for p in CORPUS.iterdir() if (p / "agent.py").exists()}
+    on_disk = {p.name for p in CORPUS.iterdir() if (p / "agent.py").exists()} | set(SHIPPED)
     assert on_disk == set(EXPECTED)
     assert sum(1 for n in EXPECTED if n.startswith("right_")) >= 3
     assert sum(1 for n in EXPECTED if n.startswith("wrong_")) >= 6
@@ -90,7 +98,7 @@ def test_the_corpus_is_complete():
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_submission_fails_exactly_its_planted_checks(name, tmp_path):
-    assert failed_checks(CORPUS / name / "agent.py", tmp_path) == EXPECTED[name]
+    assert failed_checks(submission_file(name), tmp_path) == EXPECTED[name]
 
 
 def test_the_starter_is_the_level_2_solution_with_no_sync():
@@ -113,7 +121,7 @@ def test_the_starter_leaves_an_empty_checkpoint_after_a_power_cut_under_m3():
 
 def test_without_a_directory_fsync_the_previous_checkpoint_comes_back_under_m5():
     for name in ("wrong_starter_no_fsync", "wrong_file_fsync_only"):
-        exploration = explore(CORPUS / name / "agent.py", ("M5",))
+        exploration = explore(submission_file(name), ("M5",))
         rolled_back = [v for v in exploration.violations if "older save" in v.detail]
         assert rolled_back, f"{name}: {exploration.report()}"
         data = json.loads(rolled_back[0].files["checkpoint.json"])
