@@ -35,19 +35,14 @@ from .explore import Exploration, Violation, check_trace, record_run
 from .invariants import Finding, Window, parse_cached
 from .protocol import FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from .protocol import field_problems as protocol_field_problems
-from .scripted import NON_IDEMPOTENT_TOOLS, Scenario, _tool_id, _usage
+from .scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, _tool_id, _usage
 
-TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"
-
+# The course's tools, with tickets listed a month at a time (three months: three calls in one turn)
+# and a second tool that must not run twice.
 TOOLS = [
     {"name": "list_tickets", "description": "List the support tickets opened in one month.",
      "input_schema": {"type": "object", "properties": {"month": {"type": "string"}}, "required": ["month"]}},
-    {"name": "classify_tickets", "description": "Label each ticket with an issue type.",
-     "input_schema": {"type": "object", "properties": {"ticket_ids": {"type": "array", "items": {"type": "string"}}},
-                      "required": ["ticket_ids"]}},
-    {"name": "publish_table", "description": "Post a Markdown table to the team channel (not idempotent).",
-     "input_schema": {"type": "object", "properties": {"title": {"type": "string"}, "markdown": {"type": "string"}},
-                      "required": ["title", "markdown"]}},
+    *TICKET_TOOLS[1:],
     {"name": "email_summary", "description": "Email the table to the support leads (not idempotent).",
      "input_schema": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
                       "required": ["to", "body"]}},
@@ -116,7 +111,7 @@ def parallel_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
                             "body": " ".join(rng.choice(["app", "order", "card", "account", "error", "ünïcode"])
                                              for _ in range(rng.randint(8, 20)))})
     ids = [r["id"] for m in months for r in rows[m]]
-    kinds = ["billing", "login", "bug", "feature request", "shipping", "refund"]
+    kinds = ISSUE_TYPES
     labels = {tid: rng.choice(kinds) for tid in ids}
     half = len(ids) // 2
     counts = {t: sum(1 for v in labels.values() if v == t) for t in kinds}
@@ -133,7 +128,7 @@ def parallel_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
     texts = ["I'll list the three months of the quarter at once.",
              f"There are {tickets} tickets. I'll classify them in two batches.",
              "Here is the table; I'll publish it and email it to the leads."]
-    return from_parallel_turns(TASK, turns, "Done. Q3 tickets by issue type:\n\n" + table, seed=seed,
+    return from_parallel_turns(TICKET_TASK, turns, "Done. Q3 tickets by issue type:\n\n" + table, seed=seed,
                                name="support-tickets-parallel", texts=texts, tools=TOOLS,
                                non_idempotent=NON_IDEMPOTENT_TOOLS | {"email_summary"})
 
