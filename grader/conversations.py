@@ -93,6 +93,11 @@ def generated(seed: int, count: int, kind: str = "conversations", **kwargs) -> l
     return _DRAWN[key]
 
 
+def drawn(kind: str) -> list:
+    """Every scenario of ``kind`` drawn so far in this process."""
+    return [scenario for key, scenarios in _DRAWN.items() if key[0] == kind for scenario in scenarios]
+
+
 def warm(seed: int, count: int) -> None:
     """Draw the lists the levels' property tests ask for, ahead of time (see :func:`generated`)."""
     generated(seed, count)

@@ -217,8 +217,12 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
             pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)])
         finally:
             os.chdir(cwd)
-    conversations.warm(plugin.DEFAULT_SEED if seed is None else seed,
-                       plugin.DEFAULT_EXAMPLES if examples is None else examples)
+    seed = plugin.DEFAULT_SEED if seed is None else seed
+    conversations.warm(seed, plugin.DEFAULT_EXAMPLES if examples is None else examples)
+    # What a correct loop saves on each of those conversations: every judge compares with it.
+    from .protocol import reference_saves
+    for scenario in [scripted.support_tickets(seed)] + conversations.drawn("conversations"):
+        reference_saves(scenario.task, scenario.responses, scenario.results)
 
 
 class Job:

@@ -53,7 +53,6 @@ computed where the submission could have interfered.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import json
@@ -131,48 +130,76 @@ class RemoteObject:
 
 # -- decoding what the worker sends ---------------------------------------------------------------
 
-def decode(value: Any, objects: dict) -> Any:
-    if isinstance(value, list):
-        return [decode(v, objects) for v in value]
-    if isinstance(value, dict):
-        if len(value) == 1:
-            (tag, inner), = value.items()
-            if tag == "$b" and isinstance(inner, str):
-                return base64.b64decode(inner)
-            if tag == "$t" and isinstance(inner, list):
-                return tuple(decode(v, objects) for v in inner)
-            if tag == "$s" and isinstance(inner, list):
-                try:
-                    return frozenset(decode(v, objects) for v in inner)
-                except TypeError:
-                    return RemoteObject("set", "(a set of unhashable values)")
-            if tag == "$d" and isinstance(inner, list):
-                out = {}
-                for pair in inner:
-                    if isinstance(pair, list) and len(pair) == 2:
-                        key = decode(pair[0], objects)
-                        try:
-                            out[key] = decode(pair[1], objects)
-                        except TypeError:
-                            out[repr(key)] = decode(pair[1], objects)
-                return out
-            if tag == "$o" and isinstance(inner, int) and not isinstance(inner, bool):
-                return objects.get(inner, RemoteObject("object", "(an object the grader does not know)"))
-            if tag == "$r" and isinstance(inner, list) and len(inner) == 2:
-                return RemoteObject(str(inner[0]), str(inner[1]))
-            if tag == "$f" and inner in ("nan", "inf", "-inf"):
-                return float(inner)
-            if tag == "$op" and isinstance(inner, dict):
-                return _decode_op(inner, objects)
-        return {k: decode(v, objects) for k, v in value.items()}
-    return value
+_MISSING_OBJECT = ("object", "(an object the grader does not know)")
 
 
-def _decode_op(fields: dict, objects: dict) -> Optional[Op]:
-    kind = fields.get("kind")
+def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
+    """A ``json.loads`` object hook that decodes the worker's tagged forms in the same pass.
+
+    ``{"$B": [offset, length]}`` is bytes sent raw after the JSON (``body[start:]``); ``$t`` a
+    tuple, ``$s`` a set, ``$d`` a dict with keys JSON cannot hold, ``$o`` one of the judge's own
+    ``objects`` handed to the call, ``$r`` a stand-in for an object that cannot cross, ``$f`` a
+    float JSON cannot hold, ``$op`` one file operation. JSON decodes inner objects first, so each
+    tag sees its contents already decoded. Anything else stays a plain dict.
+    """
+    end = len(body)
+    objects = {} if objects is None else objects
+
+    def hook(obj: dict) -> Any:
+        if len(obj) != 1:
+            return obj
+        (tag, inner), = obj.items()
+        if tag == "$B":
+            if isinstance(inner, list) and len(inner) == 2 and all(type(n) is int and n >= 0 for n in inner) \
+                    and start + inner[0] + inner[1] <= end:
+                return body[start + inner[0]:start + inner[0] + inner[1]]
+            raise ValueError("a reference to bytes outside the message")
+        if tag == "$t" and isinstance(inner, list):
+            return tuple(inner)
+        if tag == "$s" and isinstance(inner, list):
+            try:
+                return frozenset(inner)
+            except TypeError:
+                return RemoteObject("set", "(a set of unhashable values)")
+        if tag == "$d" and isinstance(inner, list):
+            out = {}
+            for pair in inner:
+                if isinstance(pair, list) and len(pair) == 2:
+                    try:
+                        out[pair[0]] = pair[1]
+                    except TypeError:
+                        out[repr(pair[0])] = pair[1]
+            return out
+        if tag == "$o" and type(inner) is int:
+            return objects[inner] if inner in objects else RemoteObject(*_MISSING_OBJECT)
+        if tag == "$r" and isinstance(inner, list) and len(inner) == 2:
+            return RemoteObject(str(inner[0]), str(inner[1]))
+        if tag == "$f" and inner in ("nan", "inf", "-inf"):
+            return float(inner)
+        if tag == "$op" and isinstance(inner, list) and len(inner) == len(OP_FIELDS):
+            return _decode_op(dict(zip(OP_FIELDS, inner)))
+        return obj
+
+    return hook
+
+
+def unframe(data: bytes, objects: Optional[dict] = None) -> Any:
+    """One whole message from the worker (see :func:`grader.worker.frame`), decoded; None if unreadable."""
+    if len(data) < 8:
+        return None
+    head, blob_size = struct.unpack(">II", data[:8])
+    if len(data) != 8 + head + blob_size:
+        return None
+    try:
+        return json.loads(data[8:8 + head], object_hook=message_hook(data, 8 + head, objects))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _decode_op(values: dict) -> Optional[Op]:
+    kind = values.get("kind")
     if kind not in FS_KINDS and kind != "flush":
         return None  # loop events are recorded by the judge alone
-    values = {name: decode(fields.get(name), objects) for name in OP_FIELDS}
 
     def text(v: Any) -> Optional[str]:
         return v if isinstance(v, str) else None
@@ -302,21 +329,20 @@ class Worker:
                     self.died(what)
                 view = view[n:]
 
-    def read_message(self, what: str, startup: bool = False) -> dict:
+    def read_message(self, what: str, startup: bool = False, objects: Optional[dict] = None) -> dict:
+        """The worker's next message, decoded (``objects``: the judge's own objects handed to this call)."""
         while True:
-            if len(self.inbox) >= 4:
-                (size,) = struct.unpack(">I", bytes(self.inbox[:4]))
+            if len(self.inbox) >= 8:
+                head, blob_size = struct.unpack(">II", bytes(self.inbox[:8]))
+                size = head + blob_size
                 if size > MAX_MESSAGE:
                     self.stop()
                     raise Incident(self.box.incident(f"the process running your code sent the grader "
                                                      f"{size} bytes at once while {what}; it was stopped"))
-                if len(self.inbox) >= 4 + size:
-                    body = bytes(self.inbox[4:4 + size])
-                    del self.inbox[:4 + size]
-                    try:
-                        message = json.loads(body)
-                    except (ValueError, RecursionError):
-                        message = None
+                if len(self.inbox) >= 8 + size:
+                    data = bytes(self.inbox[:8 + size])
+                    del self.inbox[:8 + size]
+                    message = unframe(data, objects)
                     if not isinstance(message, dict):
                         self.stop()
                         raise Incident(self.box.incident(f"the process running your code sent the grader something "
@@ -452,7 +478,7 @@ class RemoteModule(types.ModuleType):
             elif info.get("kind") == "exception":
                 setattr(module, attr, module._mirror(attr, info.get("mro") or []))
             elif info.get("kind") == "value":
-                setattr(module, attr, decode(info.get("value"), {}))
+                setattr(module, attr, info.get("value"))
             elif info.get("kind") == "class":
                 setattr(module, attr, RemoteClass(filename, attr))
         return module
@@ -558,7 +584,7 @@ class RemoteFunction:
         try:
             worker.send(request, what)
             while True:
-                message = worker.read_message(what)
+                message = worker.read_message(what, objects=objects)
                 op = message.get("op")
                 if op in ("ops", "callback", "return", "raise"):
                     self._take_ops(rec, message.get("ops"), objects, handle_base)
@@ -585,8 +611,7 @@ class RemoteFunction:
                 if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str):
                     sys.audit("open", item[0], item[1] if isinstance(item[1], str) else None,
                               item[2] if isinstance(item[2], int) else None)
-        new_args = decode(message.get("args"), objects)
-        new_kwargs = decode(message.get("kwargs"), objects)
+        new_args, new_kwargs = message.get("args"), message.get("kwargs")
         if isinstance(new_args, list) and len(new_args) == len(args):
             for old, new in zip(args, new_args):
                 _merge(old, new)
@@ -597,14 +622,13 @@ class RemoteFunction:
         if message.get("op") == "raise":
             error = message.get("error") if isinstance(message.get("error"), dict) else {}
             raise module._exception(error)
-        return decode(message.get("value"), objects)
+        return message.get("value")
 
     @staticmethod
     def _take_ops(rec: Any, ops: Any, objects: dict, handle_base: int) -> None:
         if not isinstance(ops, list) or rec is None:
             return
-        for raw in ops:
-            op = decode(raw, objects)
+        for op in ops:
             if not isinstance(op, Op):
                 continue
             rec.add(op.kind, api=op.api, path=op.path, dest=op.dest,
@@ -613,8 +637,7 @@ class RemoteFunction:
 
     def _serve_callback(self, worker: Worker, message: dict, objects: dict, what: str) -> None:
         fn = objects.get(message.get("id"))
-        args = decode(message.get("args"), objects)
-        kwargs = decode(message.get("kwargs"), objects)
+        args, kwargs = message.get("args"), message.get("kwargs")
         if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict) \
                 or not all(isinstance(k, str) for k in kwargs):
             worker.send({"op": "error", "type": "TypeError", "mro": ["TypeError", "Exception"],

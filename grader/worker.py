@@ -12,15 +12,16 @@ judge (the scripted model and tools live there, so the judge, not this process, 
 and tool calls really happened). Every verdict is computed by the judge from that data.
 
 Wire format. Judge to worker: a 4-byte length and a pickle (the judge is trusted, this process is
-not). Worker to judge: a 4-byte length and JSON with a few tagged forms (bytes, tuples, sets,
-non-string keys, recorder operations, objects that stand for something in the judge), because the
-judge must never unpickle anything a student's code could have written.
+not). Worker to judge: two 4-byte lengths, JSON with a few tagged forms (tuples, sets, non-string
+keys, recorder operations, objects that stand for something in the judge), then the raw bytes the
+JSON points into (``{"$B": [start, length]}``), because the judge must never unpickle anything a
+student's code could have written. Bytes travel raw, not as base64 inside the JSON: a level's
+generated conversations write tens of megabytes, and encoding them was most of a grading run.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import builtins
 import importlib.util
 import itertools
@@ -62,12 +63,38 @@ class Stand:
 
 # -- encoding for the worker-to-judge direction (JSON, tagged) ------------------------------------
 
+class Blob:
+    """Bytes in an encoded message: sent after the JSON, raw (see :func:`send`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
 OP_FIELDS = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
              "payload", "note")
 
 
 def encode(value: Any, depth: int = 0) -> Any:
     """Plain data for JSON; anything else becomes a description the judge cannot mistake for data."""
+    # Fast paths first: a loop's messages are thousands of exact str, list and dict values.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if depth <= 200:
+        if kind is list:
+            return [encode(v, depth + 1) for v in value]
+        if kind is dict:
+            for key in value:
+                if type(key) is not str or key.startswith("$"):
+                    break
+            else:
+                return {k: encode(v, depth + 1) for k, v in value.items()}
+    return _encode_other(value, depth)
+
+
+def _encode_other(value: Any, depth: int) -> Any:
     if depth > 200:
         return {"$r": ["object", "(nested too deeply to send)"]}
     if value is None or isinstance(value, (bool, int, str)):
@@ -78,7 +105,7 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(ident, int):
         return {"$o": ident}
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+        return Blob(bytes(value))
     if isinstance(value, list):
         return [encode(v, depth + 1) for v in value]
     if isinstance(value, tuple):
@@ -90,7 +117,7 @@ def encode(value: Any, depth: int = 0) -> Any:
             return {k: encode(v, depth + 1) for k, v in value.items()}
         return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
     if isinstance(value, Op):
-        return {"$op": {name: encode(getattr(value, name), depth + 1) for name in OP_FIELDS}}
+        return {"$op": [encode(getattr(value, name), depth + 1) for name in OP_FIELDS]}
     try:
         text = repr(value)[:200]
     except Exception:  # noqa: BLE001 - a student's __repr__ may raise anything
@@ -122,9 +149,26 @@ def _write_all(data: bytes) -> None:
         view = view[n:]
 
 
+def frame(message: dict) -> bytes:
+    """One message as it goes on the pipe: two lengths, the JSON, then the raw bytes it points into."""
+    blobs: list = []
+    offset = 0
+
+    def place(value: Any) -> dict:
+        nonlocal offset
+        if not isinstance(value, Blob):
+            raise TypeError(f"cannot send {type(value).__name__}")
+        start = offset
+        blobs.append(value.data)
+        offset += len(value.data)
+        return {"$B": [start, len(value.data)]}
+
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False, default=place).encode("utf-8")
+    return b"".join([struct.pack(">II", len(body), offset), body, *blobs])
+
+
 def send(message: dict) -> None:
-    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    _write_all(struct.pack(">I", len(body)) + body)
+    _write_all(frame(message))
 
 
 def _read_exact(n: int) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
 from pathlib import Path
 
@@ -15,12 +16,29 @@ KIT = Path(__file__).resolve().parent.parent
 
 
 def roundtrip(value, objects=None):
-    return judge.decode(json.loads(json.dumps(worker.encode(value))), objects or {})
+    return judge.unframe(worker.frame({"value": worker.encode(value)}), objects)["value"]
+
+
+def from_worker(message, objects):
+    """What the judge reads when the worker sends ``message`` exactly as written (JSON, tags and all)."""
+    return judge.unframe(worker.frame({"value": message}), objects)["value"]
 
 
 def test_worker_data_comes_back_as_the_same_values():
     value = {"a": [1, 2.5, None, True], "b": b"\x00\xff", "t": (1, "x"), 3: "int key", "$x": "dollar key"}
     assert roundtrip(value) == value
+
+
+def test_a_message_that_points_outside_itself_or_lies_about_its_length_is_refused():
+    def framed(body: dict, blob: bytes) -> bytes:
+        text = json.dumps(body).encode()
+        return struct.pack(">II", len(text), len(blob)) + text + blob
+
+    assert judge.unframe(framed({"v": {"$B": [1, 2]}}, b"abc")) == {"v": b"bc"}
+    assert judge.unframe(framed({"v": {"$B": [0, 99]}}, b"abc")) is None, "bytes past the end of the message"
+    assert judge.unframe(framed({"v": {"$B": [-1, 2]}}, b"abc")) is None
+    assert judge.unframe(framed({"v": 1}, b"")[:-1]) is None, "a message shorter than its header says"
+    assert judge.unframe(b"\x00\x00\x00\x02{}") is None
 
 
 def test_an_object_the_worker_cannot_send_comes_back_as_a_description_not_code():
@@ -35,6 +53,7 @@ def test_loop_events_from_the_worker_are_dropped_and_file_operations_kept():
     ops = [Op(0, "model_end", payload=(1, {})), Op(1, "write", api="write", path="/x/c.json", handle=1, offset=0,
                                                      data=b"{}", flags=frozenset({"create"}))]
     got = roundtrip(ops)
+    assert isinstance(got[1].data, bytes), "written bytes travel raw beside the JSON"
     assert got[0] is None, "only the judge may record model and tool calls"
     assert got[1].kind == "write" and got[1].data == b"{}" and got[1].path == "/x/c.json"
 
@@ -47,11 +66,11 @@ def test_an_argument_the_function_changed_is_brought_back_keeping_what_did_not_c
     sent = judge._prepare(state, objects)
     assert isinstance(sent["client"], worker.Stand)
     changed = {"turns": 2, "client": {"$o": id(client)}, "startedAt": 12.5, "messages": [{"role": "user"}, {"x": 1}]}
-    judge._merge(state, judge.decode(changed, objects))
+    judge._merge(state, from_worker(changed, objects))
     assert state["turns"] == 2 and state["client"] is client and state["startedAt"] is started
     assert state["messages"][-1] == {"x": 1}
     removed = {"turns": 2, "startedAt": 12.5, "messages": []}
-    judge._merge(state, judge.decode(removed, objects))
+    judge._merge(state, from_worker(removed, objects))
     assert "client" not in state
 
 
