@@ -292,12 +292,15 @@ class Worker:
         self.from_worker, from_worker_w = os.pipe()
         self.out_r, out_w = os.pipe()
         extra = f", '--pytest', {json.dumps(pytest_args)!r}" if pytest_args is not None else ""
-        code = (f"import sys; sys.path.insert(0, {KIT_PARENT!r}); from grader.worker import main; "
+        # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
+        # the site-packages folders are still on the path, for a submission that imports a library.
+        code = (f"import sys, site; sys.path[:0] = [{KIT_PARENT!r}]; sys.path += site.getsitepackages(); "
+                f"from grader.worker import main; "
                 f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
-        self.proc = subprocess.Popen([sys.executable, "-I", "-c", code], pass_fds=(to_worker_r, from_worker_w),
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code], pass_fds=(to_worker_r, from_worker_w),
                                      stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
                                      cwd=cwd or env["HOME"],
                                      start_new_session=True,
@@ -872,11 +875,16 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
         args += ["--crashcourse-seed", str(seed)]
     if examples is not None:
         args += ["--crashcourse-examples", str(examples)]
+    # Only the plugins a level's tests use: whatever else is installed (pytest-benchmark asks git
+    # for the commit on every start) would cost each of hundreds of judges for nothing.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    lean = ["-p", "grader.plugin"] + [w for name in ("logging", "junitxml", "pastebin", "doctest", "faulthandler",
+                                                     "stepwise", "nose", "legacypath") for w in ("-p", f"no:{name}")]
     error = None
     os.chdir(kit_root)
     remember_pristine()
     try:
-        code = pytest.main(args, plugins=[collector])
+        code = pytest.main(args + lean, plugins=[collector])
         if collector.collect_errors:
             error = "the level's tests could not be collected:\n" + collector.collect_errors[0]
         elif code not in (0, 1) and not collector.tests:
