@@ -30,7 +30,7 @@ from .crash_models import CrashState, MODEL_NAMES
 from .invariants import INVARIANTS, Window, check
 from .protocol import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
 from .recorder import Op, Recorder, namespaces_of
-from .scripted import Scenario
+from .scripted import Scenario, clone
 
 POWER_MODELS = ("M3", "M4", "M5")
 
@@ -182,11 +182,11 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
         n = model.calls + 1
         recorder.event("model_start", n)
         response = model(**kwargs)
-        recorder.event("model_end", (n, copy.deepcopy(response)))
+        recorder.event("model_end", (n, clone(response)))
         return response
 
     def execute_tool(name: str, tool_input: Any) -> str:
-        recorder.event("tool_start", (name, copy.deepcopy(tool_input)))
+        recorder.event("tool_start", (name, clone(tool_input)))
         result = tools(name, tool_input)
         recorder.event("tool_end", (name, result))
         return result

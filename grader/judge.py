@@ -641,6 +641,11 @@ class RemoteFunction:
     def _serve_callback(self, worker: Worker, message: dict, objects: dict, what: str) -> None:
         fn = objects.get(message.get("id"))
         args, kwargs = message.get("args"), message.get("kwargs")
+        if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.worker.plain_json)
+            try:
+                args, kwargs = json.loads(message["json"])
+            except (ValueError, TypeError, RecursionError):
+                args = kwargs = None
         if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict) \
                 or not all(isinstance(k, str) for k in kwargs):
             worker.send({"op": "error", "type": "TypeError", "mro": ["TypeError", "Exception"],

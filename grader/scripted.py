@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,14 @@ TICKET_TOOLS = [
 ]
 
 NON_IDEMPOTENT_TOOLS = frozenset({"publish_table"})
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of plain data (what ``copy.deepcopy`` gives, several times faster for JSON-like values)."""
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - something pickle cannot carry: the slow, general copy
+        return copy.deepcopy(value)
 
 
 class ScriptedModelError(AssertionError):
@@ -111,7 +120,7 @@ class ScriptedModel:
                 f"the model was called again after its final answer (the conversation already has {index} "
                 "assistant turns and the last one ended with stop_reason 'end_turn')")
         self.calls += 1
-        return copy.deepcopy(self.scenario.responses[index])
+        return clone(self.scenario.responses[index])
 
 
 class ScriptedTools:

@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import pickle
+import re
 import struct
 import sys
 import traceback
@@ -149,6 +150,28 @@ def _write_all(data: bytes) -> None:
         view = view[n:]
 
 
+_TAG_KEY = re.compile(rb'\{"\$(?:B|t|s|d|o|r|f|op)":')
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+def plain_json(value: Any) -> Optional[bytes]:
+    """``value`` as the JSON an HTTP API would receive, or None if it is not plain JSON data.
+
+    The fast road for what a loop hands the model (the whole conversation, on every call): one
+    pass of the C encoder instead of :func:`encode`'s walk. Tuples become lists and number keys
+    strings, as they would on the wire to the real API. Anything else (bytes, an object from the
+    judge, NaN, a dict the judge would mistake for one of its tags) takes the careful road.
+    """
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=_refuse).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return None if _TAG_KEY.search(text) else text
+
+
 def frame(message: dict) -> bytes:
     """One message as it goes on the pipe: two lengths, the JSON, then the raw bytes it points into."""
     blobs: list = []
@@ -249,8 +272,14 @@ class Session:
         session = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            session.flush_ops()
-            send({"op": "callback", "id": cb.ident, "args": encode(list(args)), "kwargs": encode(kwargs)})
+            # The file operations so far travel with the call, so the judge records them first.
+            message = {"op": "callback", "id": cb.ident, "ops": session.take_ops()}
+            plain = plain_json([list(args), kwargs])
+            if plain is not None:
+                message["json"] = Blob(plain)  # [args, kwargs] as JSON text, read in one pass by the judge
+            else:
+                message.update(args=encode(list(args)), kwargs=encode(kwargs))
+            send(message)
             reply = receive()
             if reply.get("op") == "error":
                 raise session.judge_exception(reply)
@@ -271,13 +300,14 @@ class Session:
             self.exception_types[(name, mro)] = cls
         return cls(reply.get("message", ""))
 
-    def flush_ops(self) -> None:
+    def take_ops(self) -> list:
+        """The recorder's operations not sent yet, encoded."""
         rec = self.recorder
         if rec is None or len(rec.ops) == self.sent:
-            return
+            return []
         ops = rec.ops[self.sent:]
         self.sent = len(rec.ops)
-        send({"op": "ops", "ops": [encode(op) for op in ops]})
+        return [encode(op) for op in ops]
 
     # requests
     def load(self, request: dict) -> dict:
@@ -335,7 +365,7 @@ class Session:
         except BaseException as exc:  # noqa: BLE001 - reported as data; the judge decides what it means
             outcome = {"op": "raise", "error": describe_exception(exc, filename)}
         if self.recorder is not None:
-            self.flush_ops()
+            outcome["ops"] = self.take_ops()
             outcome["unseen"] = list(dict.fromkeys(self.recorder.unseen))[:50]
         self.recorder = None
         outcome["reads"], _reads = _reads, None
