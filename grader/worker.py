@@ -21,7 +21,6 @@ generated conversations write tens of megabytes, and encoding them was most of a
 
 from __future__ import annotations
 
-import argparse
 import builtins
 import importlib.util
 import itertools
@@ -31,7 +30,6 @@ import pickle
 import re
 import struct
 import sys
-import traceback
 from typing import Any, Optional
 
 from . import recorder as _recorder_module
@@ -127,6 +125,8 @@ def _encode_other(value: Any, depth: int) -> Any:
 
 
 def describe_exception(exc: BaseException, filename: str = "") -> dict:
+    import traceback  # only when something failed: most workers never need it
+
     frames = traceback.extract_tb(exc.__traceback__)
     keep = [f for f in frames if filename and os.path.basename(f.filename) == filename] or frames[-1:]
     try:
@@ -416,21 +416,28 @@ def run_tests(args: list) -> None:
     send({"op": "results", "tests": keep.tests})
 
 
+def _options(argv: list) -> dict:
+    """``--name value`` pairs. The judge builds this command line; argparse would cost every worker
+    a noticeable share of its start-up for four options."""
+    if len(argv) % 2 or any(not name.startswith("--") for name in argv[::2]):
+        raise SystemExit("usage: python -m grader.worker --read FD --write FD --folder PATH [--pytest JSON]")
+    options = {name[2:]: value for name, value in zip(argv[::2], argv[1::2])}
+    missing = {"read", "write", "folder"} - set(options)
+    if missing:
+        raise SystemExit(f"grader.worker: missing --{', --'.join(sorted(missing))}")
+    return options
+
+
 def main(argv: Optional[list] = None) -> None:
     global _read_fd, _write_fd
-    parser = argparse.ArgumentParser(prog="python -m grader.worker")
-    parser.add_argument("--read", type=int, required=True)
-    parser.add_argument("--write", type=int, required=True)
-    parser.add_argument("--folder", required=True)
-    parser.add_argument("--pytest", default=None, help="JSON list of pytest arguments (the fallback)")
-    args = parser.parse_args(argv)
-    _read_fd, _write_fd = args.read, args.write
+    options = _options(sys.argv[1:] if argv is None else list(argv))
+    _read_fd, _write_fd = int(options["read"]), int(options["write"])
     sys.dont_write_bytecode = True
     sys.addaudithook(_note_read)
-    if args.pytest:
-        run_tests(json.loads(args.pytest))
+    if options.get("pytest"):
+        run_tests(json.loads(options["pytest"]))
     else:
-        serve(args.folder)
+        serve(options["folder"])
     # Leave at once: a non-daemon thread a submission started must not keep this process alive.
     os._exit(0)
 
