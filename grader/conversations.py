@@ -8,6 +8,7 @@ deterministic under a seed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from hypothesis import strategies as st
@@ -68,6 +69,31 @@ def _strategy(kind: str, kwargs: dict):
     return conversations(**kwargs)
 
 
+@contextlib.contextmanager
+def _without_local_constants():
+    """Draw without Hypothesis's habit of mixing in constants from the source of loaded modules.
+
+    Recent Hypothesis versions sometimes return a literal found in any local module already
+    imported. Which modules those are differs between ``pytest exercises/level2`` (the student's
+    file is loaded by then) and ``crashcourse grade`` (it is not), so the same seed would give
+    different conversations, and a failure's re-run command would not reproduce it.
+    """
+    try:
+        from hypothesis.internal.conjecture.providers import HypothesisProvider
+    except ImportError:  # an older Hypothesis, which does not do this
+        yield
+        return
+    original = HypothesisProvider.__dict__.get("_maybe_draw_constant")
+    if original is None:
+        yield
+        return
+    HypothesisProvider._maybe_draw_constant = lambda self, *args, **kwargs: None
+    try:
+        yield
+    finally:
+        HypothesisProvider._maybe_draw_constant = original
+
+
 def generated(seed: int, count: int, kind: str = "conversations", **kwargs) -> list:
     """``count`` scenarios drawn from the strategy under ``seed``: the same list every time.
 
@@ -89,7 +115,8 @@ def generated(seed: int, count: int, kind: str = "conversations", **kwargs) -> l
         def collect(scenario: Scenario) -> None:
             drawn.append(scenario)
 
-        collect()
+        with _without_local_constants():
+            collect()
         _DRAWN[key] = drawn
     return _DRAWN[key]
 
