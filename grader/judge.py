@@ -312,6 +312,7 @@ class Worker:
         for fd in (self.from_worker, self.out_r):
             with contextlib.suppress(OSError, AttributeError):
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)  # fewer wake-ups for a chatty worker
+        self.sent_messages: dict = {}  # callback -> the messages its last call carried (see _with_kept_messages)
         self.buffer = bytearray(1 << 20)
         self.view = memoryview(self.buffer)
         self.inbox = bytearray()
@@ -592,6 +593,7 @@ class RemoteFunction:
         request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
                    "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None}
         handle_base = 1_000_000 * box.calls
+        worker.sent_messages = {}  # the worker forgets them too when a call starts
         try:
             worker.send(request, what)
             while True:
@@ -649,16 +651,23 @@ class RemoteFunction:
     def _serve_callback(self, worker: Worker, message: dict, objects: dict, what: str) -> None:
         fn = objects.get(message.get("id"))
         args, kwargs = message.get("args"), message.get("kwargs")
+        ident = message.get("id")
         if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.worker.plain_json)
             try:
                 args, kwargs = json.loads(message["json"])
+                kwargs = _with_kept_messages(kwargs, worker.sent_messages.get(ident), message.get("keep"))
             except (ValueError, TypeError, RecursionError):
                 args = kwargs = None
         if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict) \
                 or not all(isinstance(k, str) for k in kwargs):
+            worker.sent_messages.pop(ident, None)
             worker.send({"op": "error", "type": "TypeError", "mro": ["TypeError", "Exception"],
-                         "message": "the grader could not read that call"}, what)
+                         "message": "the grader could not read that call", "resync": True}, what)
             return
+        if isinstance(message.get("json"), bytes) and isinstance(kwargs.get("messages"), list):
+            worker.sent_messages[ident] = kwargs["messages"]
+        else:
+            worker.sent_messages.pop(ident, None)
         try:
             value = fn(*args, **kwargs)
         except (Incident, _loop_timeout()):
@@ -668,6 +677,17 @@ class RemoteFunction:
                          "message": str(exc)}, what)
             return
         worker.send({"op": "value", "value": _prepare(value, objects)}, what)
+
+
+def _with_kept_messages(kwargs: Any, before: Optional[list], keep: Any) -> Any:
+    """``kwargs`` with its ``messages`` put back together: the first ``keep`` from the last call, then
+    the ones sent now (see ``Session.unchanged_messages`` in :mod:`grader.worker`)."""
+    if keep in (None, 0):
+        return kwargs
+    if type(keep) is not int or keep < 0 or before is None or keep > len(before) or not isinstance(kwargs, dict) \
+            or not isinstance(kwargs.get("messages"), list):
+        raise ValueError("the call refers to messages the grader was not sent")
+    return dict(kwargs, messages=before[:keep] + kwargs["messages"])
 
 
 def _loop_timeout() -> type:
