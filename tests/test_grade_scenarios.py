@@ -72,3 +72,72 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
     result = grade(tmp_path, spy, scenario_file, monkeypatch)
     assert [(t["name"], t["status"], t["max_score"]) for t in result] == [
         ("instructor scenario: refund audit", "passed", 2.0)], result[0]["output"]
+
+
+CONVERSATION = '''
+def talk(call):
+    history = [{"role": "user", "content": "the task " * 200}]
+    call(messages=history)
+    history.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+    call(messages=history)
+    history[0]["content"] = "the task, edited in place"
+    call(messages=history)
+    history.append({"role": "user", "content": 1})
+    call(messages=history)
+    history[-1]["content"] = True          # equal to 1 in Python, not in JSON
+    call(messages=history)
+    history.pop(1)
+    call(messages=history)
+    call(messages=list(history), tools=[{"name": "t"}])
+    call(messages=[])
+    call(messages=history)
+    return len(history)
+'''
+
+
+def test_the_model_sees_every_conversation_exactly_as_the_loop_sent_it(tmp_path, monkeypatch):
+    """Calls send only the messages that changed since the last call; what arrives must still be exact."""
+    import copy
+    source = tmp_path / "talk" / "agent.py"
+    source.parent.mkdir()
+    source.write_text(CONVERSATION)
+
+    def recorder(seen):
+        def call(**kwargs):
+            seen.append(copy.deepcopy(kwargs))
+            return "reply"
+        return call
+
+    expected: list = []
+    namespace: dict = {}
+    exec(CONVERSATION, namespace)
+    namespace["talk"](recorder(expected))
+
+    root = Path(tempfile.mkdtemp(prefix="box-", dir=tmp_path))
+    (root / "submission").mkdir(parents=True)
+    (root / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root / "tmp"))
+    shutil.copy(source, root / "submission" / "agent.py")
+    box = judge.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20)
+    judge.RemoteSubmission.box = box
+    got: list = []
+    try:
+        talk = judge.RemoteSubmission(root / "submission").function("agent.py", "talk")
+        assert talk(recorder(got)) == 2
+        assert talk(recorder(got)) == 2, "a second call starts from nothing on both sides"
+    finally:
+        box.shutdown()
+    assert got == expected * 2
+    assert [type(c["messages"][-1]["content"]) for c in got[3:5]] == [int, bool]
+
+
+def test_a_call_that_refers_to_messages_never_sent_is_refused():
+    before = [{"role": "user", "content": "x"}]
+    sent = {"messages": [{"role": "assistant", "content": "y"}]}
+    assert judge._with_kept_messages(sent, before, 1)["messages"] == before + sent["messages"]
+    assert judge._with_kept_messages(sent, before, 0) is sent
+    for keep in (2, -1, True, "1", 1.0):
+        with pytest.raises(ValueError):
+            judge._with_kept_messages(sent, before, keep)
+    with pytest.raises(ValueError):
+        judge._with_kept_messages(sent, None, 1)
