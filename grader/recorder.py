@@ -26,7 +26,6 @@ import os
 import stat
 import sys
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 _real = {
@@ -46,23 +45,35 @@ FS_KINDS = frozenset({"open", "write", "truncate", "fsync", "rename", "unlink", 
 LOOP_KINDS = frozenset({"model_start", "model_end", "tool_start", "tool_end", "run_start", "run_end"})
 
 
-@dataclass
 class Op:
-    """One recorded operation. ``path`` is absolute; ``handle`` names one open file (fds get reused)."""
+    """One recorded operation. ``path`` is absolute; ``handle`` names one open file (fds get reused).
 
-    index: int
-    kind: str
-    api: str = ""
-    path: Optional[str] = None
-    dest: Optional[str] = None
-    handle: Optional[int] = None
-    offset: int = 0
-    data: bytes = b""
-    size: int = 0
-    flags: frozenset = frozenset()
-    is_dir: bool = False
-    payload: Any = None
-    note: str = ""
+    A plain class rather than a dataclass: the sandboxed worker imports this module on every start,
+    and ``dataclasses`` (with ``inspect``) was the slowest part of that start.
+    """
+
+    __slots__ = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
+                 "payload", "note")
+
+    def __init__(self, index: int, kind: str, api: str = "", path: Optional[str] = None, dest: Optional[str] = None,
+                 handle: Optional[int] = None, offset: int = 0, data: bytes = b"", size: int = 0,
+                 flags: frozenset = frozenset(), is_dir: bool = False, payload: Any = None, note: str = ""):
+        self.index, self.kind, self.api, self.path, self.dest = index, kind, api, path, dest
+        self.handle, self.offset, self.data, self.size, self.flags = handle, offset, data, size, flags
+        self.is_dir, self.payload, self.note = is_dir, payload, note
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: Any) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return "Op(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
 
     def describe(self) -> str:
         """The operation in a learner's words: ``os.write of 8192 bytes to checkpoint.json.tmp``."""
@@ -104,14 +115,12 @@ def _short(path: Optional[str]) -> str:
     return f"{os.path.basename(parent)}/{name}" if parent and os.path.basename(parent) else name
 
 
-@dataclass
 class _Handle:
-    id: int
-    path: str
-    writable: bool
-    is_dir: bool
-    append: bool = False
-    live_objects: list = field(default_factory=list)
+    __slots__ = ("id", "path", "writable", "is_dir", "append", "live_objects")
+
+    def __init__(self, id: int, path: str, writable: bool, is_dir: bool, append: bool = False):
+        self.id, self.path, self.writable, self.is_dir, self.append = id, path, writable, is_dir, append
+        self.live_objects: list = []
 
 
 _local = threading.local()
