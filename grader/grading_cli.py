@@ -248,6 +248,8 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
         notes.append("a read-only view of the file system was not available here (it needs root and mount "
                      "namespaces); the grader checked afterwards that the submissions folder did not change instead")
     preload(level_dir, seed, examples)
+    from .judge import prepare_config
+    config = prepare_config(str(level_dir), seed, examples)
     import gc
     gc.collect()
     gc.freeze()  # what is loaded now is shared by every forked judge; their collections skip it
@@ -264,7 +266,8 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
             while queue and len(running) < jobs:
                 student, source = queue.pop(0)
                 job = _start(student, source, level_dir, timeout, seed, scenarios, examples, read_only,
-                             [j.fd for j in running.values()], hide=[submissions] + [p for p in protect if p])
+                             [j.fd for j in running.values()], hide=[submissions] + [p for p in protect if p],
+                             config=config)
                 if job.result is not None:
                     done.append(job.result)
                     _finish(job)
@@ -325,7 +328,7 @@ def _error(student: str, reason: str) -> dict:
 
 
 def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, scenarios, examples, read_only,
-           other_fds: list, hide: list = ()) -> Job:
+           other_fds: list, hide: list = (), config=None) -> Job:
     root = tempfile.mkdtemp(prefix="crashcourse-grade-")
     job = Job(student, source, root)
     problem = unpack(source, Path(root) / "submission")
@@ -352,7 +355,7 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, sc
             started = time.monotonic()
             result = run_judge(str(level_dir), os.path.join(root, "submission"), root, job.token, seed=seed,
                                timeout=timeout, scenarios=scenarios, examples=examples, student=student,
-                               read_only=read_only, hide=tuple(hide))
+                               read_only=read_only, hide=tuple(hide), config=config)
             result["seconds"] = time.monotonic() - started
             data = json.dumps(result).encode()
         except BaseException as exc:  # noqa: BLE001 - whatever happens, the batch hears about it

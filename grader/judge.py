@@ -100,6 +100,12 @@ def remember_pristine() -> None:
     _PRISTINE["open"] = (builtins.open, __import__("io").open)
 
 
+def forwarded_patches() -> list:
+    """Changes to ``os`` the kit's own checks made on purpose, which the worker makes too (by name)."""
+    return sorted({v._crashcourse_forward for v in vars(os).values()
+                   if isinstance(getattr(v, "_crashcourse_forward", None), str)})
+
+
 def patched_by_test() -> list:
     """Names in os (or open) a test has replaced or removed, other than the recorder's own wrappers."""
     if not _PRISTINE:
@@ -108,7 +114,7 @@ def patched_by_test() -> list:
     now = vars(os)
     out = [f"os.{k}" for k, v in _PRISTINE["os"].items()
            if now.get(k, _PRISTINE) is not v and id(now.get(k)) not in allowed and not k.startswith("_")
-           and k != "environ"]
+           and k != "environ" and not getattr(now.get(k), "_crashcourse_forward", None)]
     if builtins.open is not _PRISTINE["open"][0] and id(builtins.open) not in allowed:
         out.append("open")
     return out
@@ -485,15 +491,41 @@ class RemoteModule(types.ModuleType):
             if not isinstance(info, dict) or not isinstance(attr, str) or not attr.isidentifier() \
                     or attr in _INTERNAL or hasattr(RemoteModule, attr):
                 continue  # never let a name from the worker replace the stand-in's own machinery
+            # Straight into the namespace: setattr on the stand-in would set the name in the worker.
             if info.get("kind") == "function":
-                setattr(module, attr, RemoteFunction(module, attr))
+                module.__dict__[attr] = RemoteFunction(module, attr)
             elif info.get("kind") == "exception":
-                setattr(module, attr, module._mirror(attr, info.get("mro") or []))
+                module.__dict__[attr] = module._mirror(attr, info.get("mro") or [])
             elif info.get("kind") == "value":
-                setattr(module, attr, info.get("value"))
+                module.__dict__[attr] = info.get("value")
             elif info.get("kind") == "class":
-                setattr(module, attr, RemoteClass(filename, attr))
+                module.__dict__[attr] = RemoteClass(filename, attr)
         return module
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A check that sets a module-level value (``MAX_TURNS = 2``) sets it where the code runs."""
+        if name.startswith("_") or "_ident" not in self.__dict__:
+            return super().__setattr__(name, value)
+        self._send_value(name, value)
+        self.__dict__.setdefault("_overrides", {})[name] = value
+        super().__setattr__(name, value)
+
+    def _send_value(self, name: str, value: Any) -> None:
+        box = self._box
+        worker = box.ensure_worker()
+        if self._generation != box.generation:
+            self._reload()
+            worker = box.worker
+        objects: dict = {}
+        payload = _prepare(value, objects)
+        if objects:
+            raise TypeError(f"the grader can set only plain values in {self._filename} across the sandbox, "
+                            f"not {type(value).__name__}")
+        what = f"setting {name} in {self._filename}"
+        worker.send({"op": "setattr", "module": self._ident, "name": name, "value": payload}, what)
+        reply = worker.read_message(what)
+        if reply.get("op") != "ok":
+            raise Incident(box.incident(f"the process running your code could not set {name} in {self._filename}"))
 
     def _reload(self) -> None:
         box = self._box
@@ -510,6 +542,8 @@ class RemoteModule(types.ModuleType):
         self._names = reply.get("names") if isinstance(reply.get("names"), dict) else {}
         self._generation = box.generation
         self._exceptions = getattr(self, "_exceptions", {})
+        for name, value in self.__dict__.get("_overrides", {}).items():
+            self._send_value(name, value)  # a fresh worker imported the file afresh: set them again
 
     def _mirror(self, name: str, mro: list) -> type:
         """The student's exception class, rebuilt in the judge with the same names and ancestry."""
@@ -550,7 +584,7 @@ class RemoteModule(types.ModuleType):
         return exc
 
 
-_INTERNAL = {"_box", "_filename", "_names", "_ident", "_module_name", "_generation", "_exceptions"}
+_INTERNAL = {"_box", "_filename", "_names", "_ident", "_module_name", "_generation", "_exceptions", "_overrides"}
 
 
 class RemoteClass:
@@ -591,7 +625,8 @@ class RemoteFunction:
         box.calls += 1
         what = f"running {self.__name__}"
         request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
-                   "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None}
+                   "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None,
+                   "forward": forwarded_patches()}
         handle_base = 1_000_000 * box.calls
         worker.sent_messages = {}  # the worker forgets them too when a call starts
         try:
@@ -878,10 +913,57 @@ def written_tasks(level_dir: Path) -> set:
     return out
 
 
+# Only the plugins a level's tests use: whatever else is installed (pytest-benchmark asks git for
+# the commit on every start) would cost each of hundreds of judges for nothing. Capture is off
+# because a judge's own output goes nowhere (its tests never print what decides a verdict).
+LEAN = ["-p", "grader.plugin"] + [w for name in ("logging", "junitxml", "pastebin", "doctest", "faulthandler",
+                                                 "stepwise", "nose", "legacypath", "capture")
+                                  for w in ("-p", f"no:{name}")]
+
+
+def judge_args(level: Path, basetemp: str, folder: str, seed: Optional[int], examples: Optional[int]) -> list:
+    """The pytest command line of a judge (the level's folder first)."""
+    # The unraisable/thread-exception plugins run gc.collect() after every test: costly in a big heap,
+    # and only about the judge's own objects (the student's code never runs here).
+    args = [str(level), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:unraisableexception",
+            "-p", "no:threadexception", "--basetemp", basetemp, "--submission", folder,
+            "-o", "console_output_style=classic", "--rootdir", str(level.parent.parent)]
+    if seed is not None:
+        args += ["--crashcourse-seed", str(seed)]
+    if examples is not None:
+        args += ["--crashcourse-examples", str(examples)]
+    return args
+
+
+def prepare_config(level_dir: str, seed: Optional[int] = None, examples: Optional[int] = None) -> Any:
+    """The judges' pytest configuration, parsed once before they fork (each would spend ~40 ms on it).
+
+    Nothing in it is configured yet: each judge sets its submission's folder and scratch
+    directory, then runs the session (:func:`run_judge` with ``config=``).
+    """
+    from _pytest.config import _prepareconfig
+    level = Path(level_dir).resolve()
+    cwd, autoload = os.getcwd(), os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        os.chdir(level.parent.parent)
+        return _prepareconfig(judge_args(level, "/nonexistent/basetemp", str(level), seed, examples) + LEAN)
+    finally:
+        os.chdir(cwd)
+        if autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
+
+
 def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optional[int] = None,
               timeout: float = 60.0, scenarios: Optional[str] = None, examples: Optional[int] = None,
-              student: str = "", read_only: Optional[bool] = None, hide: tuple = ()) -> dict:
-    """Grade one submission folder with the level's tests. Returns the submission's report entry."""
+              student: str = "", read_only: Optional[bool] = None, hide: tuple = (), config: Any = None) -> dict:
+    """Grade one submission folder with the level's tests. Returns the submission's report entry.
+
+    ``config``: a configuration from :func:`prepare_config` (same level, seed and examples), which
+    this process may use once.
+    """
     import pytest
     from . import plugin
 
@@ -898,26 +980,25 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     tempfile.tempdir = scratch
     os.environ["TMPDIR"] = scratch
     collector = Collector(box)
-    # The unraisable/thread-exception plugins run gc.collect() after every test: costly in a big heap,
-    # and only about the judge's own objects (the student's code never runs here).
-    args = [str(level), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:unraisableexception",
-            "-p", "no:threadexception", "--basetemp",
-            os.path.join(box.root, "pytest"), "--submission", box.folder, "-o", "console_output_style=classic",
-            "--rootdir", str(kit_root)]
-    if seed is not None:
-        args += ["--crashcourse-seed", str(seed)]
-    if examples is not None:
-        args += ["--crashcourse-examples", str(examples)]
-    # Only the plugins a level's tests use: whatever else is installed (pytest-benchmark asks git
-    # for the commit on every start) would cost each of hundreds of judges for nothing.
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    lean = ["-p", "grader.plugin"] + [w for name in ("logging", "junitxml", "pastebin", "doctest", "faulthandler",
-                                                     "stepwise", "nose", "legacypath") for w in ("-p", f"no:{name}")]
+    args = judge_args(level, os.path.join(box.root, "pytest"), box.folder, seed, examples)
     error = None
     os.chdir(kit_root)
     remember_pristine()
     try:
-        code = pytest.main(args + lean, plugins=[collector])
+        if config is not None:
+            # Parsed once before the judges forked (see prepare_config): only this submission's
+            # folder and scratch directory differ.
+            config.option.basetemp = os.path.join(box.root, "pytest")
+            config.option.crashcourse_submission = box.folder
+            config.pluginmanager.register(collector, "crashcourse-judge-collector")
+            os.environ["PYTEST_VERSION"] = pytest.__version__
+            try:
+                code = config.hook.pytest_cmdline_main(config=config)
+            finally:
+                config._ensure_unconfigure()
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+            code = pytest.main(args + LEAN, plugins=[collector])
         if collector.collect_errors:
             error = "the level's tests could not be collected:\n" + collector.collect_errors[0]
         elif code not in (0, 1) and not collector.tests:

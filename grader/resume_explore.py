@@ -50,6 +50,12 @@ from .scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools
 # system in memory makes that a matter of milliseconds. Durability is not graded here.
 _FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
+
+def _work_dir() -> Optional[str]:
+    """Where resumes run: memory, unless the caller chose a temp folder (the grader's sandbox,
+    whose code may write nowhere else)."""
+    return tempfile.tempdir if tempfile.tempdir is not None else _FAST_DIR
+
 CHECKS = {
     "REFUSE": "a checkpoint resume cannot trust raises CheckpointError, calls nothing, and is left as it was",
     "PAIRING": "every tool_use the model is sent is answered once, in the message right after it",
@@ -300,6 +306,10 @@ def _free_fsync():
     def fsync(fd: Any) -> None:
         os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)  # still fails on a bad descriptor
 
+    # Under `crashcourse grade` the code runs in a sandboxed worker: this asks the judge to make
+    # the same change there (grader.worker.FORWARDED), instead of taking it for fault injection.
+    fsync._crashcourse_forward = "free_fsync"
+
     for name in saved:
         setattr(os, name, fsync)
     try:
@@ -314,7 +324,7 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                timeout: Optional[float] = 20, watch: bool = True, received: int = 0) -> _Outcome:
     """Rebuild ``files`` in a fresh folder and run ``resume`` there once."""
     outcome = _Outcome()
-    with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=_FAST_DIR) as work:
+    with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=_work_dir()) as work:
         work = os.path.realpath(work)
         folder = os.path.join(work, directory)
         os.makedirs(folder)

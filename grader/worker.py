@@ -220,6 +220,22 @@ def receive() -> Any:
     return pickle.loads(_read_exact(size))
 
 
+# -- changes the judge's checks make on purpose, made here too ---------------------------------------
+
+def _free_fsync() -> dict:
+    """Level 4 grades resume, not durability: fsync returns at once (a bad descriptor still fails)."""
+    def fsync(fd: Any) -> None:
+        os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)
+
+    saved = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
+    for name in saved:
+        setattr(os, name, fsync)
+    return saved
+
+
+FORWARDED = {"free_fsync": _free_fsync}
+
+
 # -- what the code read ----------------------------------------------------------------------------
 
 _reads: Optional[list] = None
@@ -378,6 +394,15 @@ class Session:
                 names[attr] = {"kind": "value", "value": encode(value)}
         return {"op": "loaded", "module": ident, "module_name": name, "names": names}
 
+    def set_value(self, request: dict) -> dict:
+        """A module-level value a check sets before it calls the code (``MAX_TURNS = 2``)."""
+        try:
+            module, _ = self.modules[request["module"]]
+            setattr(module, str(request["name"]), self.rebuild(request.get("value")))
+        except BaseException as exc:  # noqa: BLE001 - a module whose __setattr__ misbehaves
+            return {"op": "error", "error": describe_exception(exc)}
+        return {"op": "ok"}
+
     def call(self, request: dict) -> dict:
         module, filename = self.modules[request["module"]]
         self.sent_messages = {}  # the judge forgets them too when a call starts
@@ -393,6 +418,10 @@ class Session:
         self.recorder = (Recorder(watch=watch, namespaces=_recorder_module.namespaces_of(fn))
                          if watch is not None else None)
         _reads = []
+        undo: dict = {}
+        for name in request.get("forward") or ():
+            if name in FORWARDED:
+                undo.update(FORWARDED[name]())
         try:
             if self.recorder is not None:
                 with self.recorder:
@@ -402,6 +431,9 @@ class Session:
             outcome = {"op": "return", "value": encode(value)}
         except BaseException as exc:  # noqa: BLE001 - reported as data; the judge decides what it means
             outcome = {"op": "raise", "error": describe_exception(exc, filename)}
+        finally:
+            for name, fn in undo.items():
+                setattr(os, name, fn)
         if self.recorder is not None:
             outcome["ops"] = self.take_ops()
             outcome["unseen"] = list(dict.fromkeys(self.recorder.unseen))[:50]
@@ -425,6 +457,8 @@ def serve(folder: str) -> None:
             send(session.load(request))
         elif op == "call":
             send(session.call(request))
+        elif op == "setattr":
+            send(session.set_value(request))
         elif op == "bye":
             return
 

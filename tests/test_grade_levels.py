@@ -1,0 +1,84 @@
+"""``crashcourse grade`` gives every level the verdicts a student's own ``pytest exercises/levelN`` gives.
+
+For each level of the manifest, one batch grades the shipped solution and the shipped starter
+through the sandbox; the solution must earn full marks, and the starter must pass and fail
+exactly the checks it passes and fails when the student runs the level's tests in their own
+process. (Checks that change the test process itself, or module values such as MAX_TURNS, have
+to be carried across to the sandboxed worker; a level where that went wrong showed up here.)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from grader import manifest
+
+KIT = Path(__file__).resolve().parent.parent
+LEVELS = manifest.load().levels
+EXAMPLES = "2"
+
+
+def _copy_files(source: Path, names: list, target: Path) -> None:
+    target.mkdir(parents=True)
+    for name in names:
+        if (source / name).exists():
+            shutil.copy(source / name, target / name)
+
+
+def _grade_and_run(level, tmp: Path) -> dict:
+    subs = tmp / f"level{level.number}"
+    files = list(level.files) + ([level.answers] if level.answers else [])
+    _copy_files(KIT / level.solution, files, subs / "solution")
+    _copy_files(KIT / level.folder, files, subs / "starter")
+    report = tmp / f"report{level.number}.json"
+    graded = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--level", str(level.number),
+                             "--examples", EXAMPLES, "--output", str(report)],
+                            capture_output=True, text=True, cwd=KIT, timeout=600)
+    junit = tmp / f"local{level.number}.xml"
+    local = subprocess.run([sys.executable, "-m", "pytest", str(KIT / level.folder), "--submission",
+                            str(subs / "starter"), "--crashcourse-examples", EXAMPLES, "-p", "no:cacheprovider",
+                            "-q", f"--junitxml={junit}"], capture_output=True, text=True, cwd=KIT, timeout=600)
+    statuses = {}
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            failed = case.find("failure") is not None or case.find("error") is not None
+            statuses[case.get("name")] = "failed" if failed else "passed"
+    return {"graded": graded, "report": json.loads(report.read_text()) if report.exists() else None,
+            "local": statuses, "local_output": local.stdout[-3000:]}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("levels")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = {level.number: pool.submit(_grade_and_run, level, tmp) for level in LEVELS}
+        return {number: future.result() for number, future in futures.items()}
+
+
+@pytest.mark.parametrize("number", [level.number for level in LEVELS])
+def test_the_solution_earns_full_marks_through_the_sandbox(results, number):
+    got = results[number]
+    assert got["report"] is not None, got["graded"].stderr[-3000:]
+    solution = {s["id"]: s for s in got["report"]["submissions"]}["solution"]
+    failing = {t["name"]: t["output"][:600] for t in solution["tests"] if t["status"] not in ("passed", "manual review")}
+    assert solution["status"] == "passed" and solution["score"] == solution["max_score"] > 0, failing
+
+
+@pytest.mark.parametrize("number", [level.number for level in LEVELS])
+def test_the_starter_gets_the_verdicts_its_own_pytest_run_gives(results, number):
+    got = results[number]
+    assert got["report"] is not None, got["graded"].stderr[-3000:]
+    assert got["local"], got["local_output"]
+    starter = {s["id"]: s for s in got["report"]["submissions"]}["starter"]
+    graded = {t["name"]: t["status"] for t in starter["tests"] if t["name"] in got["local"]}
+    assert graded == got["local"], {t["name"]: t["output"][:600] for t in starter["tests"]
+                                    if graded.get(t["name"]) != got["local"].get(t["name"])}
+    assert starter["status"] == "failed"
