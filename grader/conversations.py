@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
+from typing import Optional
 
 from hypothesis import strategies as st
 
@@ -126,8 +128,42 @@ def drawn(kind: str) -> list:
     return [scenario for key, scenarios in _DRAWN.items() if key[0] == kind for scenario in scenarios]
 
 
-def warm(seed: int, count: int) -> None:
-    """Draw the lists the levels' property tests ask for, ahead of time (see :func:`generated`)."""
-    generated(seed, count)
-    generated(seed, count, max_turns=4)
-    generated(seed, count, "parallel")
+def warm(seed: int, count: int, draws: Optional[list] = None) -> None:
+    """Draw the lists the levels' property tests ask for, ahead of time (see :func:`generated`).
+
+    ``draws``: ``(kind, keywords)`` for each list wanted (see :func:`draws_in`); all the levels'
+    lists when None.
+    """
+    if draws is None:
+        draws = [("conversations", {}), ("conversations", {"max_turns": 4}), ("parallel", {})]
+    for kind, keywords in draws:
+        generated(seed, count, kind, **keywords)
+
+
+def draws_in(paths: list) -> Optional[list]:
+    """The ``generated(...)`` lists these test files ask for, as ``(kind, keywords)``; None if a call
+    is not plain enough to read (then every list is drawn)."""
+    import ast
+
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(Path(path).read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or getattr(node.func, "id", getattr(node.func, "attr", None)) \
+                    != "generated":
+                continue
+            kind, keywords = "conversations", {}
+            extra = node.args[2:]
+            if len(extra) > 1 or (extra and not isinstance(extra[0], ast.Constant)):
+                return None
+            if extra:
+                kind = extra[0].value
+            for keyword in node.keywords:
+                if keyword.arg is None or not isinstance(keyword.value, ast.Constant):
+                    return None
+                if keyword.arg == "kind":
+                    kind = keyword.value.value
+                else:
+                    keywords[keyword.arg] = keyword.value.value
+            if (kind, keywords) not in found:
+                found.append((kind, keywords))
+    return found

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import os
+import pickle
 import signal
 import tempfile
 import threading
@@ -308,6 +310,29 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
     return result
 
 
+_VERDICTS: dict = {}
+
+
+def shared_verdicts(ops: list[Op], task: str) -> Optional[dict]:
+    """The verdict cache for runs that received exactly these model responses and tool results.
+
+    With the default rules a verdict depends only on the checkpoint's bytes and the window, and
+    a window is fixed by its signature once the conversation is (see :func:`windows_for`). So
+    runs of the same conversation can share verdicts: ``crashcourse grade`` fills this with the
+    kit's solution before it forks its judges, and a student whose saves write the same bytes
+    is checked by lookup.
+    """
+    responses = [op.payload[1] for op in ops if op.kind == "model_end"]
+    results = [op.payload[1] for op in ops if op.kind == "tool_end"]
+    try:
+        key = hashlib.blake2b(pickle.dumps((task, responses, results), protocol=pickle.HIGHEST_PROTOCOL)).digest()
+    except Exception:  # noqa: BLE001 - something pickle cannot carry: no sharing
+        return None
+    if key not in _VERDICTS and len(_VERDICTS) >= 64:
+        _VERDICTS.clear()
+    return _VERDICTS.setdefault(key, {})
+
+
 def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
                 max_violations: int = 200, *, windows: Optional[Callable] = None, checker: Optional[Callable] = None,
                 reader: Optional[Callable] = None, sample: Optional[Callable[[list], Any]] = None,
@@ -322,6 +347,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     ``same(got, want)`` to compare the state run_agent returned with the protocol's final state.
     """
     ops = recorder.ops
+    default_rules = windows is None and checker is None and reader is None
     windows = (windows or windows_for)(ops, scenario.task)
     checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
@@ -338,7 +364,11 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
                 "between two file systems is a copy followed by a delete, which a crash can tear",
                 "on a machine where that folder is another file system, the same crash tears the file"))
             break
-    cache: dict = {}
+    # Verdicts for the protocol's own rules are shared by every run of the same conversation (see
+    # shared_verdicts); a level with its own rules keeps them to this run.
+    cache = shared_verdicts(ops, scenario.task) if default_rules else None
+    if cache is None:
+        cache = {}
     parsed: dict = {}
     points = set()
     chosen = None if sample is None else set(sample(ops))

@@ -218,11 +218,42 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
         finally:
             os.chdir(cwd)
     seed = plugin.DEFAULT_SEED if seed is None else seed
-    conversations.warm(seed, plugin.DEFAULT_EXAMPLES if examples is None else examples)
+    conversations.warm(seed, plugin.DEFAULT_EXAMPLES if examples is None else examples,
+                       conversations.draws_in(sorted(level_dir.glob("test_*.py"))))
     # What a correct loop saves on each of those conversations: every judge compares with it.
     from .protocol import reference_saves
-    for scenario in [scripted.support_tickets(seed)] + conversations.drawn("conversations"):
+    scenarios = [scripted.support_tickets(seed)] + conversations.drawn("conversations")
+    for scenario in scenarios:
         reference_saves(scenario.task, scenario.responses, scenario.results)
+    _warm_verdicts(level_dir, scenarios)
+
+
+def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
+    """Check the kit's own solution on the level's conversations, here, before the judges fork.
+
+    Verdicts are shared by runs of the same conversation (:func:`grader.explore.shared_verdicts`),
+    so every student whose saves write the same bytes as the solution's is checked by lookup.
+    Only for levels judged by the protocol's default rules (a loop whose checkpoint.json is read).
+    """
+    import importlib.util
+
+    from . import manifest
+    from .explore import explore_loop
+    try:
+        level = next(lv for lv in manifest.load(KIT_ROOT).levels if lv.starter_dir.resolve() == level_dir.resolve())
+    except (StopIteration, manifest.ManifestError, AttributeError):
+        return
+    if level.engine != "loop" or level.function != "run_agent" or len(level.files) != 1:
+        return
+    source = level.solution_dir / level.files[0]
+    if not source.is_file():
+        return
+    spec = importlib.util.spec_from_file_location(f"crashcourse_solution_level{level.number}", source)
+    module = importlib.util.module_from_spec(spec)
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        spec.loader.exec_module(module)
+        for scenario in scenarios:
+            explore_loop(module.run_agent, scenario, models=("M1",))
 
 
 class Job:

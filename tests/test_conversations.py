@@ -42,3 +42,13 @@ def test_the_same_seed_draws_the_same_conversations_whatever_was_imported_first(
     after_pytest = _digest("import pytest; pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', "
                            f"{str(KIT / 'exercises' / 'level2')!r}])", tmp_path)
     assert plain == after_student_code == after_pytest
+
+
+def test_the_grader_draws_ahead_only_the_lists_a_level_asks_for(tmp_path):
+    from grader.conversations import draws_in
+
+    assert draws_in(sorted((KIT / "exercises" / "level4").glob("test_*.py"))) == [("conversations", {"max_turns": 4})]
+    assert draws_in(sorted((KIT / "exercises" / "level5").glob("test_*.py"))) == [("parallel", {})]
+    unclear = tmp_path / "test_x.py"
+    unclear.write_text("KIND = 'parallel'\ndef test_x(seed):\n    generated(seed, 3, KIND)\n")
+    assert draws_in([unclear]) is None, "a kind it cannot read means: draw every list"

@@ -1,0 +1,52 @@
+"""Verdicts shared between runs of the same conversation are the verdicts a fresh check gives.
+
+``crashcourse grade`` checks the kit's solution before it forks its judges, and a student's run of
+the same conversation then looks verdicts up instead of computing them (see
+``grader.explore.shared_verdicts``). Every wrong submission of the level-2 corpus must get exactly
+the findings it gets with nothing shared.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import explore
+from grader.conversations import generated
+from grader.scripted import support_tickets
+
+KIT = Path(__file__).resolve().parent.parent
+WRONG = sorted((KIT / "tests" / "corpus" / "level2").glob("w*.py")) + [KIT / "exercises" / "level2" / "agent.py"]
+SCENARIOS = [support_tickets(3)] + generated(3, 3)
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"shared_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run_agent
+
+
+def _findings(run, work: Path) -> list:
+    out = []
+    for scenario in SCENARIOS:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()  # the same folder every time: a finding may name it
+        found = explore.explore_loop(run, scenario, models=("M1", "M2"), workdir=str(work))
+        out.append((found.error, [(v.invariant, v.model, v.point, v.detail) for v in found.violations]))
+    return out
+
+
+@pytest.mark.parametrize("path", WRONG, ids=[p.stem for p in WRONG])
+def test_a_wrong_submission_gets_the_same_findings_after_the_solution_was_checked(path, monkeypatch, tmp_path):
+    work = tmp_path / "work"
+    monkeypatch.setattr(explore, "_VERDICTS", {})
+    fresh = _findings(_load(path), work)
+    assert any(violations for _, violations in fresh), "a wrong submission should fail somewhere"
+    monkeypatch.setattr(explore, "_VERDICTS", {})
+    _findings(_load(KIT / "solutions" / "level2" / "agent.py"), work)
+    assert sum(len(v) for v in explore._VERDICTS.values()) > 0, "the solution's verdicts should be shared"
+    assert _findings(_load(path), work) == fresh
