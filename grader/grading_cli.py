@@ -241,7 +241,7 @@ def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
     from .explore import explore_loop
     try:
         level = next(lv for lv in manifest.load(KIT_ROOT).levels if lv.starter_dir.resolve() == level_dir.resolve())
-    except (StopIteration, manifest.ManifestError, AttributeError):
+    except Exception:  # noqa: BLE001 - no manifest (the Gradescope zip carries none): nothing to warm
         return
     if level.engine != "loop" or level.function != "run_agent" or len(level.files) != 1:
         return

@@ -9,6 +9,7 @@ call the model asked for. No network, no key: same seed, same run.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import pickle
 import random
@@ -172,6 +173,7 @@ def _usage(rng: random.Random, history: int, cached: bool) -> dict:
 ISSUE_TYPES = ["billing", "login", "bug", "feature request", "shipping", "refund"]
 
 
+@functools.lru_cache(maxsize=16)  # one per seed: every judge of a batch inherits the one built before forking
 def support_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
     """The course's task: sort last quarter's support tickets by issue type into one table.
 
