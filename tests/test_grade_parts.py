@@ -129,3 +129,32 @@ def test_links_in_a_submission_are_dropped(tmp_path):
     (source / "answers.md").symlink_to("/etc/hostname")
     assert unpack(source, tmp_path / "out") is None
     assert (tmp_path / "out" / "agent.py").exists() and not (tmp_path / "out" / "answers.md").exists()
+
+
+def test_the_packaged_kit_grades_a_submission_the_way_gradescope_runs_it(tmp_path):
+    """run_autograder's command, run from the unzipped package (not this repository), on a starter."""
+    import subprocess
+    import sys
+
+    out = build_package(2, str(tmp_path / "ag.zip"))
+    source = tmp_path / "source"
+    with zipfile.ZipFile(out) as z:
+        z.extractall(source)
+    script = (source / "run_autograder").read_text()
+    assert "cd /autograder/source/kit" in script and "gradescope-run --level 2" in script
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "agent.py").write_bytes((KIT / "exercises" / "level2" / "agent.py").read_bytes())
+    results = tmp_path / "results" / "results.json"
+    # `python -m` puts the working folder first on the path: the packaged grader/, not this repository's.
+    where = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"], cwd=source / "kit",
+                           capture_output=True, text=True, timeout=60)
+    assert where.stdout.strip() == str(source / "kit" / "grader" / "__init__.py"), where.stdout + where.stderr
+    proc = subprocess.run([sys.executable, "-m", "grader", "gradescope-run", "--level", "2", "--timeout", "30",
+                           "--submission", str(tmp_path / "submission"), "--results", str(results)],
+                          cwd=source / "kit", capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(results.read_text())
+    assert result["score"] == 3.0, result["output"]
+    assert {t["name"] for t in result["tests"] if t.get("score") == t.get("max_score") and t["max_score"]} == {
+        "test_the_loop_still_finishes_the_task", "test_the_temp_file_sits_beside_the_checkpoint",
+        "test_the_file_is_current_when_the_model_is_called"}
