@@ -1,9 +1,13 @@
 """Benchmark: ``crashcourse grade`` on 200 level-2 submissions with ``--jobs 2``, beside baselines.
 
-    python benchmarks/grading.py [--count 200] [--jobs 2] [--examples N]
+    python benchmarks/grading.py [--count 200] [--jobs 2] [--examples N] [--mix three|class]
 
-The submissions are copies of a few real ones (the kit's solution, the starter, and a corpus
-variant), each made unique with a comment so that nothing could be shared between them. The
+The submissions are copies of a few real ones (the kit's solution, the starter, and a correct one
+that also prints megabytes; with ``--mix class``, every right and wrong variant of the level-2
+corpus as well), each made unique with a comment, so no file is a byte-for-byte duplicate of another.
+What the grader does share is what any class shares: it checks the kit's solution once before its
+judges fork, and a student whose saves write the same bytes gets those verdicts by lookup
+(``grader.explore.shared_verdicts``); the class mix holds many variants that write other bytes. The
 baselines are measured in the same run, on the same machine, at the same parallelism:
 
 * ``python -c pass`` started once per submission (the floor for any one-process-per-student grader);
@@ -32,14 +36,18 @@ SOURCES = {
     "starter": KIT / "exercises" / "level2" / "agent.py",
     "hostile-good": KIT / "tests" / "corpus" / "hostile" / "prints_megabytes.py",
 }
+# --mix class: what a class hands in, more or less: every right and wrong variant of the level-2
+# corpus (pathlib, tempfile, os.open, classes, ...; most write other bytes than the solution, so
+# their checks are computed, not looked up), the solution, the untouched starter, a hostile one.
+CLASS = sorted((KIT / "tests" / "corpus" / "level2").glob("*.py")) + list(SOURCES.values())
 
 
-def make_submissions(folder: Path, count: int) -> None:
-    kinds = list(SOURCES)
+def make_submissions(folder: Path, count: int, mix: str = "three") -> None:
+    sources = list(SOURCES.items()) if mix == "three" else [(p.stem, p) for p in CLASS]
     for i in range(count):
-        kind = kinds[i % len(kinds)]
+        kind, source = sources[i % len(sources)]
         (folder / f"student{i:03d}").mkdir()
-        text = SOURCES[kind].read_text() + f"\n# submission {i} ({kind})\n"
+        text = source.read_text() + f"\n# submission {i} ({kind})\n"
         (folder / f"student{i:03d}" / "agent.py").write_text(text)
 
 
@@ -57,13 +65,16 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=None,
                         help="generated conversations per property test (default: the level's own)")
     parser.add_argument("--pytest-sample", type=int, default=10)
+    parser.add_argument("--mix", choices=["three", "class"], default="three",
+                        help="three: solution, starter and a hostile-but-correct one in turn (default); class: "
+                             "every variant of the level-2 corpus too")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="crashcourse-bench-") as tmp:
         tmp = Path(tmp)
         subs = tmp / "submissions"
         subs.mkdir()
-        make_submissions(subs, args.count)
+        make_submissions(subs, args.count, args.mix)
         trivial = tmp / "trivial"
         trivial.mkdir()
         (trivial / "test_one.py").write_text("def test_one():\n    assert True\n")
@@ -94,7 +105,8 @@ def main() -> None:
         shutil.rmtree(subs, ignore_errors=True)
 
     n = args.count
-    print(f"{n} submissions, --jobs {args.jobs}, examples per property test: {args.examples or 'level default'}")
+    print(f"{n} submissions ({args.mix} mix), --jobs {args.jobs}, examples per property test: "
+          f"{args.examples or 'level default'}")
     print(f"  crashcourse grade (isolated, all tests):   {graded:7.1f} s  ({graded / n * 1000:.0f} ms per submission)")
     print(f"  baseline: {n} x python -c pass:             {bare:7.1f} s  -> grade is {graded / bare:.1f}x this")
     print(f"  baseline: {n} x pytest one trivial test:    {pytest_scaled:7.1f} s  (from {args.pytest_sample} runs)"
