@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import manifest as manifest_mod
-from . import matrix
+from . import matrix, recorder
 from .plugin import DEFAULT_SEED
 
 STATE_DIR = ".crashcourse"
@@ -114,7 +114,9 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
     tests = level.test_paths()
     if not tests:
         return TestRun(2, problem=f"{level.folder}/ has no test files yet, so there is nothing to check against.")
-    with tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
+    # This often runs in a thread while the crash matrix records the learner's loop in the main
+    # thread; the pytest it starts is the grader's, not the loop's.
+    with recorder.grader_work(), tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
         report = Path(tmp) / "report.jsonl"
         cmd = [sys.executable, "-m", "pytest", *[str(t) for t in tests], "--submission", str(folder), "-q",
                "-p", "no:cacheprovider", "-p", "grader.student_cli", "--color=no"]

@@ -41,3 +41,37 @@ def test_the_checks_import_only_the_standard_library():
             "if sys.modules.get(m) is not None]; print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _program_started_during_recording(tmp_path, in_grader_work: bool) -> list:
+    """A thread of the grader starts a program while the main thread records; what does the recorder blame?"""
+    import subprocess
+    import threading
+
+    from grader.recorder import Recorder, grader_work
+
+    recording, finished = threading.Event(), threading.Event()
+
+    def grader_thread():
+        recording.wait(30)
+        if in_grader_work:
+            with grader_work():
+                subprocess.run([sys.executable, "-c", "pass"])
+        else:
+            subprocess.run([sys.executable, "-c", "pass"])
+        finished.set()
+
+    thread = threading.Thread(target=grader_thread)
+    thread.start()
+    with Recorder(watch=[str(tmp_path)]) as rec:
+        recording.set()
+        finished.wait(30)
+    thread.join()
+    return rec.unseen
+
+
+def test_a_program_the_grader_starts_in_another_thread_is_not_blamed_on_the_recorded_code(tmp_path):
+    """crashcourse check runs the tests in a thread while it records the loop (a race CI once lost)."""
+    assert any("started another program" in u for u in _program_started_during_recording(tmp_path, False)), \
+        "without grader_work the audit hook blames whatever starts a program"
+    assert _program_started_during_recording(tmp_path, True) == []
