@@ -42,6 +42,7 @@ EXPECTED = {
     "detached_child": ("passed", 10.0, None),
     "nondaemon_thread": ("passed", 10.0, None),
     "reads_environment": ("passed", 10.0, None),
+    "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
 }
