@@ -34,15 +34,23 @@ What that buys:
   would need syscall tracing (see the report).
 
 The worker's data is decoded as JSON with a few tagged forms and checked (kinds of operation,
-types of fields); nothing it sends is unpickled or evaluated.
+types of fields); written bytes travel raw after the JSON, by offset. Nothing it sends is
+unpickled or evaluated. A model call carries only the messages that changed since the previous
+call on the same callback; the judge rebuilds the conversation from what it was sent before and
+refuses a call that refers to messages it never received.
 
-Two things a level's tests may do in their own process are carried across:
+Four things a level's tests may do in their own process are carried across:
 
 * files the code opened for reading are replayed as ``open`` audit events in the judge, so a
   check that watches which files a loader read (level 6) sees the same as in-process;
 * arguments the code changed (a dict it was given) are merged back into the caller's objects,
   keeping every value that did not change, identity included (level 1 checks that a save leaves
-  the loop's live objects in place).
+  the loop's live objects in place);
+* a module-level value a test sets on the student's module (level 4's ``MAX_TURNS``) is set in
+  the worker too, and again after the worker is restarted (:meth:`RemoteModule.__setattr__`);
+* a change to ``os`` the kit's own checks make on purpose and mark (level 4 makes ``fsync`` free,
+  since it grades resume, not durability) is made in the worker by name
+  (:func:`forwarded_patches`, ``grader.worker.FORWARDED``); only names the worker knows are used.
 
 One thing cannot be carried across: a test that patches ``os`` or ``open`` in its own process to
 inject a fault (level 3: a failing ``fsync``, a platform without ``O_DIRECTORY``). Such a test is
