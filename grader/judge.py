@@ -949,13 +949,18 @@ def prepare_config(level_dir: str, seed: Optional[int] = None, examples: Optiona
     Nothing in it is configured yet: each judge sets its submission's folder and scratch
     directory, then runs the session (:func:`run_judge` with ``config=``).
     """
-    from _pytest.config import _prepareconfig
+    try:
+        from _pytest.config import _prepareconfig  # pytest's own step before a session; not public API
+    except ImportError:
+        return None  # each judge then parses its command line itself, as pytest.main does
     level = Path(level_dir).resolve()
     cwd, autoload = os.getcwd(), os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         os.chdir(level.parent.parent)
         return _prepareconfig(judge_args(level, "/nonexistent/basetemp", str(level), seed, examples) + LEAN)
+    except Exception:  # noqa: BLE001 - another pytest may want other arguments: fall back the same way
+        return None
     finally:
         os.chdir(cwd)
         if autoload is None:
