@@ -158,3 +158,37 @@ def test_the_packaged_kit_grades_a_submission_the_way_gradescope_runs_it(tmp_pat
     assert {t["name"] for t in result["tests"] if t.get("score") == t.get("max_score") and t["max_score"]} == {
         "test_the_loop_still_finishes_the_task", "test_the_temp_file_sits_beside_the_checkpoint",
         "test_the_file_is_current_when_the_model_is_called"}
+
+
+JUDGE_BOTH_WAYS = """
+import json, os, shutil, sys, tempfile, uuid
+sys.path.insert(0, {kit!r})
+from grader import judge
+level = os.path.join({kit!r}, "exercises", "level2")
+config = judge.prepare_config(level, examples=1) if {reuse!r} else None
+root = tempfile.mkdtemp(prefix="crashcourse-grade-")
+shutil.copytree({folder!r}, os.path.join(root, "submission"))
+result = judge.run_judge(level, os.path.join(root, "submission"), root, uuid.uuid4().hex, examples=1,
+                         config=config, read_only=False)
+shutil.rmtree(root, ignore_errors=True)
+sys.__stdout__.write("RESULT " + json.dumps([(t["name"], t["status"]) for t in result["tests"]]) + "\\n")
+"""
+
+
+def test_a_judge_gives_the_same_verdicts_with_a_configuration_parsed_ahead_or_its_own(tmp_path):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "starter"
+    folder.mkdir()
+    (folder / "agent.py").write_bytes((KIT / "exercises" / "level2" / "agent.py").read_bytes())
+    got = []
+    for reuse in (True, False):
+        code = JUDGE_BOTH_WAYS.format(kit=str(KIT), reuse=reuse, folder=str(folder))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        assert lines, proc.stderr[-2000:]
+        got.append(json.loads(lines[-1][len("RESULT "):]))
+    assert got[0] == got[1]
+    assert ["test_a_crash_mid_save_never_leaves_half_a_file", "failed"] in got[0]
+    assert ["test_the_loop_still_finishes_the_task", "passed"] in got[0]
