@@ -313,6 +313,8 @@ class Worker:
                 f"from grader.worker import main; "
                 f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
+        if pytest_args is not None:
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins the args name (see LEAN)
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
         self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code], pass_fds=(to_worker_r, from_worker_w),
@@ -1076,6 +1078,7 @@ def run_local(box: Box, nodeids: list, collector: Collector, options: list, kit_
     if "--basetemp" in options:
         i = options.index("--basetemp")
         args = list(nodeids) + options[:i] + options[i + 2:] + ["--basetemp", os.path.join(box.root, "pytest-local")]
+    args += LEAN  # the same few plugins as the judge (the worker's environment turns autoloading off)
     reason = None
     try:
         if box.expired:
