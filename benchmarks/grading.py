@@ -88,7 +88,7 @@ def main() -> None:
                    "--output", str(tmp / "report.json")]
         if args.examples is not None:
             command += ["--examples", str(args.examples)]
-        before = set(Path("/tmp").glob("crashcourse-grade-*"))
+        before = set(Path(tempfile.gettempdir()).glob("crashcourse-grade-*"))
         started = time.perf_counter()
         proc = subprocess.run(command, cwd=KIT, capture_output=True, text=True)
         graded = time.perf_counter() - started
@@ -100,7 +100,7 @@ def main() -> None:
         for s in report["submissions"]:
             statuses[s["status"]] = statuses.get(s["status"], 0) + 1
         # Folders of this run only (other batches may be grading on the same machine).
-        leftovers = [p for p in Path("/tmp").glob("crashcourse-grade-*") if p not in before
+        leftovers = [p for p in Path(tempfile.gettempdir()).glob("crashcourse-grade-*") if p not in before
                      and p.stat().st_mtime >= time.time() - graded - 1]
         shutil.rmtree(subs, ignore_errors=True)
 

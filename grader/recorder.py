@@ -169,8 +169,12 @@ def _describe_fd(fd: int) -> tuple[Optional[str], bool, bool]:
 
 
 def _ignored(path: str) -> bool:
-    """Writes the recorder leaves out: byte-code caches, devices, descriptors it could not name."""
-    return path.startswith(("/dev/", "<fd ")) or path.endswith((".pyc", ".pyo")) or "__pycache__" in path
+    """Writes the recorder leaves out: byte-code caches, devices, descriptors it could not name.
+
+    Files in /dev/shm are ordinary files (in memory), not devices: a temp folder there is recorded.
+    """
+    return (path.startswith(("/dev/", "<fd ")) and not path.startswith("/dev/shm/")) or path.endswith((".pyc", ".pyo")) \
+        or "__pycache__" in path
 
 
 class Recorder:

@@ -538,7 +538,7 @@ def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
     """Crash ``writer`` on ``scenario`` at every point under ``models``; resume from each state with ``resume``."""
     name = getattr(writer, "__name__", "writer")
     result = ResumeExploration(scenario.name, name)
-    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:  # the recorder leaves /dev/ out
+    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:  # the ordinary temp folder, not _FAST_DIR
         work = os.path.realpath(work)
         recorder, returned, error, _ = record_run(writer, scenario, work, directory, timeout=timeout)
     if error is not None:

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def _our_processes() -> list[int]:
 
 
 def _grade_dirs() -> set:
-    return {p.name for p in Path("/tmp").glob("crashcourse-grade-*")}
+    return {p.name for p in Path(tempfile.gettempdir()).glob("crashcourse-grade-*")}
 
 
 @pytest.fixture(scope="module")
