@@ -66,8 +66,10 @@ def register(sub) -> None:
     grade.add_argument("--format", choices=reports.FORMATS, default="json", help="report format (default json)")
     grade.add_argument("--output", metavar="PATH", help="write the report here (for gradescope: a folder); "
                        "default stdout (gradescope: ./gradescope-results)")
-    grade.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="K",
-                       help="submissions graded at once (default: min(2, cores))")
+    # Each submission keeps about one core busy (its judge and its worker take turns); more than 8
+    # at once would let a class of memory-hungry submissions (up to 2 GiB each) crowd the machine.
+    grade.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), metavar="K",
+                       help="submissions graded at once (default: the number of cores, at most 8)")
     grade.add_argument("--timeout", type=float, default=60.0, metavar="S",
                        help="wall-clock seconds one submission's code may run in total (default 60)")
     grade.add_argument("--seed", type=int, default=None, metavar="N",
