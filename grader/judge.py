@@ -924,10 +924,11 @@ def written_tasks(level_dir: Path) -> set:
 
 
 # Only the plugins a level's tests use: whatever else is installed (pytest-benchmark asks git for
-# the commit on every start) would cost each of hundreds of judges for nothing. Capture is off
-# because a judge's own output goes nowhere (its tests never print what decides a verdict).
+# the commit on every start) would cost each of hundreds of judges for nothing. Capture and the
+# terminal reporter are off because a judge's own output goes nowhere: verdicts and their texts
+# come from the test reports (Collector), which do not depend on either.
 LEAN = ["-p", "grader.plugin"] + [w for name in ("logging", "junitxml", "pastebin", "doctest", "faulthandler",
-                                                 "stepwise", "nose", "legacypath", "capture")
+                                                 "stepwise", "nose", "legacypath", "capture", "terminal")
                                   for w in ("-p", f"no:{name}")]
 
 
@@ -935,9 +936,9 @@ def judge_args(level: Path, basetemp: str, folder: str, seed: Optional[int], exa
     """The pytest command line of a judge (the level's folder first)."""
     # The unraisable/thread-exception plugins run gc.collect() after every test: costly in a big heap,
     # and only about the judge's own objects (the student's code never runs here).
-    args = [str(level), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:unraisableexception",
+    args = [str(level), "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:unraisableexception",
             "-p", "no:threadexception", "--basetemp", basetemp, "--submission", folder,
-            "-o", "console_output_style=classic", "--rootdir", str(level.parent.parent)]
+            "--rootdir", str(level.parent.parent)]
     if seed is not None:
         args += ["--crashcourse-seed", str(seed)]
     if examples is not None:
