@@ -520,12 +520,17 @@ class RemoteModule(types.ModuleType):
         self.__dict__.setdefault("_overrides", {})[name] = value
         super().__setattr__(name, value)
 
+    def _worker(self) -> "Worker":
+        """The box's worker, with this file imported in it (afresh if the earlier process was stopped)."""
+        worker = self._box.ensure_worker()
+        if self._generation != self._box.generation:
+            self._reload()
+            worker = self._box.worker
+        return worker
+
     def _send_value(self, name: str, value: Any) -> None:
         box = self._box
-        worker = box.ensure_worker()
-        if self._generation != box.generation:
-            self._reload()
-            worker = box.worker
+        worker = self._worker()
         objects: dict = {}
         payload = _prepare(value, objects)
         if objects:
@@ -624,10 +629,7 @@ class RemoteFunction:
         if patched:
             box.needs_local.add(box.current)
             raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
-        worker = box.ensure_worker()
-        if module._generation != box.generation:
-            module._reload()  # the earlier process was stopped: import afresh in the new one
-            worker = box.worker
+        worker = module._worker()
         objects: dict = {}
         payload_args = _prepare(list(args), objects)
         payload_kwargs = _prepare(kwargs, objects)

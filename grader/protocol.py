@@ -110,9 +110,8 @@ def reference_saves(task: str, responses: Iterable[dict], results: Iterable[str]
     if sum(len(v) for v in _REFERENCES.values()) > 512:
         _REFERENCES.clear()
         known = _REFERENCES.setdefault((task, len(responses), len(results)), [])
-    kept = (copy.deepcopy(responses), list(results))
-    saves = _compute_reference(task, responses, results)
-    known.append((*kept, saves))
+    saves = _compute_reference(task, list(responses), list(results))
+    known.append((copy.deepcopy(responses), results, saves))
     return list(saves)
 
 

@@ -45,6 +45,7 @@ from .crash_models import MODEL_NAMES, crash_states
 from .explore import LoopTimeout, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
 from .protocol import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
 from .scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
+from .worker import free_fsync
 
 # Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
 # system in memory makes that a matter of milliseconds. Durability is not graded here.
@@ -300,18 +301,9 @@ def _watch_disk(path: str, outcome: _Outcome, model: ScriptedModel, tools: Keyed
 @contextlib.contextmanager
 def _free_fsync():
     """Level 4 grades what resume does, not durability (level 3 did): fsync returns at once here,
-    so that every crash state can be resumed in a few milliseconds."""
-    saved = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
-
-    def fsync(fd: Any) -> None:
-        os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)  # still fails on a bad descriptor
-
-    # Under `crashcourse grade` the code runs in a sandboxed worker: this asks the judge to make
-    # the same change there (grader.worker.FORWARDED), instead of taking it for fault injection.
-    fsync._crashcourse_forward = "free_fsync"
-
-    for name in saved:
-        setattr(os, name, fsync)
+    so that every crash state can be resumed in a few milliseconds. Under ``crashcourse grade`` the
+    judge makes the same change in the sandboxed worker (``grader.worker.FORWARDED``)."""
+    saved = free_fsync()
     try:
         yield
     finally:

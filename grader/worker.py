@@ -225,18 +225,23 @@ def receive() -> Any:
 
 # -- changes the judge's checks make on purpose, made here too ---------------------------------------
 
-def _free_fsync() -> dict:
-    """Level 4 grades resume, not durability: fsync returns at once (a bad descriptor still fails)."""
-    def fsync(fd: Any) -> None:
-        os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)
+def _free_fsync_call(fd: Any) -> None:
+    os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)  # still fails on a bad descriptor
 
+
+# Marked so the judge makes the same change in the worker instead of taking it for fault injection.
+_free_fsync_call._crashcourse_forward = "free_fsync"
+
+
+def free_fsync() -> dict:
+    """Level 4 grades resume, not durability: fsync returns at once. Returns what it replaced."""
     saved = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
     for name in saved:
-        setattr(os, name, fsync)
+        setattr(os, name, _free_fsync_call)
     return saved
 
 
-FORWARDED = {"free_fsync": _free_fsync}
+FORWARDED = {"free_fsync": free_fsync}
 
 
 # -- what the code read ----------------------------------------------------------------------------
