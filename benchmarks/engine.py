@@ -29,10 +29,10 @@ sys.path.insert(0, ROOT)
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 
-from grader.conversations import conversations, _without_local_constants  # noqa: E402
-from grader import explore as explore_module  # noqa: E402
-from grader.explore import Exploration, check_trace, explore_loop, record_run  # noqa: E402
-from grader.scripted import support_tickets  # noqa: E402
+from grader.engine.conversations import conversations, _without_local_constants  # noqa: E402
+from grader.engine import explore as explore_module  # noqa: E402
+from grader.engine.explore import Exploration, check_trace, explore_loop, record_run  # noqa: E402
+from grader.engine.scripted import support_tickets  # noqa: E402
 
 BUDGET_SECONDS = 2.0  # DESIGN.md §8: one submission, all crash states of all scenarios
 
@@ -59,7 +59,7 @@ def twelve_turns(seed: int):
             found.append(scenario)
 
     warnings.filterwarnings("ignore", message="Generating overly large repr")
-    with _without_local_constants():  # the same draw whatever else is imported (see grader.conversations)
+    with _without_local_constants():  # the same draw whatever else is imported (see grader.engine.conversations)
         draw()
     if not found:
         raise SystemExit(f"no 12-turn conversation with 60 KB of results under seed {seed}; try another --seed")
@@ -78,7 +78,7 @@ def in_temp_dir():
 
 
 def fresh() -> None:
-    """Forget shared verdicts (grader.explore.shared_verdicts), so each timed run checks every state."""
+    """Forget shared verdicts (grader.engine.explore.shared_verdicts), so each timed run checks every state."""
     explore_module._VERDICTS.clear()
 
 

@@ -7,7 +7,7 @@ that also prints megabytes; with ``--mix class``, every right and wrong variant 
 corpus as well), each made unique with a comment, so no file is a byte-for-byte duplicate of another.
 What the grader does share is what any class shares: it checks the kit's solution once before its
 judges fork, and a student whose saves write the same bytes gets those verdicts by lookup
-(``grader.explore.shared_verdicts``); the class mix holds many variants that write other bytes. The
+(``grader.engine.explore.shared_verdicts``); the class mix holds many variants that write other bytes. The
 baselines are measured in the same run, on the same machine, at the same parallelism:
 
 * ``python -c pass`` started once per submission (the floor for any one-process-per-student grader);

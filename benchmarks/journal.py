@@ -35,8 +35,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from grader.explore import record_run  # noqa: E402
-from grader.journal import long_conversation  # noqa: E402
+from grader.engine.explore import record_run  # noqa: E402
+from grader.levels.journal import long_conversation  # noqa: E402
 
 LOOPS = {"level 2 (whole state)": "solutions/level2/agent.py", "level 6 (journal)": "solutions/level6/agent.py"}
 
@@ -113,7 +113,7 @@ def run_recorded(module, scenario) -> int:
 
 def final_size(scenario) -> int:
     """Size of the finished conversation's JSON (the history the run had to keep)."""
-    from grader.protocol import reference_saves
+    from grader.engine.checkpoint import reference_saves
 
     saves = reference_saves(scenario.task, scenario.responses, scenario.results)
     return len(json.dumps(saves[-1][1], ensure_ascii=False).encode("utf-8"))

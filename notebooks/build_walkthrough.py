@@ -77,12 +77,12 @@ ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml
 sys.path.insert(0, str(ROOT / "notebooks"))
 
 import checkpoint_loops
-from grader.crash_models import crash_states
-from grader.explore import describe_bytes, explore_loop, windows_for
-from grader.invariants import check
-from grader.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix, draw_file_sizes
-from grader.recorder import Recorder
-from grader.scripted import from_turns, support_tickets
+from grader.engine.crash_models import crash_states
+from grader.engine.explore import describe_bytes, explore_loop, windows_for
+from grader.engine.invariants import check
+from grader.faces.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix, draw_file_sizes
+from grader.engine.recorder import Recorder
+from grader.engine.scripted import from_turns, support_tickets
 
 SEED = 0  # same seed, same run; another seed gives other tickets and other tool ids
 scenario = support_tickets(SEED)

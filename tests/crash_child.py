@@ -28,9 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from grader import recorder as recorder_module  # noqa: E402
-from grader.explore import record_run  # noqa: E402
-from grader.scripted import support_tickets  # noqa: E402
+from grader.engine import recorder as recorder_module  # noqa: E402
+from grader.engine.explore import record_run  # noqa: E402
+from grader.engine.scripted import support_tickets  # noqa: E402
 
 SOLUTION = os.path.join(ROOT, "solutions", "level2", "agent.py")
 CORPUS = os.path.join(HERE, "corpus", "save_checkpoint")

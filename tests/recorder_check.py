@@ -5,7 +5,7 @@ ordinary way to write a file, compares what the recorder saw with what happened 
 offset, order), and exits non-zero with one line per mismatch. ``tests/test_recorder.py`` runs
 each check in-process under pytest and this script under the other interpreters.
 
-Only the standard library is imported here (plus ``grader.recorder`` and ``grader.crash_models``,
+Only the standard library is imported here (plus ``grader.engine.recorder`` and ``grader.engine.crash_models``,
 which import nothing else), so an interpreter without pytest or Hypothesis can run it.
 """
 
@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from os import replace as replace_bound_at_import  # noqa: E402 - bound before any Recorder exists
 from os import write as write_bound_at_import  # noqa: E402
 
-from grader.crash_models import crash_states  # noqa: E402
-from grader.recorder import FS_KINDS, Recorder  # noqa: E402
+from grader.engine.crash_models import crash_states  # noqa: E402
+from grader.engine.recorder import FS_KINDS, Recorder  # noqa: E402
 
 CHECKS = []
 BIG = {"messages": ["ticket %d: ünïcode ☕ " % i * 3 for i in range(800)]}  # ~50 KiB of JSON

@@ -17,7 +17,7 @@ DRAW = """
 import hashlib, pickle, sys
 sys.path.insert(0, {kit!r})
 {before}
-from grader.conversations import generated
+from grader.engine.conversations import generated
 drawn = generated(7, 6) + generated(7, 6, "parallel")
 print(hashlib.sha256(pickle.dumps([(s.task, s.responses, s.results) for s in drawn])).hexdigest())
 """
@@ -45,7 +45,7 @@ def test_the_same_seed_draws_the_same_conversations_whatever_was_imported_first(
 
 
 def test_the_grader_draws_ahead_only_the_lists_a_level_asks_for(tmp_path):
-    from grader.conversations import draws_in
+    from grader.engine.conversations import draws_in
 
     assert draws_in(sorted((KIT / "exercises" / "level4").glob("test_*.py"))) == [("conversations", {"max_turns": 4})]
     assert draws_in(sorted((KIT / "exercises" / "level5").glob("test_*.py"))) == [("parallel", {})]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import reports, sandbox
+from grader.grading import reports
+from grader.grading import sandbox
 
 KIT = Path(__file__).resolve().parent.parent
 CORPUS = KIT / "tests" / "corpus" / "hostile"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
+from grader.levels import manifest
 
 KIT = Path(__file__).resolve().parent.parent
 LEVELS = manifest.load().levels

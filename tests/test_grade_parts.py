@@ -7,10 +7,12 @@ import struct
 import zipfile
 from pathlib import Path
 
-from grader import judge, reports, worker
-from grader.grading_cli import unpack
-from grader.gradescope import build_package
-from grader.recorder import Op
+from grader.grading import judge
+from grader.grading import reports
+from grader.grading import worker
+from grader.grading.batch import unpack
+from grader.grading.gradescope import build_package
+from grader.engine.recorder import Op
 
 KIT = Path(__file__).resolve().parent.parent
 
@@ -115,7 +117,7 @@ def test_the_gradescope_package_has_its_scripts_and_no_solutions(tmp_path):
     out = build_package(2, str(tmp_path / "ag.zip"), seed=7)
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
-        assert {"setup.sh", "run_autograder", "kit/pyproject.toml", "kit/grader/judge.py",
+        assert {"setup.sh", "run_autograder", "kit/pyproject.toml", "kit/grader/grading/judge.py",
                 "kit/exercises/level2/test_agent.py"} <= names
         assert not any(n.startswith("kit/solutions") for n in names)
         assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
@@ -163,7 +165,7 @@ def test_the_packaged_kit_grades_a_submission_the_way_gradescope_runs_it(tmp_pat
 JUDGE_BOTH_WAYS = """
 import json, os, shutil, sys, tempfile, uuid
 sys.path.insert(0, {kit!r})
-from grader import judge
+from grader.grading import judge
 level = os.path.join({kit!r}, "exercises", "level2")
 config = judge.prepare_config(level, examples=1) if {reuse!r} else None
 root = tempfile.mkdtemp(prefix="crashcourse-grade-")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import judge, sandbox
+from grader.grading import judge
+from grader.grading import sandbox
 
 KIT = Path(__file__).resolve().parent.parent
 

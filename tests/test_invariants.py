@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from grader.explore import windows_for
-from grader.invariants import Window, check
-from grader.protocol import reference_saves, spend
-from grader.scripted import support_tickets
+from grader.engine.explore import windows_for
+from grader.engine.invariants import Window, check
+from grader.engine.checkpoint import reference_saves, spend
+from grader.engine.scripted import support_tickets
 
 SCENARIO = support_tickets(seed=3)
 SAVES = reference_saves(SCENARIO.task, SCENARIO.responses, SCENARIO.results)
@@ -108,7 +108,7 @@ def test_a_valid_but_different_state_breaks_whole():
 
 
 def test_windows_cover_every_crash_point_of_a_run():
-    from grader.explore import record_run
+    from grader.engine.explore import record_run
     import importlib.util
     import pathlib
     import tempfile

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import resume_driver as driver
-from grader.scripted import check_messages, support_tickets
+from grader.levels import fields as driver
+from grader.engine.scripted import check_messages, support_tickets
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTER = ROOT / "exercises" / "level1" / "checkpoint.py"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.explore import explore_loop
-from grader.scripted import from_turns, support_tickets
+from grader.engine.explore import explore_loop
+from grader.engine.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTER = ROOT / "exercises" / "level2" / "agent.py"

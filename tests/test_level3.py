@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.crash_models import crash_states
-from grader.explore import explore_loop
-from grader.recorder import Op
-from grader.scripted import from_turns, support_tickets
+from grader.engine.crash_models import crash_states
+from grader.engine.explore import explore_loop
+from grader.engine.recorder import Op
+from grader.engine.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level3"
@@ -137,7 +137,7 @@ def test_a_directory_fsync_alone_still_loses_the_data_under_m3():
 def test_the_solution_holds_under_every_model_on_generated_conversations():
     from hypothesis import HealthCheck, given, settings
 
-    from grader.conversations import conversations
+    from grader.engine.conversations import conversations
 
     run = load(ROOT / "solutions" / "level3" / "agent.py").run_agent
 

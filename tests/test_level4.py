@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.explore import explore_loop
-from grader.protocol import reference_saves, snapshot
-from grader.resume_explore import (CHECKS, KeyedTools, ResumedModel, b_only_writer, check_refusals,
+from grader.engine.explore import explore_loop
+from grader.engine.checkpoint import reference_saves, snapshot
+from grader.levels.resume import (CHECKS, KeyedTools, ResumedModel, b_only_writer, check_refusals,
                                    check_turn_cap, explore_resume, matches_under_policy, reference_writer)
-from grader.scripted import from_turns, support_tickets
+from grader.engine.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level4"

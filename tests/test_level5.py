@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.invariants import INVARIANTS
-from grader.parallel import (ParallelWindow, check_parallel, explore_parallel, from_parallel_turns, normalize,
+from grader.engine.invariants import INVARIANTS
+from grader.levels.parallel_calls import (ParallelWindow, check_parallel, explore_parallel, from_parallel_turns, normalize,
                              parallel_tickets, parallel_windows, state_after)
-from grader.protocol import spend, tool_use_blocks
-from grader.scripted import ScriptedModelError, check_messages
+from grader.engine.checkpoint import spend, tool_use_blocks
+from grader.engine.scripted import ScriptedModelError, check_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level5"
@@ -192,7 +192,7 @@ def test_the_windows_name_the_call_and_the_turn():
 def test_the_solution_and_the_right_corpus_hold_on_generated_conversations():
     from hypothesis import HealthCheck, given, settings
 
-    from grader.parallel import parallel_conversations
+    from grader.levels.parallel_calls import parallel_conversations
 
     runs = [load(p).run_agent for p in [ROOT / "solutions" / "level5" / "agent.py", *sorted(CORPUS.glob("right/*.py"))]]
 

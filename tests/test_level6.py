@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.journal import (AMPLIFICATION_LIMIT, ByteReport, LoaderFailure, LoaderReader, bytes_by_turn,
+from grader.levels.journal import (AMPLIFICATION_LIMIT, ByteReport, LoaderFailure, LoaderReader, bytes_by_turn,
                             check_loaded, explore_journal, history_sizes, long_conversation, sampled_points,
                             shared_reference_saves)
-from grader.crash_models import CrashState
-from grader.protocol import reference_saves
-from grader.recorder import Op
-from grader.scripted import from_turns, support_tickets
+from grader.engine.crash_models import CrashState
+from grader.engine.checkpoint import reference_saves
+from grader.engine.recorder import Op
+from grader.engine.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level6"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, live
-from grader.matrix import load_module
-from grader.protocol import spend
+from grader.faces import cli
+from grader.faces import live
+from grader.faces.matrix import load_module
+from grader.engine.checkpoint import spend
 
 anthropic = pytest.importorskip("anthropic")
 # The SDK names its HTTP library on its client module (httpx, or httpx2 in newer releases).

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from grader import manifest
+from grader.levels import manifest
 
 
 def write_manifest(root, levels):

@@ -1,6 +1,6 @@
 """The walkthrough notebooks: valid, committed without outputs, built from their script, and runnable.
 
-The notebook's pictures come from ``grader.pictures``; the tests call the same functions directly,
+The notebook's pictures come from ``grader.faces.pictures``; the tests call the same functions directly,
 so "the fix is all green" is checked on the data itself, not on a PNG.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix
-from grader.scripted import from_turns, support_tickets
+from grader.faces.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix
+from grader.engine.scripted import from_turns, support_tickets
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"

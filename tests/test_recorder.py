@@ -37,7 +37,7 @@ def test_the_checks_import_only_the_standard_library():
     """recorder_check must run where pytest and Hypothesis are absent: it and what it imports stay stdlib."""
     code = ("import sys; sys.modules['pytest'] = None; sys.modules['hypothesis'] = None; "
             f"sys.path.insert(0, {HERE!r}); import recorder_check; "
-            "bad = [m for m in ('pytest', 'hypothesis', 'grader.explore', 'grader.scripted') "
+            "bad = [m for m in ('pytest', 'hypothesis', 'grader.engine.explore', 'grader.engine.scripted') "
             "if sys.modules.get(m) is not None]; print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -48,7 +48,7 @@ def _program_started_during_recording(tmp_path, in_grader_work: bool) -> list:
     import subprocess
     import threading
 
-    from grader.recorder import Recorder, grader_work
+    from grader.engine.recorder import Recorder, grader_work
 
     recording, finished = threading.Event(), threading.Event()
 
@@ -83,8 +83,8 @@ def test_a_loop_whose_temp_folder_is_in_dev_shm_is_recorded(tmp_path):
     import importlib.util
     import tempfile
 
-    from grader.explore import explore_loop
-    from grader.scripted import support_tickets
+    from grader.engine.explore import explore_loop
+    from grader.engine.scripted import support_tickets
 
     spec = importlib.util.spec_from_file_location("shm_solution", os.path.join(HERE, "..", "solutions", "level2",
                                                                               "agent.py"))

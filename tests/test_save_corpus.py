@@ -18,8 +18,8 @@ import os
 
 import pytest
 
-from grader.explore import explore_loop
-from grader.scripted import support_tickets
+from grader.engine.explore import explore_loop
+from grader.engine.scripted import support_tickets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus", "save_checkpoint")

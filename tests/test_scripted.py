@@ -2,7 +2,7 @@
 
 import pytest
 
-from grader.scripted import ScriptedModelError, ScriptedToolError, check_messages, support_tickets
+from grader.engine.scripted import ScriptedModelError, ScriptedToolError, check_messages, support_tickets
 
 
 def test_same_seed_same_script():

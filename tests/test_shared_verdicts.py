@@ -2,7 +2,7 @@
 
 ``crashcourse grade`` checks the kit's solution before it forks its judges, and a student's run of
 the same conversation then looks verdicts up instead of computing them (see
-``grader.explore.shared_verdicts``). Every wrong submission of the level-2 corpus must get exactly
+``grader.engine.explore.shared_verdicts``). Every wrong submission of the level-2 corpus must get exactly
 the findings it gets with nothing shared.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import explore
-from grader.conversations import generated
-from grader.scripted import support_tickets
+from grader.engine import explore
+from grader.engine.conversations import generated
+from grader.engine.scripted import support_tickets
 
 KIT = Path(__file__).resolve().parent.parent
 WRONG = sorted((KIT / "tests" / "corpus" / "level2").glob("w*.py")) + [KIT / "exercises" / "level2" / "agent.py"]

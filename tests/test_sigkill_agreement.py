@@ -19,9 +19,9 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from grader.crash_models import crash_states
-from grader.explore import record_run
-from grader.scripted import support_tickets
+from grader.engine.crash_models import crash_states
+from grader.engine.explore import record_run
+from grader.engine.scripted import support_tickets
 
 import crash_child
 

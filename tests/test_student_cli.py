@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, manifest, matrix, student_cli
+from grader.faces import cli
+from grader.levels import manifest
+from grader.faces import matrix
+from grader.faces import student_cli
 
 KIT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -379,7 +382,7 @@ def test_selfcheck_strict_counts_missing_levels(kit, capsys):
 
 
 def test_the_readmes_crash_explorer_example_runs(tmp_path):
-    from grader.explore import explore_writes
+    from grader.engine.explore import explore_writes
 
     text = (KIT / "README.md").read_text()
     block = text.split("```python\n", 1)[1].split("```", 1)[0]

@@ -9,7 +9,7 @@ disk, what the resume ran into, and what to try.
 
 import pytest
 
-from grader import resume_driver as driver
+from grader.levels import fields as driver
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ the crash landed, what was on disk, and what a resume would have run into.
 
 import pytest
 
-from grader.conversations import generated
-from grader.explore import explore_loop
-from grader.grading import STUDENT_TIMEOUT, assert_holds
-from grader.plugin import rerun_command
-from grader.scripted import support_tickets
+from grader.engine.conversations import generated
+from grader.engine.explore import explore_loop
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.faces.plugin import rerun_command
+from grader.engine.scripted import support_tickets
 
 MODELS = ("M1", "M2")
 

@@ -10,11 +10,11 @@ what your resume did, and what was wrong with it.
 
 import pytest
 
-from grader.conversations import generated
-from grader.grading import STUDENT_TIMEOUT
-from grader.plugin import rerun_command
-from grader.resume_explore import b_only_writer, check_refusals, check_turn_cap, explore_resume
-from grader.scripted import support_tickets
+from grader.engine.conversations import generated
+from grader.faces.assertions import STUDENT_TIMEOUT
+from grader.faces.plugin import rerun_command
+from grader.levels.resume import b_only_writer, check_refusals, check_turn_cap, explore_resume
+from grader.engine.scripted import support_tickets
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ disk, and what a resume would have run into.
 
 import pytest
 
-from grader.conversations import generated
+from grader.engine.conversations import generated
 
-from grader.grading import STUDENT_TIMEOUT, assert_holds
-from grader.parallel import explore_parallel, parallel_tickets
-from grader.plugin import rerun_command
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.levels.parallel_calls import explore_parallel, parallel_tickets
+from grader.faces.plugin import rerun_command
 
 MODELS = ("M1", "M2")
 

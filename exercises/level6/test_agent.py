@@ -8,11 +8,11 @@ writes come from the same recording, counted exactly, on a task of 200 turns.
 
 import pytest
 
-from grader.conversations import generated
-from grader.grading import STUDENT_TIMEOUT, assert_holds
-from grader.journal import LONG_TURNS, explore_journal, long_conversation
-from grader.plugin import rerun_command
-from grader.scripted import support_tickets
+from grader.engine.conversations import generated
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.levels.journal import LONG_TURNS, explore_journal, long_conversation
+from grader.faces.plugin import rerun_command
+from grader.engine.scripted import support_tickets
 
 MODELS = ("M1", "M2")
 KILLED = ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"]

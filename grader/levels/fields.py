@@ -41,10 +41,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .explore import LoopTimeout, _chdir, _time_limit
-from .protocol import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
+from grader.engine.explore import LoopTimeout, _chdir, _time_limit
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
-from .scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
+from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
 
 RUNTIME_KEYS = ("client", "startedAt")
 RUN_DIRECTORY = "crashed-run"   # not the default "checkpoints": a save that ignores `directory` shows up
@@ -623,7 +623,7 @@ def check_pending(module: Any, seed: int = 0) -> Optional[str]:
 
 def _good_file(seed: int = 0) -> dict:
     """A checkpoint a correct loop saves at point A of turn 2 (so pendingToolUse is set)."""
-    from .protocol import reference_saves
+    from grader.engine.checkpoint import reference_saves
     scenario = support_tickets(seed)
     saves = reference_saves(scenario.task, scenario.responses, scenario.results)
     return [s for label, s in saves if label == "A"][1]

@@ -29,10 +29,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from .explore import Exploration, Violation, explore_loop, windows_for
-from .invariants import Finding, check
-from .protocol import pending_record, spend, tool_result_message, tool_use_blocks
-from .scripted import Scenario, from_turns
+from grader.engine.explore import Exploration, Violation, explore_loop, windows_for
+from grader.engine.invariants import Finding, check
+from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
+from grader.engine.scripted import Scenario, from_turns
 
 LONG_TURNS = 200
 AMPLIFICATION_LIMIT = 10.0
@@ -67,7 +67,7 @@ def _normal(value: Any) -> Any:
 
 
 def shared_reference_saves(task: str, responses: list, results: list) -> list:
-    """What :func:`~grader.protocol.reference_saves` returns, built in linear time.
+    """What :func:`~grader.engine.checkpoint.reference_saves` returns, built in linear time.
 
     The saves share their message objects (messages are only ever appended), so a 1000-turn run
     costs no more than its history; treat the returned states as read-only.
@@ -232,7 +232,7 @@ def _note_reads(event: str, args: tuple) -> None:
 
 
 class LoaderReader:
-    """``reader(crash_state)`` for :func:`~grader.explore.check_trace`: the loader's view of the files.
+    """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
 
     Returns the JSON bytes of what ``load_checkpoint`` returned, None when it found no checkpoint,
     or a :class:`LoaderFailure` when it raised. The loader is called again only when something it

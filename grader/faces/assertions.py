@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import pytest
 
-from .explore import Exploration
+from grader.engine.explore import Exploration
 
 STUDENT_TIMEOUT = 20.0
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from .explore import explore_writes
+from grader.engine.explore import explore_writes
 
 DEFAULT_SEED = 20261129
 DEFAULT_EXAMPLES = 12

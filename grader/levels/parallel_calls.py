@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from .explore import Exploration, Violation, check_trace, record_run
-from .invariants import Finding, Window, parse_cached
-from .protocol import FIELDS, initial_state, snapshot, spend, tool_use_blocks
-from .protocol import field_problems as protocol_field_problems
-from .scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, _tool_id, _usage
+from grader.engine.explore import Exploration, Violation, check_trace, record_run
+from grader.engine.invariants import Finding, Window, parse_cached
+from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, tool_use_blocks
+from grader.engine.checkpoint import field_problems as protocol_field_problems
+from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, _tool_id, _usage
 
 # The course's tools, with tickets listed a month at a time (three months: three calls in one turn)
 # and a second tool that must not run twice.
@@ -58,7 +58,7 @@ def from_parallel_turns(task: str, turns: list, final_text: str = "Done.", *, se
     """A scenario from turns, each a list of ``(tool name, tool input, result)``: one tool_use per item.
 
     ``Scenario.results`` holds one result per tool_use block, in the order the blocks appear, which
-    is how :class:`~grader.scripted.ScriptedTools` finds the result of a call.
+    is how :class:`~grader.engine.scripted.ScriptedTools` finds the result of a call.
     """
     rng = random.Random(seed)
     # Two calls with the same name and input cannot be told apart from outside (which one ran
@@ -137,8 +137,8 @@ def parallel_conversations(min_turns: int = 0, max_turns: int = 6):
     """A Hypothesis strategy of scenarios whose turns name one to three tools each."""
     from hypothesis import strategies as st
 
-    from .conversations import _result, _text, _tool_input
-    from .conversations import _usage as usage_strategy
+    from grader.engine.conversations import _result, _text, _tool_input
+    from grader.engine.conversations import _usage as usage_strategy
 
     @st.composite
     def draw_scenario(draw: Any) -> Scenario:
@@ -224,7 +224,7 @@ def same_state(got: Any, want: Any) -> bool:
 
 @dataclass
 class ParallelWindow(Window):
-    """A :class:`~grader.invariants.Window` for turns with several calls.
+    """A :class:`~grader.engine.invariants.Window` for turns with several calls.
 
     ``allowed`` holds whole states the file may equal; ``partial`` says the file may also be the
     current turn with some of its results in: any set holding ``kept`` and within ``results``.
@@ -546,7 +546,7 @@ def check_kept(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[di
 def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                      directory: str = "checkpoints", timeout: Optional[float] = 20,
                      workdir: Optional[str] = None, max_violations: int = 200) -> Exploration:
-    """:func:`~grader.explore.explore_loop` under the level-5 rules (one run, every crash state)."""
+    """:func:`~grader.engine.explore.explore_loop` under the level-5 rules (one run, every crash state)."""
     models = tuple(models)
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:

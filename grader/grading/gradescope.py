@@ -21,8 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
-from .grading_cli import KIT_ROOT, grade_batch
-from .reports import gradescope_result
+from grader.grading.batch import KIT_ROOT, grade_batch
+from grader.grading.reports import gradescope_result
 
 SETUP_SH = """#!/usr/bin/env bash
 # Runs once, when Gradescope builds the autograder image.
@@ -58,8 +58,8 @@ def build_package(level: int, output: str, *, seed: Optional[int] = None, scenar
     for name in ("pyproject.toml", "README.md"):
         if (KIT_ROOT / name).exists():
             files[f"kit/{name}"] = (KIT_ROOT / name).read_bytes()
-    for path in sorted((KIT_ROOT / "grader").glob("*.py")):
-        files[f"kit/grader/{path.name}"] = path.read_bytes()
+    for path in sorted((KIT_ROOT / "grader").rglob("*.py")):
+        files[f"kit/{path.relative_to(KIT_ROOT).as_posix()}"] = path.read_bytes()
     level_dir = KIT_ROOT / "exercises" / f"level{level}"
     for path in sorted(level_dir.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:

@@ -6,7 +6,7 @@ would find after a crash there: ``ok``, ``torn file``, ``untraced tool call``, `
 call``, ``counters off``, ...  Consecutive crash points with the same verdicts share one line, so
 the whole run of a loop fits on a screen.
 
-The verdicts come from :func:`grader.explore.explore_loop`, the same engine the level's tests use.
+The verdicts come from :func:`grader.engine.explore.explore_loop`, the same engine the level's tests use.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .crash_models import MODEL_NAMES
-from .explore import Exploration, Violation, explore_loop, windows_for
-from .invariants import INVARIANTS
+from grader.engine.crash_models import MODEL_NAMES
+from grader.engine.explore import Exploration, Violation, explore_loop, windows_for
+from grader.engine.invariants import INVARIANTS
 
 WIDTH = 100
 NOWHERE = "—"      # the loop does nothing at this point (no such crash point)
@@ -375,7 +375,7 @@ def load_module(path: Path, tag: str = "matrix") -> Any:
 
 def loop_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
     """The crash matrix column of the loop in ``folder`` on the course's scripted task."""
-    from .scripted import support_tickets
+    from grader.engine.scripted import support_tickets
 
     filename = level.files[0]
     path = Path(folder) / filename
@@ -394,7 +394,7 @@ def loop_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
     if level.engine == "journal":
         return journal_column(title, module, level, seed)
     if level.engine == "parallel":
-        from .parallel import explore_parallel, parallel_tickets, parallel_windows
+        from grader.levels.parallel_calls import explore_parallel, parallel_tickets, parallel_windows
 
         scenario = parallel_tickets(seed)
         exploration = explore_parallel(fn, scenario, models=models)
@@ -433,8 +433,8 @@ FIELD_LEGEND = {
 
 
 def fields_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
-    """Level 1's column: each check of :mod:`grader.resume_driver`, ok or what went wrong on resume."""
-    from . import resume_driver
+    """Level 1's column: each check of :mod:`grader.levels.fields`, ok or what went wrong on resume."""
+    from grader.levels import fields as resume_driver
 
     filename = level.files[0]
     path = Path(folder) / filename
@@ -481,16 +481,16 @@ RESUME_LEGEND = {
 def resume_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
     """Level 4's column: a correct run crashed at each point, then resumed with ``resume_agent``.
 
-    The same steps as :func:`grader.resume_explore.explore_resume`, kept per crash point so each
+    The same steps as :func:`grader.levels.resume.explore_resume`, kept per crash point so each
     row of the matrix can say what resume made of the file that crash left.
     """
     import tempfile
 
-    from . import resume_explore as rx
-    from .crash_models import crash_states
-    from .explore import record_run
-    from .protocol import CHECKPOINT_NAME, snapshot, tool_use_blocks
-    from .scripted import support_tickets
+    from grader.levels import resume as rx
+    from grader.engine.crash_models import crash_states
+    from grader.engine.explore import record_run
+    from grader.engine.checkpoint import CHECKPOINT_NAME, snapshot, tool_use_blocks
+    from grader.engine.scripted import support_tickets
 
     filename = level.files[0]
     path = Path(folder) / filename
@@ -561,9 +561,9 @@ def journal_column(title: str, module: Any, level: Any, seed: int = 0) -> Column
     """
     import tempfile
 
-    from .explore import record_run
-    from .journal import AMPLIFICATION_LIMIT, FROM_TURN, byte_report, explore_journal, long_conversation
-    from .scripted import support_tickets
+    from grader.engine.explore import record_run
+    from grader.levels.journal import AMPLIFICATION_LIMIT, FROM_TURN, byte_report, explore_journal, long_conversation
+    from grader.engine.scripted import support_tickets
 
     load = getattr(module, "load_checkpoint", None)
     if not callable(load):

@@ -1,6 +1,6 @@
 """Generated conversations: a Hypothesis strategy of scripted scenarios.
 
-Each drawn :class:`~grader.scripted.Scenario` has 0 to 12 turns, unicode everywhere, tool inputs of
+Each drawn :class:`~grader.engine.scripted.Scenario` has 0 to 12 turns, unicode everywhere, tool inputs of
 every JSON type, results from nothing to 9000 characters (tens of KiB once JSON escapes them, so one
 checkpoint spans many 8 KiB buffer flushes), and usage with and without the cache fields. Drawing is
 deterministic under a seed.
@@ -15,7 +15,7 @@ from typing import Optional
 
 from hypothesis import strategies as st
 
-from .scripted import Scenario, from_turns
+from grader.engine.scripted import Scenario, from_turns
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 _json = st.recursive(
@@ -65,7 +65,7 @@ _DRAWN: dict = {}
 
 def _strategy(kind: str, kwargs: dict):
     if kind == "parallel":
-        from .parallel import parallel_conversations
+        from grader.levels.parallel_calls import parallel_conversations
 
         return parallel_conversations(**kwargs)
     return conversations(**kwargs)

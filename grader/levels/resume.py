@@ -6,7 +6,7 @@ writer is atomic, so a torn write, M2, only changes the leftover temp file's byt
 folder is rebuilt in a fresh temporary directory, exactly as the crash left it (leftover temp file
 included), and the resume under test runs there against:
 
-- a fresh :class:`~grader.scripted.ScriptedModel`: stateless, it answers by the number of assistant
+- a fresh :class:`~grader.engine.scripted.ScriptedModel`: stateless, it answers by the number of assistant
   messages it is sent, and refuses (as the Messages API would, with a 400) a transcript in which a
   ``tool_use`` is not answered right after it;
 - a :class:`KeyedTools` executor whose log of effects carries over the tool calls the crashed run
@@ -41,11 +41,11 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from .crash_models import MODEL_NAMES, crash_states
-from .explore import LoopTimeout, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
-from .protocol import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
-from .scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
-from .worker import free_fsync
+from grader.engine.crash_models import MODEL_NAMES, crash_states
+from grader.engine.explore import LoopTimeout, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
+from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
+from grader.grading.worker import free_fsync
 
 # Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
 # system in memory makes that a matter of milliseconds. Durability is not graded here.
@@ -150,7 +150,7 @@ class KeyedTools(ScriptedTools):
         index = next((i for i, b in enumerate(self.blocks) if b["id"] == script_id), None)
         normal = json.loads(json.dumps(tool_input))
         if index is None or self.blocks[index]["name"] != name or self.blocks[index]["input"] != normal:
-            from .scripted import ScriptedToolError
+            from grader.engine.scripted import ScriptedToolError
             raise ScriptedToolError(f"the loop ran {name}({json.dumps(tool_input)[:60]}) under the key {tool_use_id!r}, "
                                     "but the model asked for no such call under that id")
         self.calls += 1
@@ -302,7 +302,7 @@ def _watch_disk(path: str, outcome: _Outcome, model: ScriptedModel, tools: Keyed
 def _free_fsync():
     """Level 4 grades what resume does, not durability (level 3 did): fsync returns at once here,
     so that every crash state can be resumed in a few milliseconds. Under ``crashcourse grade`` the
-    judge makes the same change in the sandboxed worker (``grader.worker.FORWARDED``)."""
+    judge makes the same change in the sandboxed worker (``grader.grading.worker.FORWARDED``)."""
     saved = free_fsync()
     try:
         yield

@@ -8,10 +8,10 @@ Two processes grade each submission, and only one of them runs student code:
   tests, fixtures, crash engine and invariants. It replaces the plugin's ``Submission`` with
   :class:`RemoteSubmission`, so ``submission.load("agent.py")`` returns a stand-in module whose
   functions run somewhere else. Pass or fail, points, and the report are decided here, from data.
-* The **worker** (:mod:`grader.worker`) is a separate process in the sandbox of
-  :mod:`grader.sandbox`. It imports the student's file and calls its functions when asked. When
+* The **worker** (:mod:`grader.grading.worker`) is a separate process in the sandbox of
+  :mod:`grader.grading.sandbox`. It imports the student's file and calls its functions when asked. When
   the judge's crash engine is recording (``explore_loop``), the worker records the file operations
-  with the same :class:`~grader.recorder.Recorder` and streams them back as plain JSON; the judge
+  with the same :class:`~grader.engine.recorder.Recorder` and streams them back as plain JSON; the judge
   appends them to its own recorder in order. The scripted model and tools stay in the judge: the
   worker only receives a callback handle, so each model and tool call is recorded by the judge at
   the moment it serves it, and the loop events in the trace cannot be forged or reordered.
@@ -22,7 +22,7 @@ What that buys:
   captured, capped, and shown as output, never parsed);
 * ``sys.exit(0)`` or ``os._exit(0)`` anywhere: the judge sees an exception or a dead pipe, never
   a pass; an exit at import fails every test with that reason;
-* patching pytest, ``grader.grading.assert_holds`` or ``_pytest.runner``: those patches land in
+* patching pytest, ``grader.faces.assertions.assert_holds`` or ``_pytest.runner``: those patches land in
   the worker, where no verdict is computed (pytest is not even imported there);
 * a thread or a detached process left running: the worker is killed after the run, and every
   process it started is found (session, subreaper, environment marker) and killed;
@@ -50,7 +50,7 @@ Four things a level's tests may do in their own process are carried across:
   the worker too, and again after the worker is restarted (:meth:`RemoteModule.__setattr__`);
 * a change to ``os`` the kit's own checks make on purpose and mark (level 4 makes ``fsync`` free,
   since it grades resume, not durability) is made in the worker by name
-  (:func:`forwarded_patches`, ``grader.worker.FORWARDED``); only names the worker knows are used.
+  (:func:`forwarded_patches`, ``grader.grading.worker.FORWARDED``); only names the worker knows are used.
 
 One thing cannot be carried across: a test that patches ``os`` or ``open`` in its own process to
 inject a fault (level 3: a failing ``fsync``, a platform without ``O_DIRECTORY``). Such a test is
@@ -77,12 +77,12 @@ import types
 from pathlib import Path
 from typing import Any, Optional
 
-from . import recorder as recorder_module
-from . import sandbox
-from .recorder import FS_KINDS, Op
-from .worker import MAX_MESSAGE, OP_FIELDS, Callback, Stand
+from grader.engine import recorder as recorder_module
+from grader.grading import sandbox
+from grader.engine.recorder import FS_KINDS, Op
+from grader.grading.worker import MAX_MESSAGE, OP_FIELDS, Callback, Stand
 
-KIT_PARENT = str(Path(__file__).resolve().parent.parent)
+KIT_PARENT = str(Path(__file__).resolve().parents[2])
 SAFE_MODULES = {"datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
 OUTPUT_SHOWN = 4000
 
@@ -199,7 +199,7 @@ def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
 
 
 def unframe(data: bytes, objects: Optional[dict] = None) -> Any:
-    """One whole message from the worker (see :func:`grader.worker.frame`), decoded; None if unreadable."""
+    """One whole message from the worker (see :func:`grader.grading.worker.frame`), decoded; None if unreadable."""
     if len(data) < 8:
         return None
     head, blob_size = struct.unpack(">II", data[:8])
@@ -310,7 +310,7 @@ class Worker:
         # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
         # the site-packages folders are still on the path, for a submission that imports a library.
         code = (f"import sys, site; sys.path[:0] = [{KIT_PARENT!r}]; sys.path += site.getsitepackages(); "
-                f"from grader.worker import main; "
+                f"from grader.grading.worker import main; "
                 f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
         if pytest_args is not None:
@@ -450,7 +450,7 @@ class Worker:
 # -- what the level's tests see in place of the student's module -----------------------------------
 
 class RemoteSubmission:
-    """Drop-in for :class:`grader.plugin.Submission`: the same methods, the code runs in the worker."""
+    """Drop-in for :class:`grader.faces.plugin.Submission`: the same methods, the code runs in the worker."""
 
     box: Optional[Box] = None
 
@@ -699,7 +699,7 @@ class RemoteFunction:
         fn = objects.get(message.get("id"))
         args, kwargs = message.get("args"), message.get("kwargs")
         ident = message.get("id")
-        if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.worker.plain_json)
+        if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.grading.worker.plain_json)
             try:
                 args, kwargs = json.loads(message["json"])
                 kwargs = _with_kept_messages(kwargs, worker.sent_messages.get(ident), message.get("keep"))
@@ -728,7 +728,7 @@ class RemoteFunction:
 
 def _with_kept_messages(kwargs: Any, before: Optional[list], keep: Any) -> Any:
     """``kwargs`` with its ``messages`` put back together: the first ``keep`` from the last call, then
-    the ones sent now (see ``Session.unchanged_messages`` in :mod:`grader.worker`)."""
+    the ones sent now (see ``Session.unchanged_messages`` in :mod:`grader.grading.worker`)."""
     if keep in (None, 0):
         return kwargs
     if type(keep) is not int or keep < 0 or before is None or keep > len(before) or not isinstance(kwargs, dict) \
@@ -738,7 +738,7 @@ def _with_kept_messages(kwargs: Any, before: Optional[list], keep: Any) -> Any:
 
 
 def _loop_timeout() -> type:
-    from .explore import LoopTimeout
+    from grader.engine.explore import LoopTimeout
     return LoopTimeout
 
 
@@ -834,7 +834,7 @@ def _merge(old: Any, new: Any) -> None:
 
 def _compare_with_disk(rec: Any) -> None:
     """The trace the worker sent must replay to exactly the files that are on disk now."""
-    from .crash_models import final_listing
+    from grader.engine.crash_models import final_listing
     roots = [os.path.realpath(w) for w in rec.watch]
     dirs = {os.path.dirname(p) for op in rec.ops if op.kind in FS_KINDS for p in (op.path, op.dest) if p}
     for directory in sorted(dirs):
@@ -929,7 +929,7 @@ def written_tasks(level_dir: Path) -> set:
 # the commit on every start) would cost each of hundreds of judges for nothing. Capture and the
 # terminal reporter are off because a judge's own output goes nowhere: verdicts and their texts
 # come from the test reports (Collector), which do not depend on either.
-LEAN = ["-p", "grader.plugin"] + [w for name in ("logging", "junitxml", "pastebin", "doctest", "faulthandler",
+LEAN = ["-p", "grader.faces.plugin"] + [w for name in ("logging", "junitxml", "pastebin", "doctest", "faulthandler",
                                                  "stepwise", "nose", "legacypath", "capture", "terminal")
                                   for w in ("-p", f"no:{name}")]
 
@@ -983,7 +983,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     this process may use once.
     """
     import pytest
-    from . import plugin
+    from grader.faces import plugin
 
     level = Path(level_dir).resolve()
     kit_root = level.parent.parent
@@ -1108,7 +1108,7 @@ def run_local(box: Box, nodeids: list, collector: Collector, options: list, kit_
 
 def run_scenarios(path: str, box: Box) -> list:
     """The instructor's own scenarios (not shipped to students), each explored like a level test."""
-    from .explore import explore_loop
+    from grader.engine.explore import explore_loop
     spec = load_scenarios(path)
     out = []
     submission = RemoteSubmission(Path(box.folder))
@@ -1142,12 +1142,12 @@ def load_scenarios(path: str) -> dict:
                         "invariants": ["PARSE", "WHOLE"],
                         "turns": [["read_report", {"week": 1}, "refunds: 40 EUR"], ...]}]}
 
-    Python: a module with ``SCENARIOS`` (a list of :class:`grader.scripted.Scenario` or of dicts as
+    Python: a module with ``SCENARIOS`` (a list of :class:`grader.engine.scripted.Scenario` or of dicts as
     above) and optionally ``FILE``, ``FUNCTION``, ``MODELS``, ``POINTS``. Each scenario becomes one
     more check worth ``points``: the function runs once in the sandbox, and every crash state under
     ``models`` must keep ``invariants`` (all of them when the list is empty or absent).
     """
-    from .scripted import Scenario, from_turns
+    from grader.engine.scripted import Scenario, from_turns
     p = Path(path)
     if p.suffix == ".py":
         import importlib.util

@@ -277,7 +277,7 @@ class Recorder:
         """
         if not self.watch:
             return
-        from .crash_models import FileSystem  # late: crash_models imports this module
+        from grader.engine.crash_models import FileSystem  # late: crash_models imports this module
 
         fs = FileSystem(self.initial, self.initial_dirs)
         for op in self.ops:

@@ -118,7 +118,7 @@ def find_root(start: Optional[Path] = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / MANIFEST_PATH).is_file():
             return folder
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def load(root: Optional[Path] = None) -> Manifest:

@@ -1,6 +1,6 @@
 """Reports of a graded batch: ``json`` (the contract), ``gradescope``, ``csv`` and ``md``.
 
-Every writer takes the batch as :func:`grader.grading_cli.grade_batch` returns it::
+Every writer takes the batch as :func:`grader.grading.batch.grade_batch` returns it::
 
     {"level": 2, "submissions": [{"id", "score", "max_score", "status", "error", "tests": [...]}, ...]}
 
@@ -17,7 +17,7 @@ import os
 import re
 from collections import Counter
 
-from .invariants import INVARIANTS
+from grader.engine.invariants import INVARIANTS
 
 FORMATS = ("json", "gradescope", "csv", "md")
 _TRIPPED = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(INVARIANTS, key=len, reverse=True)) + r")\b broken")

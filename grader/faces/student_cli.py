@@ -1,6 +1,6 @@
 """Student commands: demo, check, hint, watch, selfcheck and run.
 
-Every command reads the level list from ``exercises/manifest.json`` (:mod:`grader.manifest`).
+Every command reads the level list from ``exercises/manifest.json`` (:mod:`grader.levels.manifest`).
 
 ``crashcourse demo``
     For each level, the crash matrix of the broken starter beside the solution, on the scripted model.
@@ -18,7 +18,7 @@ Every command reads the level list from ``exercises/manifest.json`` (:mod:`grade
     Runs your loop once and shows the conversation and the checkpoint it left; ``--live`` uses the
     real Messages API (needs the ``anthropic`` extra and ANTHROPIC_API_KEY).
 
-This module is also a tiny pytest plugin (``-p grader.student_cli``): when CRASHCOURSE_REPORT names
+This module is also a tiny pytest plugin (``-p grader.faces.student_cli``): when CRASHCOURSE_REPORT names
 a file, each test's outcome, task, points and failure text are appended to it as JSON lines. That
 is how ``check`` reads the very same test run that ``pytest`` shows.
 """
@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import manifest as manifest_mod
-from . import matrix, recorder
-from .plugin import DEFAULT_SEED
+from grader.levels import manifest as manifest_mod
+from grader.faces import matrix
+from grader.engine import recorder
+from grader.faces.plugin import DEFAULT_SEED
 
 STATE_DIR = ".crashcourse"
 STEP_NAMES = ("A question", "Where to look", "What to reach for")
@@ -119,7 +120,7 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
     with recorder.grader_work(), tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
         report = Path(tmp) / "report.jsonl"
         cmd = [sys.executable, "-m", "pytest", *[str(t) for t in tests], "--submission", str(folder), "-q",
-               "-p", "no:cacheprovider", "-p", "grader.student_cli", "--color=no"]
+               "-p", "no:cacheprovider", "-p", "grader.faces.student_cli", "--color=no"]
         if examples is not None:
             cmd += ["--crashcourse-examples", str(examples)]
         if seed is not None:
@@ -763,8 +764,8 @@ def _show_response(response: dict) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import live
-    from .scripted import support_tickets
+    from grader.faces import live
+    from grader.engine.scripted import support_tickets
 
     try:
         level = _manifest().require(args.level)
@@ -911,7 +912,7 @@ def register(sub: Any) -> None:
     p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
     p.set_defaults(handler=cmd_selfcheck)
 
-    from .live import DEFAULT_MODEL
+    from grader.faces.live import DEFAULT_MODEL
 
     p = sub.add_parser("run", help="run your loop once (scripted, or --live with the real API)",
                        description="Run your level-N loop on the course's task and show the conversation and the "

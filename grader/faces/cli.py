@@ -1,8 +1,8 @@
 """The ``crashcourse`` command (also ``python -m grader``).
 
 Each group of subcommands lives in its own module and registers itself here:
-:mod:`grader.student_cli` (demo, check, hint, watch, selfcheck, run) and
-:mod:`grader.grading_cli` (grade, gradescope-package).
+:mod:`grader.faces.student_cli` (demo, check, hint, watch, selfcheck, run) and
+:mod:`grader.grading.batch` (grade, gradescope-package).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Optional
 
-from . import __version__
+from grader import __version__
 
 DESCRIPTION = """\
 crashcourse: checkpoints for agent loops, proven by crashing them at every point.
@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"crashcourse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from . import grading_cli, student_cli
+    from grader.grading import batch as grading_cli
+    from grader.faces import student_cli
 
     student_cli.register(sub)
     grading_cli.register(sub)

@@ -27,12 +27,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from . import crash_models
-from .crash_models import CrashState, MODEL_NAMES
-from .invariants import INVARIANTS, Window, check
-from .protocol import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
-from .recorder import Op, Recorder, namespaces_of
-from .scripted import Scenario, clone
+from grader.engine import crash_models
+from grader.engine.crash_models import CrashState, MODEL_NAMES
+from grader.engine.invariants import INVARIANTS, Window, check
+from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
+from grader.engine.recorder import Op, Recorder, namespaces_of
+from grader.engine.scripted import Scenario, clone
 
 POWER_MODELS = ("M3", "M4", "M5")
 
@@ -340,7 +340,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     """Check each crash state of the trace against its window.
 
     The keywords let a level judge the trace by its own rules: ``windows(ops, task)`` in place of
-    :func:`windows_for`, ``checker(raw, window, parsed)`` in place of :func:`~grader.invariants.check`,
+    :func:`windows_for`, ``checker(raw, window, parsed)`` in place of :func:`~grader.engine.invariants.check`,
     ``reader(state)`` to turn a crash state's files into what the checker reads (then the loop need
     not write checkpoint.json itself), ``sample(ops)`` returning the crash points to check (a long
     run may check a subset), and

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .protocol import FIELDS, field_problems, spend, tool_use_blocks
+from grader.engine.checkpoint import FIELDS, field_problems, spend, tool_use_blocks
 
 INVARIANTS = {
     "PARSE": "checkpoint.json is one complete JSON object (it may be missing only until the first save completes)",

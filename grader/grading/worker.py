@@ -1,10 +1,10 @@
 """The sandboxed side of ``crashcourse grade``: the only process that ever imports a student's code.
 
-``python -m grader.worker --read FD --write FD`` is started by the judge (:mod:`grader.judge`)
-inside the sandbox that :mod:`grader.sandbox` builds. It serves a small request loop:
+``python -m grader.grading.worker --read FD --write FD`` is started by the judge (:mod:`grader.grading.judge`)
+inside the sandbox that :mod:`grader.grading.sandbox` builds. It serves a small request loop:
 
 ``load``      import one file of the submission as a fresh module and describe its names
-``call``      call one of those functions, optionally under a :class:`~grader.recorder.Recorder`
+``call``      call one of those functions, optionally under a :class:`~grader.engine.recorder.Recorder`
 
 It decides nothing. It reports, as plain data, what happened: the value a function returned or the
 exception it raised, the file operations the recorder saw, and its requests to call back into the
@@ -32,8 +32,8 @@ import struct
 import sys
 from typing import Any, Optional
 
-from . import recorder as _recorder_module
-from .recorder import Op, Recorder
+from grader.engine import recorder as _recorder_module
+from grader.engine.recorder import Op, Recorder
 
 MAX_MESSAGE = 256 * 1024 * 1024
 _write_fd = -1
@@ -500,11 +500,11 @@ def _options(argv: list) -> dict:
     """``--name value`` pairs. The judge builds this command line; argparse would cost every worker
     a noticeable share of its start-up for four options."""
     if len(argv) % 2 or any(not name.startswith("--") for name in argv[::2]):
-        raise SystemExit("usage: python -m grader.worker --read FD --write FD --folder PATH [--pytest JSON]")
+        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH [--pytest JSON]")
     options = {name[2:]: value for name, value in zip(argv[::2], argv[1::2])}
     missing = {"read", "write", "folder"} - set(options)
     if missing:
-        raise SystemExit(f"grader.worker: missing --{', --'.join(sorted(missing))}")
+        raise SystemExit(f"grader.grading.worker: missing --{', --'.join(sorted(missing))}")
     return options
 
 

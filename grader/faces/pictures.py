@@ -1,8 +1,8 @@
 """Pictures of where crashes land: crash points along the loop, one row per implementation.
 
 :func:`crash_matrix` runs each loop once under the recorder, rebuilds every crash state the trace
-allows (:func:`grader.crash_models.crash_states`), checks each one against what the loop had done
-by then (:func:`grader.invariants.check`, the same check the grader makes), and files the verdict
+allows (:func:`grader.engine.crash_models.crash_states`), checks each one against what the loop had done
+by then (:func:`grader.engine.invariants.check`, the same check the grader makes), and files the verdict
 under the loop position the crash fell in: the first model call, then for every turn save point A,
 the tool running, save point B and the next model call, then the final save. :func:`draw_crash_matrix`
 draws the result, one stripe per crash state, coloured by what a resume would find there.
@@ -19,12 +19,12 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-from . import crash_models
-from .explore import POWER_MODELS, Exploration, Violation, check_trace, record_run, windows_for
-from .invariants import Finding, Window, check
-from .protocol import CHECKPOINT_NAME, tool_use_blocks
-from .recorder import Op
-from .scripted import Scenario, support_tickets
+from grader.engine import crash_models
+from grader.engine.explore import POWER_MODELS, Exploration, Violation, check_trace, record_run, windows_for
+from grader.engine.invariants import Finding, Window, check
+from grader.engine.checkpoint import CHECKPOINT_NAME, tool_use_blocks
+from grader.engine.recorder import Op
+from grader.engine.scripted import Scenario, support_tickets
 
 # What a resume finds, from best to worst as a learner meets them. Each entry: label, colour,
 # and one sentence on what it means for the run that picks up the file.
@@ -200,7 +200,7 @@ def _sort_key(key: tuple) -> tuple:
 
 
 def classify(finding: Optional[Finding], raw: Optional[bytes]) -> str:
-    """Sort a finding of :func:`grader.invariants.check` into one of :data:`OUTCOMES`."""
+    """Sort a finding of :func:`grader.engine.invariants.check` into one of :data:`OUTCOMES`."""
     if finding is None:
         return "ok"
     kind = finding.invariant
@@ -273,7 +273,7 @@ def crash_matrix(loops: Union[Mapping[str, Loop], Iterable[tuple[str, Loop]]], s
                  models: Sequence[str] = ("M1", "M2"), directory: str = "checkpoints") -> CrashMatrix:
     """Crash every loop in ``loops`` (name -> ``run_agent``) at every point of ``scenario``.
 
-    The scenario defaults to the course's task, :func:`grader.scripted.support_tickets` with seed 0.
+    The scenario defaults to the course's task, :func:`grader.engine.scripted.support_tickets` with seed 0.
     """
     scenario = scenario if scenario is not None else support_tickets(0)
     items = list(loops.items()) if isinstance(loops, Mapping) else list(loops)

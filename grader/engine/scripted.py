@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocol import tool_use_blocks
+from grader.engine.checkpoint import tool_use_blocks
 
 TICKET_TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"
 

@@ -4,7 +4,7 @@ What a box is (Linux):
 
 * a fresh temporary root ``S`` per submission, holding the copy of the student's folder, a home,
   a temp dir, and every scratch directory the tests create (the judge points ``tempfile`` there);
-* the worker process (:mod:`grader.worker`) started in its own session (``start_new_session``),
+* the worker process (:mod:`grader.grading.worker`) started in its own session (``start_new_session``),
   with a scrubbed environment (``HOME`` and ``TMPDIR`` inside ``S``, no instructor variables, a
   marker variable that names the box), resource limits (address space, CPU seconds, file size,
   processes, no core files) and ``PR_SET_PDEATHSIG`` so it dies with its judge;

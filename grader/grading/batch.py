@@ -2,8 +2,8 @@
 
 ``crashcourse grade SUBMISSIONS --level N`` grades every folder (or ``.zip``) in SUBMISSIONS with
 the level's own tests, ``exercises/levelN/test_*.py``, exactly as a student's ``pytest
-exercises/levelN`` would, but each submission in its own box (see :mod:`grader.sandbox`) and
-with the verdict computed outside it (see :mod:`grader.judge`).
+exercises/levelN`` would, but each submission in its own box (see :mod:`grader.grading.sandbox`) and
+with the verdict computed outside it (see :mod:`grader.grading.judge`).
 
 How a batch runs: this process imports pytest, Hypothesis, the crash engine and the level's
 tests once, then forks one judge per submission (up to ``--jobs`` at a time), so no judge pays
@@ -28,9 +28,10 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
-from . import reports, sandbox
+from grader.grading import reports
+from grader.grading import sandbox
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
+KIT_ROOT = Path(__file__).resolve().parents[2]
 MAX_UNZIPPED = 100 * 1024 ** 2
 MAX_FILES = 2000
 
@@ -75,7 +76,7 @@ def register(sub) -> None:
     grade.add_argument("--seed", type=int, default=None, metavar="N",
                        help="seed for the scripted model and generated conversations (instructor-only)")
     grade.add_argument("--scenarios", metavar="PATH", default=None,
-                       help="extra instructor-only scenarios, a JSON or Python file (see grader.judge.load_scenarios)")
+                       help="extra instructor-only scenarios, a JSON or Python file (see grader.grading.judge.load_scenarios)")
     grade.add_argument("--examples", type=int, default=None, metavar="N",
                        help="generated conversations per property test (default: the level's own)")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
@@ -211,7 +212,11 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
     import hypothesis  # noqa: F401
     import pytest
 
-    from . import conversations, explore, judge, plugin, scripted  # noqa: F401
+    from grader.engine import conversations  # noqa: F401
+    from grader.engine import explore  # noqa: F401
+    from grader.grading import judge  # noqa: F401
+    from grader.faces import plugin  # noqa: F401
+    from grader.engine import scripted  # noqa: F401
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
         cwd = os.getcwd()
         try:
@@ -223,7 +228,7 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
     conversations.warm(seed, plugin.DEFAULT_EXAMPLES if examples is None else examples,
                        conversations.draws_in(sorted(level_dir.glob("test_*.py"))))
     # What a correct loop saves on each of those conversations: every judge compares with it.
-    from .protocol import reference_saves
+    from grader.engine.checkpoint import reference_saves
     scenarios = [scripted.support_tickets(seed)] + conversations.drawn("conversations")
     for scenario in scenarios:
         reference_saves(scenario.task, scenario.responses, scenario.results)
@@ -233,14 +238,14 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
 def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
     """Check the kit's own solution on the level's conversations, here, before the judges fork.
 
-    Verdicts are shared by runs of the same conversation (:func:`grader.explore.shared_verdicts`),
+    Verdicts are shared by runs of the same conversation (:func:`grader.engine.explore.shared_verdicts`),
     so every student whose saves write the same bytes as the solution's is checked by lookup.
     Only for levels judged by the protocol's default rules (a loop whose checkpoint.json is read).
     """
     import importlib.util
 
-    from . import manifest
-    from .explore import explore_loop
+    from grader.levels import manifest
+    from grader.engine.explore import explore_loop
     try:
         level = next(lv for lv in manifest.load(KIT_ROOT).levels if lv.starter_dir.resolve() == level_dir.resolve())
     except Exception:  # noqa: BLE001 - no manifest (the Gradescope zip carries none): nothing to warm
@@ -281,7 +286,7 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
         notes.append("a read-only view of the file system was not available here (it needs root and mount "
                      "namespaces); the grader checked afterwards that the submissions folder did not change instead")
     preload(level_dir, seed, examples)
-    from .judge import prepare_config
+    from grader.grading.judge import prepare_config
     config = prepare_config(str(level_dir), seed, examples)
     import gc
     gc.collect()
@@ -384,7 +389,7 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, sc
             for std in (0, 1, 2):
                 os.dup2(null, std)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            from .judge import run_judge
+            from grader.grading.judge import run_judge
             started = time.monotonic()
             result = run_judge(str(level_dir), os.path.join(root, "submission"), root, job.token, seed=seed,
                                timeout=timeout, scenarios=scenarios, examples=examples, student=student,
@@ -457,7 +462,7 @@ class Progress:
 # -- Gradescope --------------------------------------------------------------------------------------
 
 def _package(args) -> int:
-    from .gradescope import build_package
+    from grader.grading.gradescope import build_package
     level_folder(args.level)
     output = args.output or f"crashcourse-level{args.level}-autograder.zip"
     build_package(args.level, output, seed=args.seed, scenarios=args.scenarios, timeout=args.timeout)
@@ -466,6 +471,6 @@ def _package(args) -> int:
 
 
 def _gradescope_run(args) -> int:
-    from .gradescope import run_on_gradescope
+    from grader.grading.gradescope import run_on_gradescope
     return run_on_gradescope(args.level, args.submission, args.results, seed=args.seed, scenarios=args.scenarios,
                              timeout=args.timeout)

@@ -157,7 +157,7 @@ def run_live(run_agent: Callable, *, client: Any, directory: str, model: str = D
              on_response: Optional[Callable[[dict], None]] = None,
              on_tool: Optional[Callable[[str, str], None]] = None) -> tuple[Any, TicketDesk]:
     """Run a learner's ``run_agent`` on the course's task against ``client`` (a real or mocked SDK client)."""
-    from .scripted import TICKET_TASK, TICKET_TOOLS
+    from grader.engine.scripted import TICKET_TASK, TICKET_TOOLS
 
     desk = desk or TicketDesk()
     call_model = make_call_model(client, model, max_tokens=max_tokens, on_response=on_response)
