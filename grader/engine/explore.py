@@ -38,7 +38,56 @@ POWER_MODELS = ("M3", "M4", "M5")
 
 
 class LoopTimeout(Exception):
-    """The loop under test did not finish in time (a hang, or an endless loop)."""
+    """The loop under test did not finish in time (a hang, or an endless loop).
+
+    ``where`` is where the learner's own code was when it was stopped ("agent.py, line 15, in
+    save_checkpoint"), or "" when none of the frames were the learner's.
+    """
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where
+
+
+# A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
+# the grader's batch runs many submissions at once on a busy machine and sets a longer one.
+LOOP_TIMEOUT = float(os.environ.get("CRASHCOURSE_LOOP_TIMEOUT") or 5.0)
+# The learner's files whose code was stopped for running too long, with where it was stuck: once
+# a loop is known to hang, the tests that would run it again say so at once instead of waiting.
+HUNG: dict = {}
+_progress_sinks: list = []
+
+
+def on_slow_loop(sink: Callable[[str], None]) -> Callable[[], None]:
+    """Register ``sink(line)``, told once when a loop has run for a while (a face shows it live).
+    Returns the function that unregisters it."""
+    _progress_sinks.append(sink)
+    return lambda: _progress_sinks.remove(sink) if sink in _progress_sinks else None
+
+
+def at_point(where: str) -> str:
+    """A crash point read after a check id: "at turn 2, save point A", but "after run_agent returned"."""
+    return where if where.split(" ", 1)[0] in ("after", "before", "while", "during", "mid") else f"at {where}"
+
+
+def hung_before(owner: Any) -> str:
+    """What was said when ``owner``'s file got stuck earlier in this process, or "": running it
+    again would only wait for the same timeout."""
+    key = _owner_file(owner)
+    return HUNG[key][1] if key in HUNG else ""
+
+
+def not_run_again(said: str) -> str:
+    return f"{said} (It is not run again in this test run: it would only wait as long.)"
+
+
+def known_hang(folder: str) -> str:
+    """Where a loop from a file in ``folder`` got stuck earlier in this process, or ""."""
+    folder = os.path.realpath(folder)
+    for path, (where, _) in HUNG.items():
+        if os.path.dirname(path) == folder:
+            return where
+    return ""
 
 
 @dataclass
@@ -115,7 +164,7 @@ class Exploration:
     def report(self, rerun: str = "") -> str:
         """A learner-facing summary: the first failure in full, then a line for each other kind."""
         if self.error:
-            return f"Your loop did not finish the {self.scenario} scenario:\n{self.error}"
+            return f"Your loop did not finish this run ({self.scenario}):\n{self.error}"
         if self.unseen:
             return ("The grader could not see everything your code did to the disk, so it cannot vouch for it:\n"
                     + "\n".join(f"  - {u}" for u in self.unseen[:5])
@@ -144,18 +193,78 @@ class Exploration:
         return "\n".join(lines)
 
 
+def _owner_file(owner: Any) -> str:
+    code = getattr(getattr(owner, "__func__", owner), "__code__", None)
+    filename = getattr(code, "co_filename", "") or ""
+    if not filename or filename.startswith("<") or os.sep + "grader" + os.sep in filename:
+        return ""  # not the learner's file (under `crashcourse grade` it is the kit's stand-in)
+    return os.path.realpath(filename)
+
+
+def _learner_frames(frame: Any, owner_file: str) -> list:
+    """The frames of ``frame``'s stack that are the learner's: files in the folder of the code under
+    test (not the kit, not the tests beside it, not the standard library)."""
+    stack = traceback.extract_stack(frame)
+    if owner_file:
+        folder = os.path.dirname(owner_file)
+        return [f for f in stack if os.path.dirname(os.path.realpath(f.filename)) == folder
+                and not os.path.basename(f.filename).startswith("test_")]
+    return [f for f in stack if os.sep + "grader" + os.sep not in f.filename and not f.filename.startswith("<")
+            and "site-packages" not in f.filename and not os.path.basename(f.filename).startswith("test_")]
+
+
+def _stuck_words(frames: list) -> str:
+    if not frames:
+        return ""
+    last = frames[-1]
+    text = f"{os.path.basename(last.filename)}, line {last.lineno}, in {last.name}"
+    if last.line:
+        text += f": {last.line.strip()}"
+    callers = [f"{os.path.basename(f.filename)}, line {f.lineno}, in {f.name}" for f in reversed(frames[:-1])]
+    if callers:
+        text += " (called from " + "; ".join(callers[:2]) + ")"
+    return text
+
+
 @contextlib.contextmanager
-def _time_limit(seconds: Optional[float]):
+def _time_limit(seconds: Optional[float], owner: Any = None):
+    """Stop the code under test after ``seconds`` with :class:`LoopTimeout`, saying where it was.
+
+    ``owner`` is the learner's function being run: its file decides which frames are the learner's.
+    """
     if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
+    owner_file = _owner_file(owner)
+    # A first, shorter alarm lets a face say "still running" while the learner waits.
+    warn_at = min(2.0, seconds / 2) if _progress_sinks else 0.0
+    warned = [not warn_at]
 
     def expire(signum: int, frame: Any) -> None:
-        raise LoopTimeout(f"the loop was still running after {seconds:g} s; is something waiting forever, "
-                          "or looping without end?")
+        if not warned[0]:
+            warned[0] = True
+            signal.setitimer(signal.ITIMER_REAL, max(seconds - warn_at, 0.001))
+            for sink in _progress_sinks:
+                try:
+                    sink(f"the loop has run for {warn_at:g} s (a correct one finishes in well under a second); "
+                         f"it will be stopped at {seconds:g} s")
+                except Exception:  # noqa: BLE001 - a progress line must never break the run
+                    pass
+            return
+        where = _stuck_words(_learner_frames(frame, owner_file))
+        key = owner_file or (os.path.realpath(_learner_frames(frame, "")[-1].filename)
+                             if _learner_frames(frame, "") else "")
+        message = f"the loop was still running after {seconds:g} s, so it was stopped"
+        if where:
+            message += f". It was at {where}"
+        message += (". A correct loop finishes on the scripted model in well under a second: look there for a "
+                    "loop that never ends, or a call that waits forever (a sleep, input(), a lock).")
+        if key:
+            HUNG[key] = (where or "it did not finish", message)
+        raise LoopTimeout(message, where)
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
     try:
         yield
     finally:
@@ -173,7 +282,8 @@ def _chdir(path: str):
         os.chdir(old)
 
 
-def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, *, timeout: Optional[float] = 20,
+def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, *,
+               timeout: Optional[float] = LOOP_TIMEOUT,
                before: Optional[Callable[[str], None]] = None) -> tuple[Recorder, Any, Optional[str], Any]:
     """Run ``run`` once under a recorder in ``workdir``. Returns (recorder, returned, error, tools)."""
     model, tools = scenario.model(), scenario.executor()
@@ -194,11 +304,13 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
         return result
 
     returned, error = None, None
+    if hung_before(run):
+        return recorder, returned, not_run_again(hung_before(run)), tools
     with _chdir(workdir):
         if before is not None:
             before(directory)
         try:
-            with _time_limit(timeout), recorder:
+            with _time_limit(timeout, owner=run), recorder:
                 recorder.event("run_start")
                 returned = run(scenario.task, copy.deepcopy(scenario.tools), call_model, execute_tool, directory)
                 recorder.event("run_end")

@@ -112,6 +112,8 @@ def _short(path: Optional[str]) -> str:
     if path is None:
         return "?"
     parent, name = os.path.split(path)
+    if os.path.isabs(path) and os.path.dirname(parent) == os.path.dirname(os.path.dirname(parent)):
+        return path  # /tmp/x.json: the folder sits at the root, so the whole path is short and exact
     return f"{os.path.basename(parent)}/{name}" if parent and os.path.basename(parent) else name
 
 

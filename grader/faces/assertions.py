@@ -6,9 +6,10 @@ from typing import Iterable, Optional
 
 import pytest
 
-from grader.engine.explore import Exploration
+from grader.engine.explore import LOOP_TIMEOUT, Exploration, at_point
 
-STUDENT_TIMEOUT = 20.0
+# How long one run of the learner's code may take (CRASHCOURSE_LOOP_TIMEOUT changes it).
+STUDENT_TIMEOUT = LOOP_TIMEOUT
 
 
 def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str = "",
@@ -37,7 +38,7 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
         text.append("")
         text.append(f"The same happens at {others} more crash state{'s' if others > 1 else ''}, for example:")
         for v in list(kinds.values())[:3]:
-            text.append(f"  {v.invariant} at {v.where}, {v.operation}")
+            text.append(f"  {v.invariant} {at_point(v.where)}, {v.operation}")
     if also_about:
         text += ["", also_about]
     pytest.fail("\n".join(text), pytrace=False)

@@ -28,6 +28,7 @@ for any project's own file-writing code::
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -37,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from grader.engine import explore as explore_module
 from grader.engine.explore import explore_writes
 
 DEFAULT_SEED = 20261129
@@ -84,6 +86,48 @@ def pytest_configure(config: pytest.Config) -> None:
                                     "level's files (for example solutions/level2).")
         folder = path
     config._crashcourse_submission = folder
+    config._crashcourse_quiet = explore_module.on_slow_loop(lambda line: _say_now(config, line))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    quiet = getattr(config, "_crashcourse_quiet", None)
+    if quiet is not None:
+        quiet()
+
+
+def _say_now(config: pytest.Config, line: str) -> None:
+    """Print ``line`` on the terminal while a test runs (output capture is paused for it)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        reporter.write_line(f"\ncrashcourse: {line} ...")
+
+
+def _learner_folder(item: pytest.Item) -> str:
+    return str(item.config._crashcourse_submission or item.path.parent)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    """Once a test has said that the learner's code hangs, the tests that would run it again say so
+    at once instead of waiting for the same timeout each."""
+    where = explore_module.known_hang(_learner_folder(pyfuncitem))
+    if where and where in getattr(pyfuncitem.config, "_crashcourse_hangs_told", ()):
+        pytest.fail(f"Not run: the code under test got stuck in an earlier test of this run ({where}), and "
+                    "this test would run it again. Fix that first: the first failure above says more.",
+                    pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    yield
+    where = explore_module.known_hang(_learner_folder(item))
+    if where:
+        told = getattr(item.config, "_crashcourse_hangs_told", set())
+        told.add(where)
+        item.config._crashcourse_hangs_told = told
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -171,7 +215,10 @@ def rerun_command(request: pytest.FixtureRequest) -> str:
     config = request.config
     parts = ["pytest", f'"{request.node.nodeid}"', f"--crashcourse-seed {config._crashcourse_seed}"]
     if config._crashcourse_submission:
-        parts.append(f"--submission {os.path.relpath(config._crashcourse_submission)}")
+        folder = os.path.relpath(config._crashcourse_submission)
+        if folder.startswith(os.pardir):  # a path that climbs out of here reads better whole
+            folder = str(config._crashcourse_submission)
+        parts.append(f"--submission {folder}")
     return " ".join(parts)
 
 

@@ -509,7 +509,8 @@ def cmd_hint(args: argparse.Namespace) -> int:
         _say(body if i == count - 1 else paint(body, "2"))
         _say()
     if count < len(task.steps):
-        _say(f"Still stuck? Run `crashcourse hint {level.number}` again for the next step.")
+        again = f"crashcourse hint {level.number}" + (f" --task {task.number}" if args.task is not None else "")
+        _say(f"Still stuck? Run `{again}` again for the next step.")
     else:
         _say(textwrap.fill(f"That was the last hint for task {task.number}. `crashcourse check {level.number}` "
                            f"explains the failure in full; `crashcourse hint {level.number} --reset` starts the "

@@ -92,7 +92,7 @@ def register(sub) -> None:
     package.add_argument("--timeout", type=float, default=120.0)
     package.set_defaults(handler=_package)
 
-    run = sub.add_parser("gradescope-run", help=argparse.SUPPRESS)
+    run = sub.add_parser("gradescope-run")  # no help: hidden from `crashcourse --help`
     run.add_argument("--level", type=int, required=True)
     run.add_argument("--submission", default="/autograder/submission")
     run.add_argument("--results", default="/autograder/results/results.json")

@@ -41,14 +41,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from grader.engine.explore import LoopTimeout, _chdir, _time_limit
+from grader.engine.explore import LOOP_TIMEOUT, LoopTimeout, _chdir, _time_limit
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
 
 RUNTIME_KEYS = ("client", "startedAt")
 RUN_DIRECTORY = "crashed-run"   # not the default "checkpoints": a save that ignores `directory` shows up
-TIMEOUT = 20.0
+TIMEOUT = LOOP_TIMEOUT
 
 
 class SimulatedCrash(BaseException):
@@ -149,8 +149,8 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
         turn = state["turns"] + (1 if label == "A" else 0)
         try:
             save_checkpoint(state, directory)
-        except SimulatedCrash:
-            raise
+        except (SimulatedCrash, LoopTimeout):
+            raise  # the kit stopping the run, not something the learner's save raised
         except Exception as exc:  # noqa: BLE001 - the student's save may raise anything; it becomes the lesson
             where = "the final save" if label == "final" else f"save point {label} of turn {turn}"
             run.error = f"save_checkpoint raised {type(exc).__name__} at {where}: {exc}"
@@ -170,7 +170,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
                 changed = "save_checkpoint changed the loop's own state while saving it"
         run.saves.append(Save(label, turn, expected, _read(path), changed))
 
-    with _chdir(workdir), _time_limit(TIMEOUT):
+    with _chdir(workdir), _time_limit(TIMEOUT, owner=save_checkpoint):
         try:
             response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(state["messages"]))
             run.responses += 1
@@ -200,6 +200,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
             pass
         except LoopTimeout as exc:
             run.error = f"save_checkpoint did not return: {exc}"
+            run.tip = "make save_checkpoint write the file once and return; start at the line named above"
     run.tool_runs_before = tools.calls
     return run
 
@@ -243,7 +244,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
     out = Resume()
     scenario = run.scenario
     model, tools = scenario.model(), run.tools
-    with _chdir(run.workdir), _time_limit(TIMEOUT):
+    with _chdir(run.workdir), _time_limit(TIMEOUT, owner=load_checkpoint):
         try:
             state = load_checkpoint(run.directory)
         except LoopTimeout as exc:
@@ -297,7 +298,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
         out.reconciled = pending
         turns += 1
 
-    with _chdir(run.workdir), _time_limit(TIMEOUT):
+    with _chdir(run.workdir), _time_limit(TIMEOUT, owner=load_checkpoint):
         try:
             while True:
                 response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(messages))
@@ -443,13 +444,13 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
             problems = field_problems(data)
             if problems:
                 runtime = [k for k in RUNTIME_KEYS if isinstance(data, dict) and k in data]
-                why = ("the loop's state also carries runtime-only keys (`client`, `startedAt`); they describe "
-                       "this process, not the task, so they stay out. " if runtime else "")
+                why = (". The loop's state also carries runtime-only keys (`client`, `startedAt`): they describe "
+                       "this process, not the task, so they stay out of the file" if runtime else "")
                 return _story(f"After {save.words()}, checkpoint.json does not hold exactly the six protocol fields.",
                               run, save.raw, "; ".join(problems), label="What is wrong", to_try=
-                              why + "write a dict built from exactly version, task, turns, tokensUsed, messages "
+                              "write a dict built from exactly version, task, turns, tokensUsed, messages "
                               "and pendingToolUse, taken from the state you are given (the tests below show what "
-                              "resume runs into without each one)")
+                              "resume runs into without each one)" + why)
             if data != save.expected:
                 wrong = [k for k in FIELDS if data.get(k) != save.expected[k]]
                 shown = ", ".join(f"`{k}` is {json.dumps(data.get(k))[:60]} but the loop had "
@@ -645,7 +646,7 @@ def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
         os.makedirs(os.path.join(workdir, RUN_DIRECTORY))
         with open(os.path.join(workdir, RUN_DIRECTORY, CHECKPOINT_NAME), "wb") as f:
             f.write(raw)
-        with _chdir(workdir), _time_limit(TIMEOUT):
+        with _chdir(workdir), _time_limit(TIMEOUT, owner=module.load_checkpoint):
             try:
                 return module.load_checkpoint(RUN_DIRECTORY), None
             except Exception as exc:  # noqa: BLE001 - which exception, if any, is what is being checked
@@ -655,6 +656,8 @@ def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
 def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, resume_would: str,
                to_try: str) -> Optional[str]:
     returned, exc = _load_bytes(module, raw)
+    if isinstance(exc, LoopTimeout):
+        return f"load_checkpoint did not return when given {what}: {exc}."
     if isinstance(exc, want):
         return None
     if exc is None:
@@ -729,6 +732,8 @@ def check_load_accepts(module: Any, seed: int = 0) -> Optional[str]:
     good = _good_file(seed)
     raw = json.dumps(good).encode()
     returned, exc = _load_bytes(module, raw)
+    if isinstance(exc, LoopTimeout):
+        return f"load_checkpoint did not return when given a good checkpoint: {exc}."
     if exc is not None:
         return _story("load_checkpoint refused a good checkpoint.", None, raw,
                       f"load_checkpoint raised {type(exc).__name__}: {exc}",

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.crash_models import MODEL_NAMES, crash_states
-from grader.engine.explore import LoopTimeout, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
+from grader.engine.explore import LoopTimeout, at_point, hung_before, not_run_again, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
 from grader.grading.worker import free_fsync
@@ -224,7 +224,7 @@ class ResumeExploration:
             others.setdefault((f.check, f.where), f)
         if others:
             lines += ["", "Also, for example:"]
-            lines += [f"  {f.check} after a crash at {f.where}: {f.detail}" for f in list(others.values())[:3]]
+            lines += [f"  {f.check} after a crash {at_point(f.where)}: {f.detail}" for f in list(others.values())[:3]]
         return "\n".join(lines)
 
 
@@ -316,6 +316,9 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                timeout: Optional[float] = 20, watch: bool = True, received: int = 0) -> _Outcome:
     """Rebuild ``files`` in a fresh folder and run ``resume`` there once."""
     outcome = _Outcome()
+    if hung_before(resume):
+        outcome.error, outcome.error_type = not_run_again(hung_before(resume)), "LoopTimeout"
+        return outcome
     with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=_work_dir()) as work:
         work = os.path.realpath(work)
         folder = os.path.join(work, directory)
@@ -334,7 +337,7 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                 return model(**kwargs)
         with _chdir(work), _free_fsync():
             try:
-                with _time_limit(timeout):
+                with _time_limit(timeout, owner=resume):
                     outcome.returned = resume(copy.deepcopy(scenario.tools), call_model, tools, directory)
             except checkpoint_error as exc:
                 outcome.refused = exc
@@ -612,6 +615,9 @@ def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
         files = {} if raw is None else {CHECKPOINT_NAME: raw}
         outcome = run_resume(resume, scenario, files, (), checkpoint_error=checkpoint_error, directory=directory,
                              timeout=timeout, watch=False)
+        if outcome.error_type == "LoopTimeout":
+            # One stuck resume says all there is to say: the other files would only wait as long.
+            return [f"{what}: resume_agent {outcome.error}"]
         finding = judge(outcome, raw, None, scenario)
         if finding is None and "version" in what and "2" in what and "2" not in str(outcome.refused):
             finding = ("REFUSE", "the message should name the version found (2), so the user knows which "
