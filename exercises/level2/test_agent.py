@@ -10,7 +10,7 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.explore import explore_loop
-from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
 
@@ -36,11 +36,11 @@ def test_the_loop_still_finishes_the_task(tickets, request):
     assert_holds(tickets, ["FIELDS"], rerun_command(request),
                  also_about="Save exactly version, task, turns, tokensUsed, messages and pendingToolUse; anything "
                             "else the loop keeps in memory stays out of the file.")
-    assert tickets.returned is not None, "run_agent returned None; it should return the final state"
+    require(tickets.returned is not None, "run_agent returned None; it should return the final state")
     final = tickets.returned
-    assert final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}"
-    assert final["pendingToolUse"] is None, "after the final answer nothing should be pending"
-    assert final["messages"][-1]["role"] == "assistant", "the final answer should be the last message"
+    require(final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}")
+    require(final["pendingToolUse"] is None, "after the final answer nothing should be pending")
+    require(final["messages"][-1]["role"] == "assistant", "the final answer should be the last message")
 
 
 @pytest.mark.task(taskno=2)

@@ -18,7 +18,7 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.explore import explore_loop
-from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
 
@@ -47,7 +47,7 @@ def test_a_killed_process_still_leaves_a_whole_current_file(crash, request):
     exploration = crash(KILLED)
     assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"],
                  rerun_command(request))
-    assert exploration.returned is not None, "run_agent returned None; it should return the final state"
+    require(exploration.returned is not None, "run_agent returned None; it should return the final state")
 
 
 @pytest.mark.task(taskno=2)
@@ -181,7 +181,7 @@ def problem_when_fsync_fails(load, workdir):
 def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path):
     """On a platform that will not open a folder, save_checkpoint still saves (and skips only that sync)."""
     problem = problem_where_folders_cannot_be_opened(lambda: submission.load("agent.py"), tmp_path)
-    assert problem is None, problem
+    require(problem is None, problem)
 
 
 @pytest.mark.task(taskno=4)
@@ -189,7 +189,7 @@ def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path):
 def test_a_failed_fsync_is_not_swallowed(submission, tmp_path):
     """If fsync of the temp file fails, save_checkpoint raises and the previous checkpoint stays."""
     problem = problem_when_fsync_fails(lambda: submission.load("agent.py"), tmp_path)
-    assert problem is None, problem
+    require(problem is None, problem)
 
 
 @pytest.mark.task(taskno=5)

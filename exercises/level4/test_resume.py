@@ -11,7 +11,7 @@ what your resume did, and what was wrong with it.
 import pytest
 
 from grader.engine.conversations import generated
-from grader.faces.assertions import STUDENT_TIMEOUT
+from grader.faces.assertions import STUDENT_TIMEOUT, require
 from grader.faces.plugin import rerun_command
 from grader.levels.resume import b_only_writer, check_refusals, check_turn_cap, explore_resume
 from grader.engine.scripted import support_tickets
@@ -86,7 +86,7 @@ def test_the_turn_cap_counts_the_turns_before_the_crash(resume_module, crashcour
     """With MAX_TURNS = 2, a resumed task stops after its second tool turn, wherever the crash came."""
     problems = check_turn_cap(resume_module.resume_agent, resume_module, support_tickets(crashcourse_seed), 2,
                               checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
-    assert not problems, "\n".join(problems) + f"\nRe-run just this check: {rerun_command(request)}"
+    require(not problems, "\n".join(problems) + f"\nRe-run just this check: {rerun_command(request)}")
 
 
 @pytest.mark.task(taskno=6)
@@ -107,11 +107,11 @@ def test_a_b_only_checkpoint_hides_the_call_in_flight(resume_module, crashcourse
         pytest.fail("Your resume goes wrong on a B-only checkpoint in ways the file does not excuse; make tasks 1 "
                     "to 4 pass first.\n\n" + exploration.report(rerun, set(others) or None), pytrace=False)
     hidden = [f for f in exploration.failures if "no trace" in f.detail]
-    assert hidden, ("resuming from the B-only checkpoints published the table only once; the crash while "
+    require(hidden, "resuming from the B-only checkpoints published the table only once; the crash while "
                     "`publish_table` ran should have made it go out twice. Does resume_agent run the tools the "
                     "model asks for?")
-    assert all("publish_table" in f.detail and "publish_table" in f.where for f in exploration.failures), \
-        exploration.report(rerun)
+    require(all("publish_table" in f.detail and "publish_table" in f.where for f in exploration.failures),
+            exploration.report(rerun))
 
 
 @pytest.mark.task(taskno=7)

@@ -11,7 +11,7 @@ import pytest
 
 from grader.engine.conversations import generated
 
-from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.levels.parallel_calls import explore_parallel, parallel_tickets
 from grader.faces.plugin import rerun_command
 
@@ -36,10 +36,10 @@ def test_the_loop_still_finishes_the_task(tickets, request):
     """Uncrashed, every call runs once, each turn's results sit in one user message, the answer ends it."""
     assert_holds(tickets, ["ONCE"], rerun_command(request))
     final = tickets.returned
-    assert final is not None, "run_agent returned None; it should return the final state"
-    assert final["turns"] == 7, f"the task makes 7 tool calls in 3 turns, but the returned state says turns={final['turns']}"
-    assert not final["pendingToolUse"], "after the final answer nothing should be pending"
-    assert final["messages"][-1]["role"] == "assistant", "the final answer should be the last message"
+    require(final is not None, "run_agent returned None; it should return the final state")
+    require(final["turns"] == 7, f"the task makes 7 tool calls in 3 turns, but the returned state says turns={final['turns']}")
+    require(not final["pendingToolUse"], "after the final answer nothing should be pending")
+    require(final["messages"][-1]["role"] == "assistant", "the final answer should be the last message")
 
 
 @pytest.mark.task(taskno=2)

@@ -9,7 +9,7 @@ writes come from the same recording, counted exactly, on a task of 200 turns.
 import pytest
 
 from grader.engine.conversations import generated
-from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.levels.journal import LONG_TURNS, explore_journal, long_conversation
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -42,9 +42,9 @@ def test_the_loop_finishes_and_the_loader_reads_the_final_state(tickets, request
     """Uncrashed, the loop runs every tool once, and load_checkpoint on its folder returns the final state."""
     assert_holds(tickets, [], rerun_command(request))
     final = tickets.returned
-    assert final is not None, "run_agent returned None; it should return the final state"
-    assert final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}"
-    assert final["messages"][-1]["role"] == "assistant", "the final answer should be the last message"
+    require(final is not None, "run_agent returned None; it should return the final state")
+    require(final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}")
+    require(final["messages"][-1]["role"] == "assistant", "the final answer should be the last message")
 
 
 @pytest.mark.task(taskno=2)

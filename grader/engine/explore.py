@@ -140,6 +140,8 @@ class Exploration:
     error: Optional[str] = None
     returned: Any = None
     seconds: float = 0.0
+    # Broken states past the cap on kept violations, counted by invariant so totals stay exact.
+    over_cap: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -498,9 +500,12 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             finding = cache[key]
         else:
             finding = cache[key] = checker(raw, window, parsed)
-        if finding is None or len(result.violations) >= max_violations:
+        if finding is None:
             continue
         invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
+        if len(result.violations) >= max_violations:
+            result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1
+            continue
         detail = finding.detail if invariant == finding.invariant else f"{finding.invariant}: {finding.detail}"
         if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
             detail = f"{detail}; {state.note}"

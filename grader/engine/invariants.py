@@ -193,9 +193,42 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     if snapshot not in window.allowed:
         older = n_assistant < max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
                                   default=0)
-        detail = ("the file is an older save than the last one that completed" if older else
-                  "the file is not any state the loop saved: a mix of two saves, or fields that do not match the "
-                  "conversation")
-        return Finding("WHOLE", detail, "resume continues from a scene that never existed, or from one that is "
-                       "behind what already happened")
+        if older:
+            return _older_save(data, window)
+        return Finding("WHOLE", "the file is not any state the loop saved: a mix of two saves, or fields that do "
+                       "not match the conversation", "resume continues from a scene that never existed")
     return None
+
+
+def _scene(data: dict) -> str:
+    """Which save of the loop a checkpoint is, in the lesson's words."""
+    messages = data.get("messages") or []
+    turns = len(_results(messages))
+    pending = data.get("pendingToolUse")
+    if isinstance(pending, dict):
+        return f"the save from before `{pending.get('name')}` ran (turn {turns + 1}, save point A)"
+    last = messages[-1] if messages else {}
+    if last.get("role") == "assistant" and not tool_use_blocks(last.get("content")):
+        return "the final save"
+    if turns:
+        return f"the save after turn {turns}'s tool returned (turn {turns}, save point B)"
+    return "the first state, with no tool run yet"
+
+
+def _older_save(data: dict, window: Window) -> Finding:
+    """WHOLE, for a file that is a real save of the loop but an old one: say which save is missing."""
+    newest = max(window.allowed, key=lambda a: (len(a["messages"]), a["pendingToolUse"] is None))
+    have, want = _scene(data), _scene(newest)
+    if window.phase in ("done", "final") and want == "the final save":
+        return Finding("WHOLE", f"checkpoint.json is an older save: run_agent had the model's final answer, but the "
+                       f"file still holds {have}. The final answer was never saved",
+                       "resume finds an unfinished task, calls the model again for an answer it already had, and "
+                       "pays for that call twice")
+    pending = data.get("pendingToolUse")
+    if isinstance(pending, dict) and len(_results(newest["messages"])) > len(_results(data.get("messages") or [])):
+        return Finding("WHOLE", f"checkpoint.json is an older save: `{pending.get('name')}` had returned and its "
+                       f"result was recorded, but the file still holds {have}, which lists it as pending. Nothing "
+                       "was saved after the tool returned (save point B)",
+                       "resume sees the tool as interrupted and runs it again, though it had finished")
+    return Finding("WHOLE", f"checkpoint.json is an older save: it holds {have}, but the loop had already "
+                   f"completed {want}", "resume continues from behind what already happened, and repeats it")

@@ -105,6 +105,10 @@ class Op:
             return f"tool {self.payload[0]!r} starts"
         if self.kind == "tool_end":
             return f"tool {self.payload[0]!r} returns"
+        if self.kind == "run_start":
+            return "the loop starts"
+        if self.kind == "run_end":
+            return "the loop returns"
         return self.kind
 
 

@@ -28,8 +28,9 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
     first = hits[0]
     if rerun:
         first.rerun = rerun
-    others = len(hits) - 1
-    text = [f"{exploration.scenario}: {len(hits)} of {exploration.states} crash states break "
+    broken = len(hits) + sum(n for name, n in exploration.over_cap.items() if name in wanted)
+    others = broken - 1
+    text = [f"{exploration.scenario}: {broken} of {exploration.states} crash states break "
             f"{', '.join(sorted({v.invariant for v in hits}))}.", "", first.explain()]
     if others:
         kinds: dict = {}
@@ -42,6 +43,12 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
     if also_about:
         text += ["", also_about]
     pytest.fail("\n".join(text), pytrace=False)
+
+
+def require(holds: object, message: str) -> None:
+    """Fail with ``message`` alone (no pytest locals, no traceback into the kit) unless ``holds``."""
+    if not holds:
+        pytest.fail(message, pytrace=False)
 
 
 def first_violation(exploration: Exploration, invariant: str) -> Optional[object]:
