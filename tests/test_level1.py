@@ -123,7 +123,7 @@ def test_pytest_on_the_starter_fails_the_planted_tests(plugin_runs):
     assert failed == {
         "test_the_file_holds_exactly_the_six_fields",
         "test_without_turns_the_turn_cap_overshoots",
-        "test_without_tokens_used_compaction_fires_late",
+        "test_without_tokens_used_the_spend_budget_trips_late",
         "test_without_version_a_future_format_loads_silently",
         "test_without_task_resume_cannot_say_what_it_resumes",
         "test_without_pending_tool_use_a_crash_mid_tool_goes_unnoticed",

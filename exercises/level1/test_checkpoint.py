@@ -2,7 +2,7 @@
 
 Each resume test runs the protocol's agent loop on a scripted model (no network) with your
 save_checkpoint at every save point, kills it at a chosen moment, and resumes from what is on disk
-with your load_checkpoint and the kit's reference resume (a turn cap, a compaction threshold on
+with your load_checkpoint and the kit's reference resume (a turn cap, a spend budget on
 tokensUsed, and a pending tool call answered before anything else). A failure says what was on
 disk, what the resume ran into, and what to try.
 """
@@ -44,8 +44,8 @@ def test_without_turns_the_turn_cap_overshoots(checkpoint, crashcourse_seed):
 
 @pytest.mark.task(taskno=2)
 @pytest.mark.points(1)
-def test_without_tokens_used_compaction_fires_late(checkpoint, crashcourse_seed):
-    """Compaction fires at the same model response as it would have without the crash."""
+def test_without_tokens_used_the_spend_budget_trips_late(checkpoint, crashcourse_seed):
+    """The spend budget trips at the same model response as it would have without the crash."""
     expect(driver.check_tokens(checkpoint, crashcourse_seed))
 
 

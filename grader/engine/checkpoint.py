@@ -29,7 +29,8 @@ def spend(response: dict) -> int:
     """Tokens one model response cost: input, output and both cache counts (absent keys count 0).
 
     Every call resends the whole history as input, so input tokens are most of what a long task
-    spends; counting only output tokens would leave a compaction threshold blind to them.
+    spends; counting only output tokens would leave a spend budget blind to them. (This is spend,
+    summed over calls; how full the context is, is the last call's input alone.)
     """
     usage = response.get("usage") or {}
     return sum(int(usage.get(key) or 0) for key in USAGE_KEYS)

@@ -153,7 +153,7 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     if n_assistant <= len(window.responses) and data["tokensUsed"] != expected_tokens:
         return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
                        f"recorded spent {expected_tokens} (input + output + cache tokens of each, the first included)",
-                       "resume starts from the wrong spend, so compaction fires at the wrong moment")
+                       "resume starts from the wrong spend, so a spend budget trips at the wrong moment")
 
     pending = data["pendingToolUse"]
     last_blocks = tool_use_blocks(messages[-1].get("content")) if messages and messages[-1].get("role") == "assistant" else []

@@ -409,7 +409,7 @@ def loop_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
 FIELD_ROWS = {
     "fields": ("the file holds exactly the six fields", "extra or missing keys"),
     "turns": ("`turns`: the turn cap across a crash", "cap overshoots"),
-    "tokensUsed": ("`tokensUsed`: compaction after a crash", "compaction misfires"),
+    "tokensUsed": ("`tokensUsed`: spend budget after a crash", "budget misfires"),
     "version": ("`version`: a file from a future format", "loads it anyway"),
     "task": ("`task`: resume says what it continues", "task unknown"),
     "messages": ("`messages`: resume continues the talk", "starts over"),
@@ -421,7 +421,7 @@ FIELD_ROWS = {
 FIELD_LEGEND = {
     "extra or missing keys": "checkpoint.json lacks a protocol field, or carries runtime-only keys",
     "cap overshoots": "the turn count restarted at zero, so a capped task ran past its cap",
-    "compaction misfires": "the spend restarted at zero, so compaction fired late or never",
+    "budget misfires": "the spend restarted at zero, so the spend budget tripped late or never",
     "loads it anyway": "a version-2 file was read as if it were version 1",
     "task unknown": "resume could not say which task it was continuing",
     "starts over": "resume had no conversation and ran every tool again",

@@ -19,9 +19,10 @@ judged by the same resume:
    what a resume without it has to do);
 4. answer a ``pendingToolUse`` with an error ``tool_result`` (at-most-once: the call was
    interrupted and its outcome is unknown), so the conversation is one the API accepts;
-5. loop: call the model, add its spend; compaction fires once, at the first response that takes
-   ``tokensUsed`` to the threshold; the model may ask for another tool only while ``turns`` is
-   under the cap.
+5. loop: call the model, add its spend; a spend budget trips once, at the first response that
+   takes ``tokensUsed`` to the budget; the model may ask for another tool only while ``turns`` is
+   under the cap. (The budget reads ``tokensUsed`` because that is spend summed over every call.
+   A compaction rule would read the last call's input size instead: see the lesson's deeper page.)
 
 The ``check_*`` functions at the end are level 1's checks. Each returns ``None`` when the
 submission behaves, or a message for the learner: what was on disk, what resume ran into, what to
@@ -230,8 +231,8 @@ class Resume:
     tokens: int = 0                            # resume's own tokensUsed at the end
     tool_runs: list = field(default_factory=list)   # (name, id) of each tool run after the restart
     reconciled: Optional[dict] = None          # the pending call resume answered
-    compacted_at: Optional[int] = None         # the model response (1-based, counted over the whole task)
-    compacted_tokens: Optional[int] = None     # resume's count when compaction fired
+    compacted_at: Optional[int] = None         # the response that tripped the spend budget (1-based, whole task)
+    compacted_tokens: Optional[int] = None     # resume's tokensUsed when the budget tripped
     stopped_by_cap: bool = False
     finished: bool = False
     error: Optional[str] = None                # what stopped the resume short
@@ -494,11 +495,11 @@ def check_turns(module: Any, seed: int = 0) -> Optional[str]:
 
 
 def check_tokens(module: Any, seed: int = 0) -> Optional[str]:
-    """Without `tokensUsed`, compaction fires off a count that restarted at zero: late, or never."""
+    """Without `tokensUsed`, a spend budget trips off a count that restarted at zero: late, or never."""
     scenario = long_task(seed)
     spent = [spend(r) for r in scenario.responses]
     crash_turn = 3                       # responses 1..3 were received before the crash
-    expected_at = crash_turn + 2         # the threshold is reached at the second response after resume
+    expected_at = crash_turn + 2         # the budget is reached at the second response after resume
     threshold = sum(spent[:expected_at])
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
         run = crash_run(module.save_checkpoint, scenario, workdir, crash_turn, "model")
@@ -514,12 +515,12 @@ def check_tokens(module: Any, seed: int = 0) -> Optional[str]:
         counted = ("it read no `tokensUsed`, so it counted spend from 0" if resume.start_tokens is None
                    else f"it read tokensUsed={resume.start_tokens}, but the crashed run had spent "
                         f"{sum(spent[:crash_turn]):,}")
-        when = (f"fired at response {resume.compacted_at} instead" if resume.compacted_at
-                else "never fired before the task ended")
-        return _story(f"Compaction fired at the wrong moment: with a threshold of {threshold:,} tokens it is due at "
+        when = (f"tripped at response {resume.compacted_at} instead" if resume.compacted_at
+                else "never tripped before the task ended")
+        return _story(f"The spend budget tripped at the wrong moment: with a budget of {threshold:,} tokens it is due at "
                       f"model response {expected_at}, and it {when}.", run, run.raw(),
                       f"{counted}; at response {expected_at} its count was "
-                      f"{(resume.start_tokens or 0) + sum(spent[crash_turn:expected_at]):,}, short of the threshold",
+                      f"{(resume.start_tokens or 0) + sum(spent[crash_turn:expected_at]):,}, short of the budget",
                       "save the running `tokensUsed` with the checkpoint; the per-response usage figures are not "
                       "in `messages`, so resume cannot rebuild the total afterwards")
 

@@ -113,7 +113,7 @@ def _record_result(state, call, result, directory):
 def resume_agent(tools, call_model, execute_tool, directory="checkpoints"):
     """Carry the task in ``<directory>/checkpoint.json`` on to its end; return the final state."""
     # The counters come from the file: turns keeps the cap honest across the crash, tokensUsed
-    # keeps every spend decision (compaction, budgets) in step with what was really spent.
+    # keeps a spend budget and the cost report in step with what was really spent.
     state = load_checkpoint(directory)
 
     pending = state["pendingToolUse"]
