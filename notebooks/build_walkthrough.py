@@ -197,7 +197,8 @@ Read the log from the top and notice two things.
 * Every save after the first starts with `open() ... emptied it`. From that operation on, the old checkpoint no
   longer exists, and the new one arrives in several `write`s: Python hands bytes to the OS in chunks
   (a large tool result goes in one big chunk), and the last chunk leaves Python's buffer only when
-  the file is flushed and closed.
+  the file is flushed and closed. The chunks are about 8 KiB on Python 3.10 to 3.13; Python 3.14's
+  default buffer is 128 KiB, so there the same save takes fewer, larger writes.
 """)
 
 md("""
@@ -415,7 +416,9 @@ The fix is the two changes together:
 2. **Never write the real file.** Write the whole JSON to a temp file *in the same folder*, make sure
    it is closed (leaving the `with` block closes it and pushes Python's buffer to the OS), then
    `os.replace` it onto `checkpoint.json`. Use `os.replace` rather than `os.rename`: on Windows,
-   `os.rename` refuses to overwrite an existing file.
+   `os.rename` refuses to overwrite an existing file (on Linux and macOS the two behave the same).
+   The swap is atomic on Linux and macOS because POSIX's rename promises it; Windows documents no
+   such promise for the call `os.replace` uses there.
 
 The tool you write the bytes with does not matter. Here is the fix four ways: plain `open`,
 `pathlib`, `tempfile` (told to create its file in the checkpoint's folder) and raw `os.open`/`os.write`
@@ -461,7 +464,7 @@ md("""
 Saving at A as well almost doubles the number of saves, and every save writes the *whole*
 conversation again, tool results included. For three turns that is nothing. For a long task the size
 of each save grows with the history, so the total written grows roughly with the square of the number
-of turns; level 3 then adds an `fsync` per save, which waits for the disk. How often to save and how
+of turns; level 3 then adds an `fsync` per save, which waits for the storage device. How often to save and how
 much to rewrite each time are real engineering trade-offs (level 6 comes back to the rewriting).
 
 ## 7. Your turn
@@ -559,7 +562,9 @@ Red again. The loop still handles a killed process perfectly; what breaks is the
 disk holds what the OS was given. After a power cut the renamed file can come back empty, because its
 bytes were never forced out of the OS's cache onto the disk. The cure is `os.fsync` on the temp file
 before the rename, and on the folder after it, so the new directory entry is on the disk too. That is
-level 3.
+level 3. (On macOS, `fsync` stops at the drive, whose own cache can still lose the data; there
+`fcntl.F_FULLFSYNC` asks the drive to flush. Detail 4 of `lessons/02-checkpoints-deeper.md` has the
+whole story.)
 
 ## Recap
 

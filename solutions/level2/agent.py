@@ -9,13 +9,13 @@ def save_checkpoint(state, directory="checkpoints"):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "checkpoint.json")
     # The temp file sits beside the real one: a rename inside one directory (one file system) is
-    # atomic, while a rename from /tmp may turn into a copy that a crash can tear.
+    # atomic (POSIX promises it), while a rename from /tmp may turn into a copy a crash can tear.
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(state, f)
     # Leaving the `with` block closes the file, which pushes Python's buffer to the OS. Only now
     # is the temp file complete, so only now may it take the real name.
-    os.replace(tmp, path)  # replaces an existing checkpoint in one step (os.rename fails on Windows)
+    os.replace(tmp, path)  # one step on POSIX; unlike os.rename, it also replaces an existing file on Windows
 
 
 def spend(response):
