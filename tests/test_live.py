@@ -1,13 +1,17 @@
-"""The live path, offline: the real ``anthropic`` client over a mock HTTP transport.
+"""The live path, offline, through the real ``anthropic`` SDK.
 
-The SDK builds real requests and parses real JSON into its own response models; only the network
-is replaced. So these tests check what a live run depends on: that ``call_model`` hands the loop
-plain dicts in the protocol's shape, that what the loop sends back is what the API accepts, and
-that the checkpoint counts the usage the API reported.
+Most tests point the SDK at :mod:`tests.messages_standin` with ``ANTHROPIC_BASE_URL``: a local HTTP
+server that checks each request the way the Messages API does and plays the course's task. The SDK
+builds real requests, retries nothing (the kit makes its own retries, inside ``--timeout``), and
+parses real bodies. So these tests check what a live run depends on: what each request carries,
+that what the loops send back is a conversation the API accepts, one tool call per turn or several,
+that the checkpoint counts what the API billed, and that every way a call can fail ends in one
+line that names the cause, followed by what the checkpoint holds.
 """
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,10 +22,287 @@ from grader.faces.matrix import load_module
 from grader.engine.checkpoint import spend
 
 anthropic = pytest.importorskip("anthropic")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import messages_standin as standin  # noqa: E402
+
 # The SDK names its HTTP library on its client module (httpx, or httpx2 in newer releases).
 httpx = getattr(anthropic._client, "httpx2", None) or getattr(anthropic._client, "httpx", None)
 
 KIT = Path(__file__).resolve().parent.parent
+RUN_DIR = Path(".crashcourse") / "run" / "checkpoints"
+ONE_PER_TURN = {"type": "auto", "disable_parallel_tool_use": True}
+
+
+@pytest.fixture
+def api(monkeypatch, tmp_path):
+    """Start a stand-in (``api(faults)``), with the SDK's environment pointed at it, in a fresh folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("CRASHCOURSE_MODEL", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-standin")
+    started = []
+
+    def start(faults=None, **options):
+        server = standin.StandIn(faults, **options).start()
+        started.append(server)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def run(capsys, level, *extra, files="solutions", model="claude-test"):
+    """``crashcourse run LEVEL --live`` on the kit's solution (or starter) files; (exit code, output)."""
+    folder = KIT / files / f"level{level}" if files in ("solutions", "exercises") else Path(files)
+    argv = ["run", str(level), "--live", "--path", str(folder), "--retries", "1", "--timeout", "20", *extra]
+    if model:
+        argv += ["--model", model]
+    code = cli.main(argv)
+    return code, capsys.readouterr().out
+
+
+def saved_state(level):
+    if level == 6:
+        return load_module(KIT / "solutions" / "level6" / "agent.py").load_checkpoint(str(RUN_DIR))
+    return json.loads((RUN_DIR / "checkpoint.json").read_text())
+
+
+def tool_uses(message):
+    return [b for b in message["content"] if b["type"] == "tool_use"]
+
+
+# --- the happy path on every level with a loop ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("level, thinking", [(2, False), (3, False), (5, False), (6, False), (2, True), (5, True)],
+                         ids=["2", "3", "5", "6", "2-thinking", "5-thinking"])
+def test_each_solution_runs_live_and_its_checkpoint_counts_what_the_api_billed(api, capsys, level, thinking):
+    server = api(thinking=thinking)
+    code, out = run(capsys, level)
+    assert code == 0, out
+    assert server.rejections == []
+    bodies = server.bodies()
+    parallel = level == 5
+    # One tool call per turn is asked for on every level but 5, in every request.
+    assert all(("tool_choice" in b) != parallel for b in bodies)
+    assert all(b["tool_choice"] == ONE_PER_TURN for b in bodies if not parallel)
+    served = [len(tool_uses(r)) for r in server.replies]
+    assert max(served) == (3 if parallel else 1)
+    state = saved_state(level)
+    assert state["pendingToolUse"] is None and state["turns"] == sum(served)
+    assert state["tokensUsed"] == server.billed()
+    assert state["messages"][-1]["content"] == server.replies[-1]["content"]
+    assert "model asks for publish_table" in out and "The table the model published" in out
+    assert f"turns={state['turns']}, tokensUsed={state['tokensUsed']}" in out
+
+
+@pytest.mark.parametrize("level", [2, 5])
+def test_the_starters_run_live_too(api, capsys, level):
+    # The starters' bugs show under a crash, not in a run that is never interrupted.
+    server = api()
+    code, out = run(capsys, level, files="exercises")
+    assert code == 0, out
+    assert server.rejections == []
+
+
+def test_a_one_call_loop_facing_parallel_calls_is_refused_by_the_api(api, tmp_path):
+    # Why the kit sends disable_parallel_tool_use: without it the model may ask for three months at
+    # once, level 2's loop answers the first only, and the next request is refused.
+    server = api()
+    client = anthropic.Anthropic(max_retries=0)
+    agent = load_module(KIT / "solutions" / "level2" / "agent.py")
+    with pytest.raises(live.LiveError) as caught:
+        live.run_live(agent.run_agent, client=client, directory=str(tmp_path / "cp"), model="claude-test",
+                      parallel_tools=True)
+    assert caught.value.kind == "refused"
+    assert "without `tool_result` blocks immediately after" in str(caught.value)
+    assert len(tool_uses(server.replies[0])) == 3 and len(server.rejections) == 1
+
+
+def test_run_4_resumes_a_live_run_stopped_mid_tool(api, capsys):
+    server = api()
+    code, out = run(capsys, 2, "--stop-at-tool", "2")
+    assert code == 3, out
+    assert "as tool call 2 began" in out and "crashcourse run 4 --live" in out
+    assert '"name": "classify_tickets"' in out and "has no tool_result after it" in out
+    before = len(server.requests)
+    code, out = run(capsys, 4)
+    assert code == 0, out
+    assert server.rejections == []
+    state = saved_state(4)
+    assert state["turns"] == 4 and state["pendingToolUse"] is None
+    assert state["tokensUsed"] == server.billed() and len(server.requests) == before + 3
+
+
+def test_the_level_4_starter_resumes_into_a_conversation_the_api_refuses(api, capsys):
+    server = api()
+    run(capsys, 2, "--stop-at-tool", "2")
+    code, out = run(capsys, 4, files="exercises")
+    assert code == 1
+    assert "refused the request (400 invalid_request_error)" in out
+    assert "without `tool_result` blocks immediately after" in server.rejections[0]
+    assert "Checkpoint left on disk" in out
+
+
+# --- what stops a run, and what it reports ------------------------------------------------------------
+
+
+def test_an_unknown_model_is_named_with_the_option_to_change_it(api, capsys):
+    api()
+    code, out = run(capsys, 2, model="claude-nonesuch-9")
+    assert code == 1
+    assert "does not know the model 'claude-nonesuch-9' (404 not_found_error)" in out and "--model" in out
+    assert "No checkpoint at" in out
+
+
+def test_a_deprecated_model_is_flagged_before_the_run_and_named_when_it_is_gone(api, capsys):
+    api()
+    retired = next(iter(live.deprecated_models()), None)
+    if retired is None:
+        pytest.skip("this SDK ships no table of deprecated models")
+    code, out = run(capsys, 2, model=retired)
+    assert code == 1
+    assert f"the SDK lists {retired} as deprecated" in out
+    assert "(404 not_found_error): the SDK lists it as deprecated, with end of life on" in out
+    assert "--model" in out
+
+
+def test_the_default_model_is_current():
+    assert live.DEFAULT_MODEL not in live.deprecated_models()
+    known = live.known_models()
+    assert not known or live.DEFAULT_MODEL in known
+
+
+@pytest.mark.parametrize("reason, words", [
+    ("max_tokens", "cut off at max_tokens (4096)"),
+    ("refusal", "declined to carry on"),
+    ("pause_turn", "paused a long turn"),
+])
+def test_a_reply_that_does_not_end_the_turn_is_not_a_success(api, capsys, reason, words):
+    server = api({1: standin.stop(reason)})
+    code, out = run(capsys, 2)
+    assert code == 1, out
+    line = next(x for x in out.splitlines() if x.startswith("The run did not finish: "))
+    assert words in line and "The checkpoint above is what it left" in line
+    state = saved_state(2)
+    assert state["messages"][-1]["content"] == server.replies[-1]["content"]
+    if reason == "max_tokens":
+        # The loop took the cut reply for the answer: its tool call is saved with no result after it.
+        assert "last message: assistant: text \"Step 2 of the task.\", tool_use classify_tickets" in out
+        assert "has no tool_result after it" in out
+
+
+@pytest.mark.parametrize("fault, kind, words", [
+    (standin.status(429, "rate_limit_error"), "rate", "rate-limiting this key (429)"),
+    (standin.status(500, "api_error"), "server", "internal error (500)"),
+    (standin.status(529, "overloaded_error"), "overloaded", "overloaded (529)"),
+    (standin.HTML_PAGE, "malformed", "an HTML page, not JSON"),
+    (standin.CUT_JSON, "malformed", "JSONDecodeError"),
+    (standin.NO_CONTENT, "malformed", "it has no content list"),
+])
+def test_each_failure_of_the_api_is_one_line_and_the_checkpoint_is_shown(api, capsys, fault, kind, words):
+    # The failure comes at the third request and again at the retry: the run has saved by then.
+    server = api({2: fault, 3: fault})
+    code, out = run(capsys, 2)
+    assert code == 1, out
+    line = next(x for x in out.splitlines() if x.startswith("The run stopped:"))
+    assert words in line and "Traceback" not in out
+    if kind == "malformed":
+        assert "the API's fault" in line and len(server.requests) == 3  # not retried: it is not a passing state
+    else:
+        assert len(server.requests) == 4  # one retry (--retries 1), then the error
+    assert "turns=2" in out and "pendingToolUse=null" in out
+
+
+def test_a_passing_failure_is_retried_and_the_run_finishes(api, capsys):
+    server = api({0: standin.status(529, "overloaded_error"), 3: standin.status(429, "rate_limit_error")})
+    code, out = run(capsys, 2)
+    assert code == 0, out
+    assert len(server.requests) == 7 and saved_state(2)["tokensUsed"] == server.billed()
+
+
+def test_a_hung_api_ends_at_the_run_timeout_without_retrying(api, capsys):
+    server = api({1: standin.hang(30)})
+    code, out = run(capsys, 2, "--timeout", "0.5", "--retries", "3")
+    assert code == 1, out
+    assert "within the run's time limit (--timeout 0.5 s, for the whole run)" in out
+    assert len(server.requests) == 2 and "turns=1" in out
+
+
+def test_a_refused_connection_is_one_line(api, capsys, monkeypatch):
+    server = api()
+    server.stop()  # nothing listens there any more
+    code, out = run(capsys, 2, "--retries", "0")
+    assert code == 1 and "Could not reach the API" in out
+
+
+@pytest.mark.parametrize("option, value", [("--max-tokens", "0"), ("--max-tokens", "-5"), ("--timeout", "0")])
+def test_impossible_options_are_refused_before_any_request(api, capsys, option, value):
+    server = api()
+    code, out = run(capsys, 2, option, value)
+    assert code == 2 and option in out and server.requests == []
+
+
+# --- credentials, the SDK, folders ---------------------------------------------------------------------
+
+
+def test_the_sdks_auth_token_is_a_credential(api, capsys, monkeypatch):
+    server = api()
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-standin")
+    code, out = run(capsys, 2)
+    assert code == 0, out
+    assert server.requests[0]["headers"]["authorization"] == "Bearer token-standin"
+
+
+def test_without_a_credential_or_the_sdk_the_message_says_what_to_do(monkeypatch):
+    with pytest.raises(live.LiveUnavailable, match="ANTHROPIC_API_KEY.*ANTHROPIC_AUTH_TOKEN"):
+        live.check_available({})
+    live.check_available({"ANTHROPIC_AUTH_TOKEN": "t"})
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(live.LiveUnavailable) as caught:
+        live.check_available({"ANTHROPIC_API_KEY": "sk-test"})
+    # A hint that works from any folder: no `-e .`, which only works from the kit's root.
+    assert "pip install anthropic" in str(caught.value) and "-e" not in str(caught.value)
+
+
+def test_run_6_shows_its_own_files_and_starts_clean_each_time(api, capsys):
+    api()
+    for _ in range(2):
+        code, out = run(capsys, 6)
+        assert code == 0, out
+    journals = sorted(p.name for p in RUN_DIR.iterdir() if p.name.startswith("journal-"))
+    assert len(journals) == 1 and (RUN_DIR / "snapshot.json").is_file()
+    assert f"Files your loop left in {RUN_DIR}" in out and journals[0] in out
+    assert "What your load_checkpoint makes of them:" in out and "No checkpoint at" not in out
+
+
+def test_a_folder_the_learner_chose_is_never_emptied(api, capsys, tmp_path):
+    server = api()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    code, out = run(capsys, 2, "--directory", str(mine))
+    assert code == 2 and "already holds notes.txt" in out
+    assert (mine / "notes.txt").read_text() == "keep me" and server.requests == []
+
+
+def test_scripted_run_5_plays_a_turn_of_parallel_calls(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["run", "5", "--path", str(KIT / "solutions" / "level5")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    first_tool = next(i for i, x in enumerate(lines) if x.startswith("  tool "))
+    assert sum(1 for x in lines[:first_tool] if "model asks for list_tickets" in x) == 3
+    assert json.loads((RUN_DIR / "checkpoint.json").read_text())["turns"] == 7
+
+
+# --- the conversion, on the SDK's own objects ----------------------------------------------------------
+
 
 FIRST = {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
          "stop_sequence": None,
@@ -29,34 +310,22 @@ FIRST = {"id": "msg_01", "type": "message", "role": "assistant", "model": "claud
                      {"type": "tool_use", "id": "toolu_01A", "name": "list_tickets", "input": {"quarter": "2026-Q3"}}],
          "usage": {"input_tokens": 410, "output_tokens": 52, "cache_creation_input_tokens": 300,
                    "cache_read_input_tokens": None}}
-SECOND = {"id": "msg_02", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
-          "stop_sequence": None,
-          "content": [{"type": "tool_use", "id": "toolu_01B", "name": "publish_table",
-                       "input": {"title": "Q3", "markdown": "| type | n |\n|---|---|\n| billing | 3 |"}}],
-          "usage": {"input_tokens": 900, "output_tokens": 61, "cache_read_input_tokens": 300}}
-LAST = {"id": "msg_03", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
-        "stop_sequence": None, "content": [{"type": "text", "text": "Published."}],
-        "usage": {"input_tokens": 1000, "output_tokens": 12}}
 
 
-@pytest.fixture
-def mock_api():
-    """An Anthropic client whose HTTP goes to a handler that plays three responses and keeps each request."""
+def mock_client(*bodies):
     requests = []
-    script = [FIRST, SECOND, LAST]
 
     def handler(request):
-        assert request.url.path == "/v1/messages"
         requests.append(json.loads(request.content))
-        return httpx.Response(200, json=script[len(requests) - 1])
+        return httpx.Response(200, json=bodies[min(len(requests), len(bodies)) - 1])
 
     client = anthropic.Anthropic(api_key="sk-test", max_retries=0,
                                  http_client=httpx.Client(transport=httpx.MockTransport(handler)))
     return client, requests
 
 
-def test_a_response_becomes_the_protocols_plain_dict(mock_api):
-    client, _ = mock_api
+def test_a_response_becomes_the_protocols_plain_dict():
+    client, _ = mock_client(FIRST)
     message = client.messages.create(model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert type(message).__name__ == "Message"
     got = live.response_to_dict(message)
@@ -68,53 +337,10 @@ def test_a_response_becomes_the_protocols_plain_dict(mock_api):
     json.dumps(got)
 
 
-def test_the_solution_loop_runs_live_and_its_checkpoint_counts_what_the_api_reported(mock_api, tmp_path):
-    client, requests = mock_api
-    agent = load_module(KIT / "solutions" / "level2" / "agent.py")
-    seen = []
-    state, desk = live.run_live(agent.run_agent, client=client, directory=str(tmp_path / "checkpoints"),
-                                model="claude-test", on_response=seen.append)
-    assert len(requests) == 3 and len(seen) == 3
-    assert requests[0]["model"] == "claude-test" and [t["name"] for t in requests[0]["tools"]] == \
-        ["list_tickets", "classify_tickets", "publish_table"]
-    # The second request carries the first turn back as the API wants it: the assistant's blocks as
-    # they came (no SDK-only keys), then the tool_result for that id right after.
-    assistant, result = requests[1]["messages"][1:3]
-    assert assistant == {"role": "assistant", "content": FIRST["content"]}
-    assert result["content"][0]["tool_use_id"] == "toolu_01A"
-    assert json.loads(result["content"][0]["content"])[0]["id"] == "T-4000"
-    saved = json.loads((tmp_path / "checkpoints" / "checkpoint.json").read_text())
-    assert saved["turns"] == 2 and saved["pendingToolUse"] is None
-    assert saved["tokensUsed"] == 762 + 1261 + 1012
-    assert saved["messages"][-1] == {"role": "assistant", "content": LAST["content"]}
-    assert desk.published == ["| type | n |\n|---|---|\n| billing | 3 |"]
-
-
-def test_a_model_that_never_stops_is_cut_off(mock_api):
-    client, requests = mock_api
+def test_a_model_that_never_stops_is_cut_off():
+    client, requests = mock_client(FIRST)
     call_model = live.make_call_model(client, "claude-test", max_calls=1)
     call_model(tools=[], messages=[{"role": "user", "content": "go"}])
     with pytest.raises(live.TooManyCalls, match="called 1 times"):
         call_model(tools=[], messages=[{"role": "user", "content": "go"}])
     assert len(requests) == 1
-
-
-def test_without_a_key_or_the_sdk_the_message_says_what_to_do(monkeypatch):
-    with pytest.raises(live.LiveUnavailable, match="ANTHROPIC_API_KEY"):
-        live.check_available({})
-    live.check_available({"ANTHROPIC_API_KEY": "sk-test"})
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(live.LiveUnavailable, match=r"pip install -e '\.\[anthropic\]'"):
-        live.check_available({"ANTHROPIC_API_KEY": "sk-test"})
-
-
-def test_run_live_drives_the_learners_file(mock_api, monkeypatch, tmp_path, capsys):
-    client, requests = mock_api
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    monkeypatch.setattr(live, "default_client", lambda: client)
-    monkeypatch.chdir(tmp_path)
-    code = cli.main(["run", "2", "--live", "--path", str(KIT / "solutions" / "level2"), "--model", "claude-test"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "model asks for publish_table" in out and "The table the model published" in out
-    assert "turns=2" in out and len(requests) == 3

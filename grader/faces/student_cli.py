@@ -30,6 +30,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -757,6 +758,11 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
 # --- run ------------------------------------------------------------------------------------------
 
 
+class RunStopped(BaseException):
+    """``run --stop-at-tool K``: the run is cut off as a kill would cut it (a BaseException, so a loop's
+    ``except Exception`` cannot swallow it)."""
+
+
 def _show_response(response: dict) -> None:
     for block in response.get("content") or []:
         if block.get("type") == "text" and block.get("text"):
@@ -765,6 +771,118 @@ def _show_response(response: dict) -> None:
         elif block.get("type") == "tool_use":
             args = json.dumps(block.get("input"))
             print(f"  model asks for {block['name']}({args[:80]}{'…' if len(args) > 80 else ''})")
+        elif block.get("type") in ("thinking", "redacted_thinking"):
+            print("  model thinks (a thinking block: it goes back to the API as it came)")
+    if response.get("stop_reason") not in ("tool_use", "end_turn", None):
+        print(f"  stop_reason: {response.get('stop_reason')}")
+
+
+def _short(value: Any, width: int = 90) -> str:
+    if isinstance(value, str):
+        value = " ".join(value.split())  # one line, whatever the text's own line breaks
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _last_message_words(messages: Any) -> str:
+    """The last message of a checkpoint in a few words, and whether it leaves a call unanswered."""
+    if not isinstance(messages, list) or not messages:
+        return "no messages"
+    last = messages[-1]
+    if not isinstance(last, dict):
+        return f"not a message: {_short(last, 60)}"
+    content = last.get("content")
+    if isinstance(content, str):
+        return f"{last.get('role')}: {_short(content, 70)}"
+    parts, calls = [], []
+    for block in content if isinstance(content, list) else []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            parts.append(f"text {_short(block.get('text', ''), 50)}")
+        elif kind == "tool_use":
+            parts.append(f"tool_use {block.get('name')}")
+            calls.append(block.get("name"))
+        elif kind == "tool_result":
+            parts.append("tool_result")
+        else:
+            parts.append(str(kind))
+    words = f"{last.get('role')}: {', '.join(parts) or 'empty'}"
+    if last.get("role") == "assistant" and calls:
+        words += (f" (the call to {', '.join(map(str, calls))} has no tool_result after it: the API refuses this "
+                  "conversation until one is added, so a resume must answer it first)")
+    return words
+
+
+def _state_summary(state: Any) -> list[str]:
+    if not isinstance(state, dict):
+        return [f"not a checkpoint object: {_short(state, 60)}"]
+    messages = state.get("messages")
+    count = len(messages) if isinstance(messages, list) else "?"
+    return [f"turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}, {count} messages, "
+            f"pendingToolUse={_short(state.get('pendingToolUse'), 70)}",
+            f"last message: {_last_message_words(messages)}"]
+
+
+def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any) -> list[str]:
+    """What the run left in ``directory``, in a few lines: the file (or the level's own files) and its state."""
+    if level.engine == "journal":
+        # Level 6 keeps its state in files of the learner's choosing: list them, then ask the
+        # learner's own loader what they add up to.
+        files = sorted(p for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else []
+        if not files:
+            return [f"No files in {_rel(directory)}: did run_agent save to the directory it was given?"]
+        lines = [f"Files your loop left in {_rel(directory)}:"]
+        lines += [f"  {p.relative_to(directory)}  ({p.stat().st_size:,} bytes)" for p in files[:12]]
+        if len(files) > 12:
+            lines.append(f"  … and {len(files) - 12} more")
+        load = getattr(module, "load_checkpoint", None)
+        if load is None:
+            return lines + ["Your file has no load_checkpoint(directory), so what they hold cannot be read back."]
+        try:
+            state = load(str(directory))
+        except Exception as exc:  # noqa: BLE001 - the learner's loader, reported as it failed
+            return lines + [f"Your load_checkpoint raised {type(exc).__name__}: {exc}"]
+        if state is None:
+            return lines + ["Your load_checkpoint returned None: no save had completed."]
+        return lines + ["What your load_checkpoint makes of them:"] + [f"  {line}" for line in _state_summary(state)]
+    path = directory / "checkpoint.json"
+    if not path.is_file():
+        return [f"No checkpoint at {_rel(path)}: did the loop save to the directory it was given?"]
+    size = path.stat().st_size
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return [f"Checkpoint left on disk: {_rel(path)} ({size:,} bytes), but it is not valid JSON ({exc})."]
+    return [f"Checkpoint left on disk: {_rel(path)} ({size:,} bytes):"] + [f"  {line}" for line in _state_summary(data)]
+
+
+def _prepare_folder(directory: Path, chosen: bool) -> Optional[str]:
+    """Give the run an empty folder: the kit's own is emptied; one the learner chose must be empty already."""
+    if not directory.exists():
+        return None
+    if not directory.is_dir():
+        return f"{_rel(directory)} is a file, not a folder: pick another --directory."
+    if not chosen:
+        shutil.rmtree(directory)  # the kit's own folder: last run's files would mix with this run's
+        return None
+    left = sorted(p.name for p in directory.iterdir())
+    if left:
+        return (f"{_rel(directory)} already holds {', '.join(left[:5])}{' …' if len(left) > 5 else ''}. A run starts in "
+                "an empty folder, so that what you see afterwards is this run's alone: empty it, or pick another "
+                "--directory.")
+    return None
+
+
+def _refuse_run_options(args: argparse.Namespace) -> Optional[str]:
+    if args.max_tokens < 1:
+        return f"--max-tokens must be at least 1 (got {args.max_tokens}): the API refuses a request with less."
+    if args.timeout <= 0:
+        return f"--timeout must be more than 0 seconds (got {args.timeout:g})."
+    if args.retries < 0:
+        return f"--retries cannot be negative (got {args.retries})."
+    if args.stop_at_tool is not None and args.stop_at_tool < 1:
+        return f"--stop-at-tool counts tool calls from 1 (got {args.stop_at_tool})."
+    return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -777,10 +895,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(str(exc))
         return 2
     folder = _folder_for(level, args.path)
-    if level.function != "run_agent":
-        _say(f"Level {level.number}'s file has no run_agent loop to drive (it grades {level.function}); "
-             "`crashcourse run` works on the levels whose file is an agent loop: "
-             + ", ".join(str(lv.number) for lv in _manifest().levels if lv.function == "run_agent") + ".")
+    resuming = level.function == "resume_agent"
+    if level.function != "run_agent" and not resuming:
+        _say(f"Level {level.number}'s file has no loop to drive (it grades {level.function}); `crashcourse run` works "
+             "on the levels whose file is an agent loop ("
+             + ", ".join(str(lv.number) for lv in _manifest().levels if lv.function == "run_agent")
+             + ") and on level 4's resume.")
+        return 2
+    refused = _refuse_run_options(args)
+    if refused:
+        _say(refused)
         return 2
     if args.live:
         try:
@@ -794,58 +918,112 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(f"Importing {_rel(folder / level.files[0])} raised {type(exc).__name__}: {exc}")
         return 1
     directory = Path(args.directory).resolve()
-    if (directory / "checkpoint.json").exists() and args.directory == DEFAULT_RUN_DIR:
-        (directory / "checkpoint.json").unlink()  # the last run's file would hide a loop that never saves
+    if resuming:
+        if not (directory / "checkpoint.json").is_file():
+            _say(f"There is no checkpoint at {_rel(directory / 'checkpoint.json')} to resume. Leave one with a run "
+                 "that stops partway, e.g. `crashcourse run 2 --stop-at-tool 2` (add --live for the real API), then "
+                 "run this again.")
+            return 2
+    else:
+        problem = _prepare_folder(directory, chosen=args.directory != DEFAULT_RUN_DIR)
+        if problem:
+            _say(problem)
+            return 2
     filename = _rel(folder / level.files[0])
+    parallel = level.engine == "parallel"
+    tool_calls = {"n": 0}
 
     def on_tool(name: str, result: str) -> None:
         print(f"  tool {name} -> {len(result):,} characters")
 
+    def starting_tool() -> None:
+        tool_calls["n"] += 1
+        if args.stop_at_tool is not None and tool_calls["n"] == args.stop_at_tool:
+            raise RunStopped()
+
+    caller = None
+    status, verb = 0, "resume_agent" if resuming else "run_agent"
     try:
         if args.live:
+            caller = live.LiveModel(live.default_client(), args.model, max_tokens=args.max_tokens,
+                                    parallel_tools=parallel, timeout=args.timeout, retries=args.retries,
+                                    on_response=_show_response)
+            note = live.model_note(args.model)
+            if note:
+                print(note)
             print(f"Running {filename} with {args.model} over the real Messages API (a few cents at most)...")
-            print(f"  task: {support_tickets().task}")
-            state, desk = live.run_live(module.run_agent, client=live.default_client(), directory=str(directory),
-                                        model=args.model, desk=live.TicketDesk(seed=args.seed),
-                                        max_tokens=args.max_tokens, on_response=_show_response, on_tool=on_tool)
-            for table in desk.published:
-                print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
+            choice = ("tool calls in parallel allowed (no tool_choice)" if parallel else
+                      f"one tool call per turn (tool_choice={json.dumps(live.ONE_CALL_PER_TURN)})")
+            print(f"  each request: max_tokens={args.max_tokens}, {choice}; the whole run has {args.timeout:g} s")
+            desk = live.TicketDesk(seed=args.seed)
+            tools = live.task_tools(parallel)
+            call_model: Callable[..., dict] = caller
+
+            def run_tool(name: str, tool_input: Any) -> str:
+                return desk(name, tool_input)
         else:
             scenario = support_tickets(args.seed)
-            model, tools_run = scenario.model(), scenario.executor()
+            if parallel:
+                from grader.levels.parallel_calls import parallel_tickets
+
+                scenario = parallel_tickets(args.seed)
+            model, run_tool = scenario.model(), scenario.executor()
+            tools = scenario.tools
             print(f"Running {filename} on the scripted model (add --live for the real API)...")
-            print(f"  task: {scenario.task}")
 
             def call_model(**kwargs: Any) -> dict:
                 response = model(**kwargs)
                 _show_response(response)
                 return response
 
-            def execute_tool(name: str, tool_input: Any) -> str:
-                result = tools_run(name, tool_input)
-                on_tool(name, result)
-                return result
+        def execute_tool(name: str, tool_input: Any, **_: Any) -> str:
+            starting_tool()
+            result = run_tool(name, tool_input)
+            on_tool(name, result)
+            return result
 
-            state = module.run_agent(scenario.task, scenario.tools, call_model, execute_tool, str(directory))
-    except Exception as exc:  # noqa: BLE001 - show the learner what their loop (or the API) raised
-        print(f"\nThe run stopped: {type(exc).__name__}: {exc}")
-        return 1
-    path = directory / "checkpoint.json"
+        from grader.engine.scripted import TICKET_TASK
+
+        if resuming:
+            print(f"  resuming the task in {_rel(directory / 'checkpoint.json')}")
+            state = module.resume_agent(tools, call_model, execute_tool, str(directory))
+        else:
+            print(f"  task: {TICKET_TASK}")
+            state = module.run_agent(TICKET_TASK, tools, call_model, execute_tool, str(directory))
+        if args.live:
+            for table in desk.published:
+                print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
+    except RunStopped:
+        print(f"\nThe run was stopped as a crash would stop it, as tool call {args.stop_at_tool} began "
+              "(--stop-at-tool).")
+        state, status = None, 3
+    except KeyboardInterrupt:
+        print("\nThe run was stopped (Ctrl-C).")
+        state, status = None, 130
+    except live.LiveError as exc:
+        print(f"\nThe run stopped: {exc}")
+        state, status = None, 1
+    except live.TooManyCalls as exc:
+        print(f"\nThe run stopped: {exc}.")
+        state, status = None, 1
+    except Exception as exc:  # noqa: BLE001 - show the learner what their loop raised
+        print(f"\nThe run stopped: your {verb} raised {type(exc).__name__}: {exc}")
+        state, status = None, 1
     print()
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            summary = (f"turns={data.get('turns')}, tokensUsed={data.get('tokensUsed')}, "
-                       f"{len(data.get('messages') or [])} messages, pendingToolUse={json.dumps(data.get('pendingToolUse'))}")
-        except ValueError:
-            summary = "not valid JSON"
-        print(f"Checkpoint left on disk: {_rel(path)} ({path.stat().st_size:,} bytes): {summary}")
-    else:
-        print(f"No checkpoint at {_rel(path)}: did run_agent save to the directory it was given?")
+    for line in describe_checkpoint(directory, level, module):
+        print(line)
     if isinstance(state, dict):
-        print(f"run_agent returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
+        print(f"{verb} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
+    if status == 0 and caller is not None:
+        why = live.unfinished(caller.last_response, args.max_tokens)
+        if why and not (resuming and caller.last_response is None):
+            print(f"The run did not finish: {why}. The checkpoint above is what it left.")
+            status = 1
+    if status == 3:
+        print("To carry the task on from here: crashcourse run 4" + (" --live" if args.live else "")
+              + (f" --directory {args.directory}" if args.directory != DEFAULT_RUN_DIR else ""))
     print(f"To see what a crash at each point would leave: crashcourse check {level.number}")
-    return 0
+    return status
 
 
 # --- registration ---------------------------------------------------------------------------------
@@ -916,19 +1094,36 @@ def register(sub: Any) -> None:
     p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
     p.set_defaults(handler=cmd_selfcheck)
 
-    from grader.faces.live import DEFAULT_MODEL
+    from grader.faces import live
 
     p = sub.add_parser("run", help="run your loop once (scripted, or --live with the real API)",
-                       description="Run your level-N loop on the course's task and show the conversation and the "
-                                   "checkpoint it leaves. With --live it talks to the real Messages API (needs "
-                                   "pip install -e '.[anthropic]' and ANTHROPIC_API_KEY).", formatter_class=fmt)
-    p.add_argument("level", type=int, help="the level number (one whose file has run_agent)")
+                       description="Run your level-N loop on the course's task and show the conversation and what "
+                                   "it left on disk, however the run ends. Each run starts in an empty folder. "
+                                   "`run 4` resumes the checkpoint an earlier run left there (stop one partway with "
+                                   "--stop-at-tool).\n\n"
+                                   "With --live it talks to the real Messages API: it needs the SDK (pip install "
+                                   "anthropic) and ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN. Each request carries "
+                                   "the model, max_tokens, the task's tools and the conversation; levels whose loop "
+                                   "answers one tool call per turn also send tool_choice "
+                                   '{"type": "auto", "disable_parallel_tool_use": true}, level 5 does not.\n\n'
+                                   "example:\n  crashcourse run 2\n  crashcourse run 2 --live\n"
+                                   "  crashcourse run 2 --live --stop-at-tool 2; crashcourse run 4 --live",
+                       formatter_class=fmt)
+    p.add_argument("level", type=int, help="the level number (one whose file has run_agent, or 4 to resume)")
     p.add_argument("--live", action="store_true", help="use the real Messages API instead of the scripted model")
-    p.add_argument("--model", default=os.environ.get("CRASHCOURSE_MODEL", DEFAULT_MODEL),
-                   help=f"model for --live (default {DEFAULT_MODEL}, or $CRASHCOURSE_MODEL)")
-    p.add_argument("--max-tokens", type=int, default=1024, help="max_tokens per call for --live")
+    p.add_argument("--model", default=os.environ.get("CRASHCOURSE_MODEL") or live.DEFAULT_MODEL,
+                   help=f"model for --live (default {live.DEFAULT_MODEL}, or $CRASHCOURSE_MODEL)")
+    p.add_argument("--max-tokens", type=int, default=live.DEFAULT_MAX_TOKENS, metavar="N",
+                   help=f"max_tokens of each --live request, thinking included (default {live.DEFAULT_MAX_TOKENS})")
+    p.add_argument("--timeout", type=float, default=live.DEFAULT_TIMEOUT, metavar="S",
+                   help=f"seconds the whole --live run may take, retries included (default {live.DEFAULT_TIMEOUT:g})")
+    p.add_argument("--retries", type=int, default=live.DEFAULT_RETRIES, metavar="N",
+                   help="times a --live call is tried again after a 429, a 5xx or a dropped connection, within "
+                        f"--timeout (default {live.DEFAULT_RETRIES})")
+    p.add_argument("--stop-at-tool", type=int, metavar="K",
+                   help="stop the run as a crash would, as the K-th tool call starts (for run 4 to resume)")
     p.add_argument("--directory", default=DEFAULT_RUN_DIR, metavar="DIR",
-                   help="where the loop writes its checkpoint")
+                   help="where the loop writes its checkpoint (default: the kit's own folder, emptied each run)")
     p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
     p.add_argument("--seed", type=int, default=0, help="seed of the scripted task")
     p.set_defaults(handler=cmd_run)
