@@ -122,6 +122,31 @@ def test_a_one_call_loop_facing_parallel_calls_is_refused_by_the_api(api, tmp_pa
     assert len(tool_uses(server.replies[0])) == 3 and len(server.rejections) == 1
 
 
+def test_level_5_runs_one_call_per_turn_as_well(api, tmp_path):
+    server = api()
+    client = anthropic.Anthropic(max_retries=0)
+    agent = load_module(KIT / "solutions" / "level5" / "agent.py")
+    state, desk = live.run_live(agent.run_agent, client=client, directory=str(tmp_path / "cp"), model="claude-test",
+                                parallel_tools=False)
+    assert server.rejections == [] and all(b["tool_choice"] == ONE_PER_TURN for b in server.bodies())
+    assert state["turns"] == len(server.replies) - 1 and len(desk.published) == 1
+
+
+def test_ctrl_c_mid_run_still_shows_the_checkpoint(api, capsys, monkeypatch):
+    api()
+    real = live.TicketDesk.__call__
+
+    def interrupted(self, name, tool_input, **kw):
+        if name == "classify_tickets":
+            raise KeyboardInterrupt
+        return real(self, name, tool_input, **kw)
+
+    monkeypatch.setattr(live.TicketDesk, "__call__", interrupted)
+    code, out = run(capsys, 2)
+    assert code == 130 and "stopped (Ctrl-C)" in out
+    assert "turns=1" in out and '"name": "classify_tickets"' in out
+
+
 def test_run_4_resumes_a_live_run_stopped_mid_tool(api, capsys):
     server = api()
     code, out = run(capsys, 2, "--stop-at-tool", "2")
@@ -160,7 +185,8 @@ def test_an_unknown_model_is_named_with_the_option_to_change_it(api, capsys):
 
 def test_a_deprecated_model_is_flagged_before_the_run_and_named_when_it_is_gone(api, capsys):
     api()
-    retired = next(iter(live.deprecated_models()), None)
+    table = live.deprecated_models()
+    retired = "claude-sonnet-4-5" if "claude-sonnet-4-5" in table else next(iter(table), None)
     if retired is None:
         pytest.skip("this SDK ships no table of deprecated models")
     code, out = run(capsys, 2, model=retired)
@@ -171,9 +197,11 @@ def test_a_deprecated_model_is_flagged_before_the_run_and_named_when_it_is_gone(
 
 
 def test_the_default_model_is_current():
+    # Fails the day an SDK release marks the default deprecated: time to name a newer one in live.py.
     assert live.DEFAULT_MODEL not in live.deprecated_models()
     known = live.known_models()
-    assert not known or live.DEFAULT_MODEL in known
+    if known and live.DEFAULT_MODEL not in known:
+        pytest.skip(f"the installed SDK predates {live.DEFAULT_MODEL}")
 
 
 @pytest.mark.parametrize("reason, words", [
@@ -199,6 +227,7 @@ def test_a_reply_that_does_not_end_the_turn_is_not_a_success(api, capsys, reason
     (standin.status(429, "rate_limit_error"), "rate", "rate-limiting this key (429)"),
     (standin.status(500, "api_error"), "server", "internal error (500)"),
     (standin.status(529, "overloaded_error"), "overloaded", "overloaded (529)"),
+    (standin.status(401, "authentication_error"), "auth", "refused the credential (401)"),
     (standin.HTML_PAGE, "malformed", "an HTML page, not JSON"),
     (standin.CUT_JSON, "malformed", "JSONDecodeError"),
     (standin.NO_CONTENT, "malformed", "it has no content list"),
@@ -211,7 +240,9 @@ def test_each_failure_of_the_api_is_one_line_and_the_checkpoint_is_shown(api, ca
     line = next(x for x in out.splitlines() if x.startswith("The run stopped:"))
     assert words in line and "Traceback" not in out
     if kind == "malformed":
-        assert "the API's fault" in line and len(server.requests) == 3  # not retried: it is not a passing state
+        assert "the API's fault" in line
+    if kind in ("malformed", "auth"):
+        assert len(server.requests) == 3  # not retried: trying again would not change the answer
     else:
         assert len(server.requests) == 4  # one retry (--retries 1), then the error
     assert "turns=2" in out and "pendingToolUse=null" in out
@@ -288,6 +319,16 @@ def test_a_folder_the_learner_chose_is_never_emptied(api, capsys, tmp_path):
     code, out = run(capsys, 2, "--directory", str(mine))
     assert code == 2 and "already holds notes.txt" in out
     assert (mine / "notes.txt").read_text() == "keep me" and server.requests == []
+
+
+def test_scripted_runs_stop_partway_and_resume(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "2", "--path", str(KIT / "solutions" / "level2"), "--stop-at-tool", "3"]) == 3
+    assert json.loads((RUN_DIR / "checkpoint.json").read_text())["pendingToolUse"]["name"] == "publish_table"
+    assert cli.main(["run", "4", "--path", str(KIT / "solutions" / "level4")]) == 0
+    out = capsys.readouterr().out
+    assert "resume_agent returned turns=3" in out
+    assert json.loads((RUN_DIR / "checkpoint.json").read_text())["pendingToolUse"] is None
 
 
 def test_scripted_run_5_plays_a_turn_of_parallel_calls(capsys, monkeypatch, tmp_path):

@@ -15,8 +15,9 @@ Every command reads the level list from ``exercises/manifest.json`` (:mod:`grade
     (For the kit's maintainers.) Every starter breaks what it is planted to break, every solution
     passes, every README task has its three hints, and the manifest is in order.
 ``crashcourse run N [--live]``
-    Runs your loop once and shows the conversation and the checkpoint it left; ``--live`` uses the
-    real Messages API (needs the ``anthropic`` extra and ANTHROPIC_API_KEY).
+    Runs your loop once and shows the conversation and what it left on disk, however it ended;
+    ``run 4`` resumes what a run left. ``--live`` uses the real Messages API (needs the SDK and
+    ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN; see :mod:`grader.faces.live`).
 
 This module is also a tiny pytest plugin (``-p grader.faces.student_cli``): when CRASHCOURSE_REPORT names
 a file, each test's outcome, task, points and failure text are appended to it as JSON lines. That
