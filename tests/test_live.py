@@ -11,6 +11,7 @@ line that names the cause, followed by what the checkpoint holds.
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -194,6 +195,15 @@ def test_a_deprecated_model_is_flagged_before_the_run_and_named_when_it_is_gone(
     assert f"the SDK lists {retired} as deprecated" in out
     assert "(404 not_found_error): the SDK lists it as deprecated, with end of life on" in out
     assert "--model" in out
+
+
+def test_a_model_the_sdk_does_not_name_gets_a_note_before_the_run(api, capsys):
+    if not live.known_models():
+        pytest.skip("this SDK names no models")
+    api()
+    code, out = run(capsys, 2, model="claude-sonet-5-5")
+    assert out.splitlines()[0].startswith("Note: the installed SDK does not name 'claude-sonet-5-5'")
+    assert code == 1 and "--model" in out
 
 
 def test_the_default_model_is_current():
@@ -385,3 +395,44 @@ def test_a_model_that_never_stops_is_cut_off():
     with pytest.raises(live.TooManyCalls, match="called 1 times"):
         call_model(tools=[], messages=[{"role": "user", "content": "go"}])
     assert len(requests) == 1
+
+
+# --- the stand-in refuses what the API refuses ------------------------------------------------------------
+
+TOOLS = [{"name": "list_tickets", "input_schema": {"type": "object"}}]
+CALL = {"type": "tool_use", "id": "toolu_1", "name": "list_tickets", "input": {}}
+ANSWER = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "[]"}
+HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+
+def request(messages, **extra):
+    return {"model": "claude-test", "max_tokens": 100, "tools": TOOLS, "messages": messages, **extra}
+
+
+@pytest.mark.parametrize("body, words", [
+    (request([{"role": "assistant", "content": "hi"}]), "roles must alternate"),
+    (request([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]), "roles must alternate"),
+    (request([{"role": "user", "content": "go"}], max_tokens=0), "max_tokens"),
+    (request([{"role": "user", "content": "go"}], model="claude-gone"), "model: claude-gone"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [CALL]},
+              {"role": "user", "content": [{"type": "text", "text": "ok"}]}]), "without `tool_result` blocks"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [CALL]},
+              {"role": "user", "content": [{"type": "text", "text": "first"}, ANSWER]}]), "without `tool_result`"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [CALL]}]), "without `tool_result`"),
+    (request([{"role": "user", "content": [ANSWER]}]), "unexpected `tool_use_id`"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [dict(CALL, name="rm_rf")]},
+              {"role": "user", "content": [ANSWER]}]), "not among the tools sent"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [dict(CALL, citations=None)]},
+              {"role": "user", "content": [ANSWER]}]), "Extra inputs are not permitted"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "made up", "signature": "sig_forged"}, CALL]},
+        {"role": "user", "content": [ANSWER]}]), "Invalid `signature`"),
+    (request([{"role": "user", "content": "go"}], tool_choice={"type": "auto", "disable_parallel_tool_use": "yes"}),
+     "valid boolean"),
+])
+def test_the_stand_in_refuses_what_the_api_refuses(body, words):
+    with pytest.raises(standin.Rejected, match=re.escape(words)):
+        standin.validate(body, HEADERS, {})
+    answered = request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [CALL]},
+                        {"role": "user", "content": [ANSWER, {"type": "text", "text": "and then?"}]}])
+    standin.validate(answered, HEADERS, {})  # the same shapes, done right, pass

@@ -95,12 +95,17 @@ def known_models() -> tuple:
 
 
 def model_note(model: str) -> Optional[str]:
-    """A warning to show before the run when the SDK lists ``model`` as deprecated, else None."""
+    """A warning to show before the run when the SDK lists ``model`` as deprecated or does not name it, else None."""
     end = deprecated_models().get(model)
-    if end is None:
-        return None
-    return (f"Note: the SDK lists {model} as deprecated, with end of life on {end}; after that the API answers "
-            f"404 for it. Pick a current model with --model (the kit's default is {DEFAULT_MODEL}).")
+    if end is not None:
+        return (f"Note: the SDK lists {model} as deprecated, with end of life on {end}; after that the API answers "
+                f"404 for it. Pick a current model with --model (the kit's default is {DEFAULT_MODEL}).")
+    known = known_models()
+    if known and model not in known:
+        # Not an error: a model newer than the installed SDK is sent all the same. But a typo shows here.
+        return (f"Note: the installed SDK does not name {model!r} among its models (a typo, or a model newer than "
+                "the SDK?). It is sent as it is; if the API answers 404, pick another with --model.")
+    return None
 
 
 # --- responses --------------------------------------------------------------------------------------
@@ -196,11 +201,16 @@ def explain(exc: BaseException, model: str, *, timeout: float) -> LiveError:
         status, detail = exc.status_code, _api_message(exc)
         kind = getattr(exc, "type", None) or ""
         said = f" The API said: {detail}" if detail else ""
-        if status == 404 or kind == "not_found_error":
+        if (status == 404 or kind == "not_found_error") and ("model" in detail.lower() or not detail):
             end = deprecated_models().get(model)
-            why = f"the SDK lists it as deprecated, with end of life on {end}" if end else "it may be retired or misspelt"
+            why = (f"the SDK lists it as deprecated, with end of life on {end}" if end else
+                   "it may be retired or misspelt")
             return LiveError("model", f"The API does not know the model {model!r} (404 not_found_error): {why}. "
                                       f"Pick another with --model, e.g. --model {DEFAULT_MODEL}.{said}")
+        if status == 404:
+            return LiveError("refused", "The API answered 404 for /v1/messages: if you set ANTHROPIC_BASE_URL, "
+                                        f"check it; otherwise the model {model!r} may be gone (pick another with "
+                                        f"--model).{said}")
         if status == 401:
             return LiveError("auth", "The API refused the credential (401): check ANTHROPIC_API_KEY or "
                                      f"ANTHROPIC_AUTH_TOKEN.{said}")

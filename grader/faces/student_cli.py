@@ -868,7 +868,8 @@ def _prepare_folder(directory: Path, chosen: bool) -> Optional[str]:
         return None
     left = sorted(p.name for p in directory.iterdir())
     if left:
-        return (f"{_rel(directory)} already holds {', '.join(left[:5])}{' …' if len(left) > 5 else ''}. A run starts in "
+        shown = ", ".join(left[:5]) + (" …" if len(left) > 5 else "")
+        return (f"{_rel(directory)} already holds {shown}. A run starts in "
                 "an empty folder, so that what you see afterwards is this run's alone: empty it, or pick another "
                 "--directory.")
     return None
