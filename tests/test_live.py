@@ -55,7 +55,7 @@ def api(monkeypatch, tmp_path):
         server.stop()
 
 
-def run(capsys, level, *extra, files="solutions", model="claude-test"):
+def run(capsys, level, *extra, files="solutions", model=None):
     """``crashcourse run LEVEL --live`` on the kit's solution (or starter) files; (exit code, output)."""
     folder = KIT / files / f"level{level}" if files in ("solutions", "exercises") else Path(files)
     argv = ["run", str(level), "--live", "--path", str(folder), "--retries", "1", "--timeout", "20", *extra]
@@ -88,6 +88,7 @@ def test_each_solution_runs_live_and_its_checkpoint_counts_what_the_api_billed(a
     bodies = server.bodies()
     parallel = level == 5
     # One tool call per turn is asked for on every level but 5, in every request.
+    assert all(b["model"] == live.DEFAULT_MODEL and b["max_tokens"] == live.DEFAULT_MAX_TOKENS for b in bodies)
     assert all(("tool_choice" in b) != parallel for b in bodies)
     assert all(b["tool_choice"] == ONE_PER_TURN for b in bodies if not parallel)
     served = [len(tool_uses(r)) for r in server.replies]
@@ -113,10 +114,9 @@ def test_a_one_call_loop_facing_parallel_calls_is_refused_by_the_api(api, tmp_pa
     # Why the kit sends disable_parallel_tool_use: without it the model may ask for three months at
     # once, level 2's loop answers the first only, and the next request is refused.
     server = api()
-    client = anthropic.Anthropic(max_retries=0)
     agent = load_module(KIT / "solutions" / "level2" / "agent.py")
     with pytest.raises(live.LiveError) as caught:
-        live.run_live(agent.run_agent, client=client, directory=str(tmp_path / "cp"), model="claude-test",
+        live.run_live(agent.run_agent, client=live.default_client(), directory=str(tmp_path / "cp"),
                       parallel_tools=True)
     assert caught.value.kind == "refused"
     assert "without `tool_result` blocks immediately after" in str(caught.value)
@@ -125,9 +125,8 @@ def test_a_one_call_loop_facing_parallel_calls_is_refused_by_the_api(api, tmp_pa
 
 def test_level_5_runs_one_call_per_turn_as_well(api, tmp_path):
     server = api()
-    client = anthropic.Anthropic(max_retries=0)
     agent = load_module(KIT / "solutions" / "level5" / "agent.py")
-    state, desk = live.run_live(agent.run_agent, client=client, directory=str(tmp_path / "cp"), model="claude-test",
+    state, desk = live.run_live(agent.run_agent, client=live.default_client(), directory=str(tmp_path / "cp"),
                                 parallel_tools=False)
     assert server.rejections == [] and all(b["tool_choice"] == ONE_PER_TURN for b in server.bodies())
     assert state["turns"] == len(server.replies) - 1 and len(desk.published) == 1
@@ -181,7 +180,7 @@ def test_an_unknown_model_is_named_with_the_option_to_change_it(api, capsys):
     code, out = run(capsys, 2, model="claude-nonesuch-9")
     assert code == 1
     assert "does not know the model 'claude-nonesuch-9' (404 not_found_error)" in out and "--model" in out
-    assert "No checkpoint at" in out
+    assert "No checkpoint at" in out and "the run stopped before a first save was complete" in out
 
 
 def test_a_deprecated_model_is_flagged_before_the_run_and_named_when_it_is_gone(api, capsys):

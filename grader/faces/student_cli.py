@@ -824,14 +824,20 @@ def _state_summary(state: Any) -> list[str]:
             f"last message: {_last_message_words(messages)}"]
 
 
-def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any) -> list[str]:
-    """What the run left in ``directory``, in a few lines: the file (or the level's own files) and its state."""
+def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any, finished: bool = True) -> list[str]:
+    """What the run left in ``directory``, in a few lines: the file (or the level's own files) and its state.
+
+    ``finished`` says whether the loop returned: one that did should have saved, one that was
+    stopped may have been stopped before its first save.
+    """
+    nothing = ("did run_agent save to the directory it was given?" if finished else
+               "the run stopped before a first save was complete.")
     if level.engine == "journal":
         # Level 6 keeps its state in files of the learner's choosing: list them, then ask the
         # learner's own loader what they add up to.
         files = sorted(p for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else []
         if not files:
-            return [f"No files in {_rel(directory)}: did run_agent save to the directory it was given?"]
+            return [f"No files in {_rel(directory)}: {nothing}"]
         lines = [f"Files your loop left in {_rel(directory)}:"]
         lines += [f"  {p.relative_to(directory)}  ({p.stat().st_size:,} bytes)" for p in files[:12]]
         if len(files) > 12:
@@ -848,7 +854,7 @@ def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any)
         return lines + ["What your load_checkpoint makes of them:"] + [f"  {line}" for line in _state_summary(state)]
     path = directory / "checkpoint.json"
     if not path.is_file():
-        return [f"No checkpoint at {_rel(path)}: did the loop save to the directory it was given?"]
+        return [f"No checkpoint at {_rel(path)}: {nothing}"]
     size = path.stat().st_size
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -1012,7 +1018,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"\nThe run stopped: your {verb} raised {type(exc).__name__}: {exc}")
         state, status = None, 1
     print()
-    for line in describe_checkpoint(directory, level, module):
+    for line in describe_checkpoint(directory, level, module, finished=status == 0):
         print(line)
     if isinstance(state, dict):
         print(f"{verb} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
