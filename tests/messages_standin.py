@@ -159,8 +159,12 @@ def validate(body: Any, headers: Any, signatures: dict) -> None:
     seen_ids: set = set()
     for i, message in enumerate(messages):
         where = f"messages.{i}"
-        if not isinstance(message, dict) or set(message) != {"role", "content"}:
-            raise _bad(f"{where}: a message has exactly the keys role and content")
+        if not isinstance(message, dict):
+            raise _bad(f"{where}: Input should be a valid dictionary")
+        for key in sorted({"role", "content"} - set(message)):
+            raise _bad(f"{where}.{key}: Field required")
+        for key in sorted(set(message) - {"role", "content"}):
+            raise _bad(f"{where}.{key}: Extra inputs are not permitted")
         want = "user" if i % 2 == 0 else "assistant"
         if message["role"] != want:
             raise _bad(f"{where}: roles must alternate between \"user\" and \"assistant\", starting with \"user\" "

@@ -9,6 +9,7 @@ that the checkpoint counts what the API billed, and that every way a call can fa
 line that names the cause, followed by what the checkpoint holds.
 """
 
+import datetime
 import importlib.util
 import json
 import re
@@ -203,6 +204,12 @@ def test_a_model_the_sdk_does_not_name_gets_a_note_before_the_run(api, capsys):
     code, out = run(capsys, 2, model="claude-sonet-5-5")
     assert out.splitlines()[0].startswith("Note: the installed SDK does not name 'claude-sonet-5-5'")
     assert code == 1 and "--model" in out
+
+
+def test_an_end_of_life_date_in_the_sdks_words_is_read():
+    today = datetime.date(2026, 11, 30)
+    assert live._date_passed("November 30th, 2026", today) and live._date_passed("June 1st, 2026", today)
+    assert not live._date_passed("January 22nd, 2027", today) and not live._date_passed("soon", today)
 
 
 def test_the_default_model_is_current():
@@ -412,6 +419,8 @@ def request(messages, **extra):
     (request([{"role": "assistant", "content": "hi"}]), "roles must alternate"),
     (request([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]), "roles must alternate"),
     (request([{"role": "user", "content": "go"}], max_tokens=0), "max_tokens"),
+    (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok", "usage": {}},
+              {"role": "user", "content": "more"}]), "messages.1.usage: Extra inputs are not permitted"),
     (request([{"role": "user", "content": "go"}], model="claude-gone"), "model: claude-gone"),
     (request([{"role": "user", "content": "go"}, {"role": "assistant", "content": [CALL]},
               {"role": "user", "content": [{"type": "text", "text": "ok"}]}]), "without `tool_result` blocks"),

@@ -24,11 +24,13 @@ or ``ANTHROPIC_AUTH_TOKEN``); nothing here runs otherwise.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import importlib.util
 import json
 import os
 import random
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -94,12 +96,24 @@ def known_models() -> tuple:
     return tuple(names)
 
 
+def _date_passed(text: str, today: Optional[datetime.date] = None) -> bool:
+    """Whether a date the SDK writes as "November 30th, 2026" is today or earlier (False if unreadable)."""
+    cleaned = re.sub(r"(\d+)(st|nd|rd|th)\b", r"\1", text.replace(",", " "))
+    try:
+        day = datetime.datetime.strptime(" ".join(cleaned.split()), "%B %d %Y").date()
+    except ValueError:
+        return False
+    return day <= (today or datetime.date.today())
+
+
 def model_note(model: str) -> Optional[str]:
     """A warning to show before the run when the SDK lists ``model`` as deprecated or does not name it, else None."""
     end = deprecated_models().get(model)
     if end is not None:
-        return (f"Note: the SDK lists {model} as deprecated, with end of life on {end}; after that the API answers "
-                f"404 for it. Pick a current model with --model (the kit's default is {DEFAULT_MODEL}).")
+        when = "has been reached, so the API may already answer 404" if _date_passed(end) else \
+            "is not here yet; after it the API answers 404"
+        return (f"Note: the SDK lists {model} as deprecated: its end of life, {end}, {when}. Pick a current model "
+                f"with --model (the kit's default is {DEFAULT_MODEL}).")
     known = known_models()
     if known and model not in known:
         # Not an error: a model newer than the installed SDK is sent all the same. But a typo shows here.
