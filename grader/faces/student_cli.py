@@ -893,9 +893,72 @@ def _refuse_run_options(args: argparse.Namespace) -> Optional[str]:
     return None
 
 
+@dataclass
+class _Driver:
+    """What a run hands the learner's loop: the model, the tools, and (live) what to read afterwards."""
+
+    call_model: Callable[..., dict]
+    run_tool: Callable[[str, Any], str]
+    tools: list
+    caller: Any = None  # the LiveModel of a live run
+    desk: Any = None  # the live run's TicketDesk
+
+
+def _live_driver(args: argparse.Namespace, parallel: bool, filename: str) -> _Driver:
+    from grader.faces import live
+
+    caller = live.LiveModel(live.default_client(), args.model, max_tokens=args.max_tokens, parallel_tools=parallel,
+                            timeout=args.timeout, retries=args.retries, on_response=_show_response)
+    note = live.model_note(args.model)
+    if note:
+        print(note)
+    print(f"Running {filename} with {args.model} over the real Messages API (a few cents at most)...")
+    choice = ("tool calls in parallel allowed (no tool_choice)" if parallel else
+              f"one tool call per turn (tool_choice={json.dumps(live.ONE_CALL_PER_TURN)})")
+    print(f"  each request: max_tokens={args.max_tokens}, {choice}; the whole run has {args.timeout:g} s")
+    desk = live.TicketDesk(seed=args.seed)
+    return _Driver(caller, desk, live.task_tools(parallel), caller, desk)
+
+
+def _scripted_driver(args: argparse.Namespace, parallel: bool, filename: str) -> _Driver:
+    from grader.engine.scripted import support_tickets
+
+    if parallel:
+        from grader.levels.parallel_calls import parallel_tickets
+
+        scenario = parallel_tickets(args.seed)  # the level's own scenario: turns of several calls at once
+    else:
+        scenario = support_tickets(args.seed)
+    model = scenario.model()
+    print(f"Running {filename} on the scripted model (add --live for the real API)...")
+
+    def call_model(**kwargs: Any) -> dict:
+        response = model(**kwargs)
+        _show_response(response)
+        return response
+
+    return _Driver(call_model, scenario.executor(), scenario.tools)
+
+
+def _why_it_stopped(exc: BaseException, args: argparse.Namespace, verb: str) -> tuple[str, int]:
+    """The line that says why a run stopped early, and the exit status that goes with it."""
+    from grader.faces import live
+
+    if isinstance(exc, RunStopped):
+        return (f"The run was stopped as a crash would stop it, as tool call {args.stop_at_tool} began "
+                "(--stop-at-tool).", 3)
+    if isinstance(exc, KeyboardInterrupt):
+        return "The run was stopped (Ctrl-C).", 130
+    if isinstance(exc, live.LiveError):
+        return f"The run stopped: {exc}", 1
+    if isinstance(exc, live.TooManyCalls):
+        return f"The run stopped: {exc}.", 1
+    return f"The run stopped: your {verb} raised {type(exc).__name__}: {exc}", 1
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from grader.faces import live
-    from grader.engine.scripted import support_tickets
+    from grader.engine.scripted import TICKET_TASK
 
     try:
         level = _manifest().require(args.level)
@@ -937,94 +1000,47 @@ def cmd_run(args: argparse.Namespace) -> int:
         if problem:
             _say(problem)
             return 2
-    filename = _rel(folder / level.files[0])
     parallel = level.engine == "parallel"
-    tool_calls = {"n": 0}
-
-    def on_tool(name: str, result: str) -> None:
-        print(f"  tool {name} -> {len(result):,} characters")
-
-    def starting_tool() -> None:
-        tool_calls["n"] += 1
-        if args.stop_at_tool is not None and tool_calls["n"] == args.stop_at_tool:
-            raise RunStopped()
-
-    caller = None
-    status, verb = 0, "resume_agent" if resuming else "run_agent"
+    setup = _live_driver if args.live else _scripted_driver
     try:
-        if args.live:
-            caller = live.LiveModel(live.default_client(), args.model, max_tokens=args.max_tokens,
-                                    parallel_tools=parallel, timeout=args.timeout, retries=args.retries,
-                                    on_response=_show_response)
-            note = live.model_note(args.model)
-            if note:
-                print(note)
-            print(f"Running {filename} with {args.model} over the real Messages API (a few cents at most)...")
-            choice = ("tool calls in parallel allowed (no tool_choice)" if parallel else
-                      f"one tool call per turn (tool_choice={json.dumps(live.ONE_CALL_PER_TURN)})")
-            print(f"  each request: max_tokens={args.max_tokens}, {choice}; the whole run has {args.timeout:g} s")
-            desk = live.TicketDesk(seed=args.seed)
-            tools = live.task_tools(parallel)
-            call_model: Callable[..., dict] = caller
+        driver = setup(args, parallel, _rel(folder / level.files[0]))
+    except Exception as exc:  # noqa: BLE001 - the SDK could not build a client from this environment
+        _say(f"The live run could not start: {type(exc).__name__}: {exc}")
+        return 2
+    started = {"tools": 0}
 
-            def run_tool(name: str, tool_input: Any) -> str:
-                return desk(name, tool_input)
-        else:
-            scenario = support_tickets(args.seed)
-            if parallel:
-                from grader.levels.parallel_calls import parallel_tickets
+    def execute_tool(name: str, tool_input: Any, **_: Any) -> str:
+        started["tools"] += 1
+        if started["tools"] == args.stop_at_tool:
+            raise RunStopped()
+        result = driver.run_tool(name, tool_input)
+        print(f"  tool {name} -> {len(result):,} characters")
+        return result
 
-                scenario = parallel_tickets(args.seed)
-            model, run_tool = scenario.model(), scenario.executor()
-            tools = scenario.tools
-            print(f"Running {filename} on the scripted model (add --live for the real API)...")
-
-            def call_model(**kwargs: Any) -> dict:
-                response = model(**kwargs)
-                _show_response(response)
-                return response
-
-        def execute_tool(name: str, tool_input: Any, **_: Any) -> str:
-            starting_tool()
-            result = run_tool(name, tool_input)
-            on_tool(name, result)
-            return result
-
-        from grader.engine.scripted import TICKET_TASK
-
+    verb = "resume_agent" if resuming else "run_agent"
+    state, status = None, 0
+    try:
         if resuming:
             print(f"  resuming the task in {_rel(directory / 'checkpoint.json')}")
-            state = module.resume_agent(tools, call_model, execute_tool, str(directory))
+            state = module.resume_agent(driver.tools, driver.call_model, execute_tool, str(directory))
         else:
             print(f"  task: {TICKET_TASK}")
-            state = module.run_agent(TICKET_TASK, tools, call_model, execute_tool, str(directory))
-        if args.live:
-            for table in desk.published:
-                print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
-    except RunStopped:
-        print(f"\nThe run was stopped as a crash would stop it, as tool call {args.stop_at_tool} began "
-              "(--stop-at-tool).")
-        state, status = None, 3
-    except KeyboardInterrupt:
-        print("\nThe run was stopped (Ctrl-C).")
-        state, status = None, 130
-    except live.LiveError as exc:
-        print(f"\nThe run stopped: {exc}")
-        state, status = None, 1
-    except live.TooManyCalls as exc:
-        print(f"\nThe run stopped: {exc}.")
-        state, status = None, 1
-    except Exception as exc:  # noqa: BLE001 - show the learner what their loop raised
-        print(f"\nThe run stopped: your {verb} raised {type(exc).__name__}: {exc}")
-        state, status = None, 1
+            state = module.run_agent(TICKET_TASK, driver.tools, driver.call_model, execute_tool, str(directory))
+        for table in driver.desk.published if driver.desk else []:
+            print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
+    except (Exception, KeyboardInterrupt, RunStopped) as exc:  # noqa: BLE001 - said in one line, then the disk
+        line, status = _why_it_stopped(exc, args, verb)
+        print("\n" + line)
+    # However the run ended, what it left on disk is the point: show it.
     print()
     for line in describe_checkpoint(directory, level, module, finished=status == 0):
         print(line)
     if isinstance(state, dict):
         print(f"{verb} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
-    if status == 0 and caller is not None:
-        why = live.unfinished(caller.last_response, args.max_tokens)
-        if why and not (resuming and caller.last_response is None):
+    last = driver.caller.last_response if driver.caller is not None else None
+    if status == 0 and driver.caller is not None and not (resuming and last is None):
+        why = live.unfinished(last, args.max_tokens)
+        if why:
             print(f"The run did not finish: {why}. The checkpoint above is what it left.")
             status = 1
     if status == 3:
