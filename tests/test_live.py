@@ -272,11 +272,69 @@ def test_a_passing_failure_is_retried_and_the_run_finishes(api, capsys):
 
 
 def test_a_hung_api_ends_at_the_run_timeout_without_retrying(api, capsys):
-    server = api({1: standin.hang(30)})
+    server = api({0: standin.hang(30)})
     code, out = run(capsys, 2, "--timeout", "0.5", "--retries", "3")
     assert code == 1, out
     assert "within the run's time limit (--timeout 0.5 s, for the whole run)" in out
-    assert len(server.requests) == 2 and "turns=1" in out
+    assert len(server.requests) == 1 and "the run stopped before a first save was complete" in out
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class TimedClient:
+    """A client whose calls take ``took`` seconds of the fake clock each, failing as ``errors`` say."""
+
+    def __init__(self, clock, took, errors=()):
+        self.clock, self.took, self.errors = clock, took, list(errors)
+        self.timeouts = []
+        self.messages = self
+
+    def create(self, *, timeout, **_):
+        self.timeouts.append(timeout)
+        self.clock.now += self.took
+        if self.errors:
+            raise self.errors.pop(0)
+        return dict(FIRST, usage={"input_tokens": 1, "output_tokens": 1})
+
+
+def overloaded(retry_after):
+    response = httpx.Response(529, headers={"retry-after": str(retry_after)},
+                              request=httpx.Request("POST", "http://127.0.0.1/v1/messages"))
+    return anthropic.InternalServerError("overloaded", response=response, body=None)
+
+
+def test_the_timeout_is_one_budget_for_the_whole_run():
+    clock = FakeClock()
+    client = TimedClient(clock, took=40)
+    call_model = live.LiveModel(client, timeout=100, clock=clock, sleep=clock.sleep)
+    for _ in range(3):
+        call_model(tools=[], messages=[{"role": "user", "content": "go"}])
+    # Each request gets what is left of the run's 100 s, not 100 s of its own.
+    assert client.timeouts == [100, 60, 20]
+    with pytest.raises(live.LiveError, match="used up its --timeout of 100 s before model call 4") as caught:
+        call_model(tools=[], messages=[{"role": "user", "content": "go"}])
+    assert caught.value.kind == "timeout" and len(client.timeouts) == 3
+
+
+def test_a_retry_waits_as_the_api_asks_but_never_past_the_deadline():
+    clock = FakeClock()
+    client = TimedClient(clock, took=1, errors=[overloaded(5), overloaded(50)])
+    call_model = live.LiveModel(client, timeout=30, retries=5, clock=clock, sleep=clock.sleep)
+    with pytest.raises(live.LiveError, match=r"overloaded \(529\), still after retries") as caught:
+        call_model(tools=[], messages=[{"role": "user", "content": "go"}])
+    # One wait of the 5 s asked for; the second would end past the deadline, so the error is final.
+    assert caught.value.kind == "overloaded" and clock.slept == [5.0] and len(client.timeouts) == 2
 
 
 def test_a_refused_connection_is_one_line(api, capsys, monkeypatch):
