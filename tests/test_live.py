@@ -240,9 +240,9 @@ def test_a_reply_that_does_not_end_the_turn_is_not_a_success(api, capsys, reason
 
 
 @pytest.mark.parametrize("fault, kind, words", [
-    (standin.status(429, "rate_limit_error"), "rate", "rate-limiting this key (429)"),
-    (standin.status(500, "api_error"), "server", "internal error (500)"),
-    (standin.status(529, "overloaded_error"), "overloaded", "overloaded (529)"),
+    (standin.status(429, "rate_limit_error"), "rate", "rate-limiting this key (429, 2 tries)"),
+    (standin.status(500, "api_error"), "server", "internal error (500, 2 tries)"),
+    (standin.status(529, "overloaded_error"), "overloaded", "overloaded (529, 2 tries)"),
     (standin.status(401, "authentication_error"), "auth", "refused the credential (401)"),
     (standin.HTML_PAGE, "malformed", "an HTML page, not JSON"),
     (standin.CUT_JSON, "malformed", "JSONDecodeError"),
@@ -331,7 +331,7 @@ def test_a_retry_waits_as_the_api_asks_but_never_past_the_deadline():
     clock = FakeClock()
     client = TimedClient(clock, took=1, errors=[overloaded(5), overloaded(50)])
     call_model = live.LiveModel(client, timeout=30, retries=5, clock=clock, sleep=clock.sleep)
-    with pytest.raises(live.LiveError, match=r"overloaded \(529\), still after retries") as caught:
+    with pytest.raises(live.LiveError, match=r"overloaded \(529, 2 tries\)") as caught:
         call_model(tools=[], messages=[{"role": "user", "content": "go"}])
     # One wait of the 5 s asked for; the second would end past the deadline, so the error is final.
     assert caught.value.kind == "overloaded" and clock.slept == [5.0] and len(client.timeouts) == 2

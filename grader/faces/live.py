@@ -197,9 +197,11 @@ def _api_message(exc: Any) -> str:
     return str(text or "").strip().replace("\n", " ")[:200]
 
 
-def explain(exc: BaseException, model: str, *, timeout: float) -> LiveError:
+def explain(exc: BaseException, model: str, *, timeout: float, attempts: int = 1) -> LiveError:
     """One :class:`LiveError` for an exception the SDK raised, in the learner's words."""
     import anthropic
+
+    tries = f", {attempts} tries" if attempts > 1 else ""
 
     if isinstance(exc, LiveError):
         return exc
@@ -207,8 +209,8 @@ def explain(exc: BaseException, model: str, *, timeout: float) -> LiveError:
         return LiveError("timeout", f"The API did not answer within the run's time limit (--timeout {timeout:g} s, "
                                     "for the whole run). Try again, or give it longer with --timeout.")
     if isinstance(exc, anthropic.APIConnectionError):
-        return LiveError("connection", f"Could not reach the API ({exc}). Check the network, or ANTHROPIC_BASE_URL "
-                                       "if you set it.")
+        return LiveError("connection", f"Could not reach the API ({exc}{tries}). Check the network, or "
+                                       "ANTHROPIC_BASE_URL if you set it.")
     if isinstance(exc, anthropic.APIResponseValidationError):
         return _malformed(str(exc)[:120])
     if isinstance(exc, anthropic.APIStatusError):
@@ -231,14 +233,14 @@ def explain(exc: BaseException, model: str, *, timeout: float) -> LiveError:
         if status == 403:
             return LiveError("auth", f"The credential may not use this model or feature (403).{said}")
         if status == 429:
-            return LiveError("rate", f"The API is rate-limiting this key (429), still after retries. Wait a minute "
-                                     f"and run again.{said}")
+            return LiveError("rate", f"The API is rate-limiting this key (429{tries}). Wait a minute and run "
+                                     f"again.{said}")
         if status == 529 or kind == "overloaded_error":
-            return LiveError("overloaded", f"The API is overloaded ({status}), still after retries. Nothing is wrong "
-                                           f"with your loop: try again in a few minutes.{said}")
+            return LiveError("overloaded", f"The API is overloaded ({status}{tries}). Nothing is wrong with your "
+                                           f"loop: try again in a few minutes.{said}")
         if status >= 500:
-            return LiveError("server", f"The API failed with an internal error ({status}), still after retries. "
-                                       f"Try again later.{said}")
+            return LiveError("server", f"The API failed with an internal error ({status}{tries}). Nothing is "
+                                       f"wrong with your loop: try again later.{said}")
         return LiveError("refused", f"The API refused the request ({status} {kind or 'error'}). A 400 here is "
                                     f"usually about the conversation your loop sent back.{said}")
     if isinstance(exc, (ValueError, UnicodeDecodeError)):  # a body the SDK could not decode as JSON
@@ -344,7 +346,7 @@ class LiveModel:
                         attempt += 1
                         self.sleep(pause)
                         continue
-                raise explain(exc, self.model, timeout=self.timeout) from exc
+                raise explain(exc, self.model, timeout=self.timeout, attempts=attempt + 1) from exc
         self.responses.append(response)
         if self.on_response is not None:
             self.on_response(response)
