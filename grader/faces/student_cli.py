@@ -1130,6 +1130,9 @@ def register(sub: Any) -> None:
                                    "the model, max_tokens, the task's tools and the conversation; levels whose loop "
                                    "answers one tool call per turn also send tool_choice "
                                    '{"type": "auto", "disable_parallel_tool_use": true}, level 5 does not.\n\n'
+                                   "Exit status: 0 when the model finished the task (stop_reason end_turn); 1 when "
+                                   "the run stopped early or the model stopped for another reason; 2 when the run "
+                                   "could not start; 3 after --stop-at-tool; 130 after Ctrl-C.\n\n"
                                    "example:\n  crashcourse run 2\n  crashcourse run 2 --live\n"
                                    "  crashcourse run 2 --live --stop-at-tool 2; crashcourse run 4 --live",
                        formatter_class=fmt)
