@@ -22,6 +22,11 @@ does, as far as a tool loop can tell:
 Every request is kept in ``requests`` (the parsed body and headers), every 400 the stand-in gave in
 ``rejections``, and every usage it reported in ``usages``, so a test can compare the checkpoint's
 ``tokensUsed`` with what the "API" really billed.
+
+To try the live path by hand, with no network and no key::
+
+    python tests/messages_standin.py --fault 2:max_tokens     # prints the two variables to export
+    crashcourse run 2 --live                                   # in another shell, with them set
 """
 
 from __future__ import annotations
@@ -441,3 +446,39 @@ class StandIn:
     def billed(self) -> int:
         """Tokens of every reply served, counted the protocol's way (all four usage numbers)."""
         return sum(sum(v for v in u.values() if isinstance(v, int)) for u in self.usages)
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Serve the stand-in by hand, to try ``crashcourse run N --live`` with no network and no key."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(description="A local stand-in for the Messages API (for trying run --live).")
+    parser.add_argument("--thinking", action="store_true", help="start each reply with a signed thinking block")
+    parser.add_argument("--fault", action="append", default=[], metavar="N:KIND",
+                        help="answer request N (from 0) with KIND: max_tokens, refusal, pause_turn, 429, 500, 529, "
+                             "html, cut, no-content or hang")
+    parser.add_argument("--seconds", type=float, default=600, help="stop by itself after this long (default 600)")
+    args = parser.parse_args(argv)
+    kinds = {"max_tokens": stop("max_tokens"), "refusal": stop("refusal"), "pause_turn": stop("pause_turn"),
+             "429": status(429, "rate_limit_error"), "500": status(500, "api_error"),
+             "529": status(529, "overloaded_error"), "html": HTML_PAGE, "cut": CUT_JSON, "no-content": NO_CONTENT,
+             "hang": hang(args.seconds)}
+    faults = {}
+    for spec in args.fault:
+        index, _, kind = spec.partition(":")
+        if kind not in kinds or not index.isdigit():
+            parser.error(f"--fault {spec}: write N:KIND with KIND one of {', '.join(kinds)}")
+        faults[int(index)] = kinds[kind]
+    with StandIn(faults, thinking=args.thinking) as api:
+        print(f"export ANTHROPIC_BASE_URL={api.url} ANTHROPIC_API_KEY=stand-in", flush=True)
+        try:
+            time.sleep(args.seconds)
+        except KeyboardInterrupt:
+            pass
+        print(f"{len(api.requests)} requests, {len(api.rejections)} refused", *api.rejections, sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
