@@ -100,6 +100,9 @@ def test_each_solution_runs_live_and_its_checkpoint_counts_what_the_api_billed(a
     assert state["messages"][-1]["content"] == server.replies[-1]["content"]
     assert "model asks for publish_table" in out and "The table the model published" in out
     assert f"turns={state['turns']}, tokensUsed={state['tokensUsed']}" in out
+    last = server.replies[-1]["usage"]
+    context = last["input_tokens"] + last["cache_read_input_tokens"] + last["cache_creation_input_tokens"]
+    assert f"The last call's input was {context:,} tokens" in out and f"spent {server.billed():,}" in out
 
 
 @pytest.mark.parametrize("level", [2, 5])

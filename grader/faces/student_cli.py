@@ -958,6 +958,7 @@ def _why_it_stopped(exc: BaseException, args: argparse.Namespace, verb: str) -> 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from grader.faces import live
+    from grader.engine.checkpoint import spend
     from grader.engine.scripted import TICKET_TASK
 
     try:
@@ -1038,6 +1039,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if isinstance(state, dict):
         print(f"{verb} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
     last = driver.caller.last_response if driver.caller is not None else None
+    if last is not None:
+        # The two numbers the lesson keeps apart: how full the context was, and what the run spent.
+        usage = last.get("usage") or {}
+        context = sum(usage.get(k) or 0 for k in ("input_tokens", "cache_creation_input_tokens",
+                                                   "cache_read_input_tokens"))
+        spent = sum(spend(r) for r in driver.caller.responses)
+        print(f"The last call's input was {context:,} tokens (the context's size then); all "
+              f"{len(driver.caller.responses)} calls together spent {spent:,} (what tokensUsed counts).")
     if status == 0 and driver.caller is not None and not (resuming and last is None):
         why = live.unfinished(last, args.max_tokens)
         if why:
