@@ -18,7 +18,6 @@ With ``--trace FILE`` the recorded operations are written to FILE as JSON after 
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -30,6 +29,7 @@ sys.path.insert(0, ROOT)
 
 from grader.engine import recorder as recorder_module  # noqa: E402
 from grader.engine.explore import record_run  # noqa: E402
+from grader.engine.loader import import_file  # noqa: E402
 from grader.engine.scripted import support_tickets  # noqa: E402
 
 SOLUTION = os.path.join(ROOT, "solutions", "level2", "agent.py")
@@ -37,10 +37,7 @@ CORPUS = os.path.join(HERE, "corpus", "save_checkpoint")
 
 
 def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, name=name)
 
 
 def loop_for(variant):
@@ -57,7 +54,7 @@ def op_line(op):
 
 
 def kill_after(k, report_fd):
-    real_write = recorder_module._real["os.write"]
+    real_write = recorder_module.real_os("write")
     add = recorder_module.Recorder.add
 
     def add_then_maybe_die(self, kind, **fields):

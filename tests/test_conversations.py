@@ -18,6 +18,7 @@ import hashlib, pickle, sys
 sys.path.insert(0, {kit!r})
 {before}
 from grader.engine.conversations import generated
+import grader.levels.parallel_calls  # registers level 5's "parallel" conversations
 drawn = generated(7, 6) + generated(7, 6, "parallel")
 print(hashlib.sha256(pickle.dumps([(s.task, s.responses, s.results) for s in drawn])).hexdigest())
 """

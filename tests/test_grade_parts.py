@@ -9,7 +9,7 @@ from pathlib import Path
 
 from grader.grading import judge
 from grader.grading import reports
-from grader.grading import worker
+from grader.grading import stand_in, wire
 from grader.grading.batch import unpack
 from grader.grading.gradescope import build_package
 from grader.engine.recorder import Op
@@ -18,12 +18,12 @@ KIT = Path(__file__).resolve().parent.parent
 
 
 def roundtrip(value, objects=None):
-    return judge.unframe(worker.frame({"value": worker.encode(value)}), objects)["value"]
+    return wire.unframe(wire.frame({"value": wire.encode(value)}), objects)["value"]
 
 
 def from_worker(message, objects):
     """What the judge reads when the worker sends ``message`` exactly as written (JSON, tags and all)."""
-    return judge.unframe(worker.frame({"value": message}), objects)["value"]
+    return wire.unframe(wire.frame({"value": message}), objects)["value"]
 
 
 def test_worker_data_comes_back_as_the_same_values():
@@ -36,11 +36,11 @@ def test_a_message_that_points_outside_itself_or_lies_about_its_length_is_refuse
         text = json.dumps(body).encode()
         return struct.pack(">II", len(text), len(blob)) + text + blob
 
-    assert judge.unframe(framed({"v": {"$B": [1, 2]}}, b"abc")) == {"v": b"bc"}
-    assert judge.unframe(framed({"v": {"$B": [0, 99]}}, b"abc")) is None, "bytes past the end of the message"
-    assert judge.unframe(framed({"v": {"$B": [-1, 2]}}, b"abc")) is None
-    assert judge.unframe(framed({"v": 1}, b"")[:-1]) is None, "a message shorter than its header says"
-    assert judge.unframe(b"\x00\x00\x00\x02{}") is None
+    assert wire.unframe(framed({"v": {"$B": [1, 2]}}, b"abc")) == {"v": b"bc"}
+    assert wire.unframe(framed({"v": {"$B": [0, 99]}}, b"abc")) is None, "bytes past the end of the message"
+    assert wire.unframe(framed({"v": {"$B": [-1, 2]}}, b"abc")) is None
+    assert wire.unframe(framed({"v": 1}, b"")[:-1]) is None, "a message shorter than its header says"
+    assert wire.unframe(b"\x00\x00\x00\x02{}") is None
 
 
 def test_an_object_the_worker_cannot_send_comes_back_as_a_description_not_code():
@@ -48,7 +48,7 @@ def test_an_object_the_worker_cannot_send_comes_back_as_a_description_not_code()
         def __repr__(self):
             return "Sneaky()"
     got = roundtrip([Sneaky()])[0]
-    assert isinstance(got, judge.RemoteObject) and repr(got) == "Sneaky()"
+    assert isinstance(got, wire.RemoteObject) and repr(got) == "Sneaky()"
 
 
 def test_loop_events_from_the_worker_are_dropped_and_file_operations_kept():
@@ -65,14 +65,14 @@ def test_an_argument_the_function_changed_is_brought_back_keeping_what_did_not_c
     started = 12.5
     state = {"turns": 1, "client": client, "startedAt": started, "messages": [{"role": "user"}]}
     objects: dict = {}
-    sent = judge._prepare(state, objects)
-    assert isinstance(sent["client"], worker.Stand)
+    sent = stand_in.prepare(state, objects)
+    assert isinstance(sent["client"], wire.Stand)
     changed = {"turns": 2, "client": {"$o": id(client)}, "startedAt": 12.5, "messages": [{"role": "user"}, {"x": 1}]}
-    judge._merge(state, from_worker(changed, objects))
+    stand_in.merge(state, from_worker(changed, objects))
     assert state["turns"] == 2 and state["client"] is client and state["startedAt"] is started
     assert state["messages"][-1] == {"x": 1}
     removed = {"turns": 2, "startedAt": 12.5, "messages": []}
-    judge._merge(state, from_worker(removed, objects))
+    stand_in.merge(state, from_worker(removed, objects))
     assert "client" not in state
 
 

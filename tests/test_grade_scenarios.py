@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import judge
+from grader.grading import box as box_module
+from grader.grading import scenarios as scenarios_module
+from grader.grading import stand_in
 from grader.grading import sandbox
 
 KIT = Path(__file__).resolve().parent.parent
@@ -31,10 +33,9 @@ def grade(tmp_path, source: Path, scenarios: Path, monkeypatch) -> list:
     (root / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(root / "tmp"))  # the only place the code may write
     shutil.copy(source, root / "submission" / "agent.py")
-    box = judge.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20, hide=(str(scenarios),))
-    judge.RemoteSubmission.box = box
+    box = box_module.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20, hide=(str(scenarios),))
     try:
-        return judge.run_scenarios(str(scenarios), box)
+        return scenarios_module.run_scenarios(str(scenarios), box)
     finally:
         box.shutdown()
         assert sandbox.marked(box.token) == []
@@ -119,11 +120,10 @@ def test_the_model_sees_every_conversation_exactly_as_the_loop_sent_it(tmp_path,
     (root / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(root / "tmp"))
     shutil.copy(source, root / "submission" / "agent.py")
-    box = judge.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20)
-    judge.RemoteSubmission.box = box
+    box = box_module.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20)
     got: list = []
     try:
-        talk = judge.RemoteSubmission(root / "submission").function("agent.py", "talk")
+        talk = stand_in.RemoteSubmission(root / "submission", box).function("agent.py", "talk")
         assert talk(recorder(got)) == 2
         assert talk(recorder(got)) == 2, "a second call starts from nothing on both sides"
     finally:
@@ -135,10 +135,10 @@ def test_the_model_sees_every_conversation_exactly_as_the_loop_sent_it(tmp_path,
 def test_a_call_that_refers_to_messages_never_sent_is_refused():
     before = [{"role": "user", "content": "x"}]
     sent = {"messages": [{"role": "assistant", "content": "y"}]}
-    assert judge._with_kept_messages(sent, before, 1)["messages"] == before + sent["messages"]
-    assert judge._with_kept_messages(sent, before, 0) is sent
+    assert stand_in.with_kept_messages(sent, before, 1)["messages"] == before + sent["messages"]
+    assert stand_in.with_kept_messages(sent, before, 0) is sent
     for keep in (2, -1, True, "1", 1.0):
         with pytest.raises(ValueError):
-            judge._with_kept_messages(sent, before, keep)
+            stand_in.with_kept_messages(sent, before, keep)
     with pytest.raises(ValueError):
-        judge._with_kept_messages(sent, None, 1)
+        stand_in.with_kept_messages(sent, None, 1)

@@ -8,6 +8,7 @@ from grader.engine.explore import windows_for
 from grader.engine.invariants import Window, check
 from grader.engine.checkpoint import reference_saves, spend
 from grader.engine.scripted import support_tickets
+from grader.engine.loader import import_file
 
 SCENARIO = support_tickets(seed=3)
 SAVES = reference_saves(SCENARIO.task, SCENARIO.responses, SCENARIO.results)
@@ -109,14 +110,11 @@ def test_a_valid_but_different_state_breaks_whole():
 
 def test_windows_cover_every_crash_point_of_a_run():
     from grader.engine.explore import record_run
-    import importlib.util
     import pathlib
     import tempfile
 
     path = pathlib.Path(__file__).resolve().parents[1] / "solutions" / "level2" / "agent.py"
-    spec = importlib.util.spec_from_file_location("solution_for_windows", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_file(path, "solution_for_windows")
     with tempfile.TemporaryDirectory() as tmp:
         recorder, returned, error, _ = record_run(module.run_agent, SCENARIO, tmp, "checkpoints")
     assert error is None

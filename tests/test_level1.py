@@ -5,7 +5,6 @@ One subprocess run each of the starter and the solution proves the pytest plugin
 """
 
 import ast
-import importlib.util
 import json
 import os
 import re
@@ -17,6 +16,7 @@ import pytest
 
 from grader.levels import fields as driver
 from grader.engine.scripted import check_messages, support_tickets
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTER = ROOT / "exercises" / "level1" / "checkpoint.py"
@@ -27,10 +27,7 @@ PLANTED = {"fields", "turns", "tokensUsed", "version", "task", "pendingToolUse",
 
 
 def load(path):
-    spec = importlib.util.spec_from_file_location(f"level1_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, "level1")
 
 
 def expected_verdict(path):

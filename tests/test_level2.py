@@ -7,7 +7,6 @@ and that the starter's first screen tells a student what is wrong.
 """
 
 import ast
-import importlib.util
 import os
 import re
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 
 from grader.engine.explore import explore_loop
 from grader.engine.scripted import from_turns, support_tickets
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTER = ROOT / "exercises" / "level2" / "agent.py"
@@ -32,10 +32,7 @@ KNOWN_GAPS: dict = {}
 
 
 def load(path):
-    spec = importlib.util.spec_from_file_location(f"level2_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, "level2")
 
 
 def spliced(base, donor, names):

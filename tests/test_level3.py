@@ -5,7 +5,6 @@ The corpus in tests/corpus/level3 is graded in-process with the same engine call
 platform checks the exercise's test file makes; one end-to-end run per folder goes through pytest.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ from grader.engine.crash_models import crash_states
 from grader.engine.explore import explore_loop
 from grader.engine.recorder import Op
 from grader.engine.scripted import from_turns, support_tickets
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level3"
@@ -33,10 +33,7 @@ KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH"
 
 
 def load(path, name="agent"):
-    spec = importlib.util.spec_from_file_location(f"level3_{name}_{abs(hash(str(path)))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, f"level3_{name}")
 
 
 EXERCISE_TESTS = load(ROOT / "exercises" / "level3" / "test_agent.py", "tests")

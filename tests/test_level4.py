@@ -6,7 +6,6 @@ The corpus in tests/corpus/level4 is graded in-process with the engine calls the
 file makes; one end-to-end run per folder goes through pytest.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from grader.engine.checkpoint import reference_saves, snapshot
 from grader.levels.resume import (CHECKS, KeyedTools, ResumedModel, b_only_writer, check_refusals,
                                    check_turn_cap, explore_resume, matches_under_policy, reference_writer)
 from grader.engine.scripted import from_turns, support_tickets
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level4"
@@ -36,10 +36,7 @@ SEED = 11
 
 
 def load(path):
-    spec = importlib.util.spec_from_file_location(f"level4_{abs(hash(str(path)))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, "level4")
 
 
 def failed_checks(resume_file):

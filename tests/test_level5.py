@@ -5,7 +5,6 @@ The corpus in tests/corpus/level5 is graded in-process with the engine call the 
 make (explore_parallel); one end-to-end run goes through pytest and the plugin.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from grader.levels.parallel_calls import (ParallelWindow, check_parallel, explor
                              parallel_tickets, parallel_windows, state_after)
 from grader.engine.checkpoint import spend, tool_use_blocks
 from grader.engine.scripted import ScriptedModelError, check_messages
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level5"
@@ -25,10 +25,7 @@ SCENARIO = parallel_tickets(seed=7)
 
 
 def load(path):
-    spec = importlib.util.spec_from_file_location(f"level5_{abs(hash(str(path)))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, "level5")
 
 
 # Two calls with the same name and input in one turn (told apart by the builder), one call, three large ones.

@@ -7,7 +7,6 @@ own suite quick; the verdicts are the same (a whole-history save is about 100 ti
 100, and the limit is 10). One end-to-end run of the exercise's tests goes through pytest.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from grader.engine.crash_models import CrashState
 from grader.engine.checkpoint import reference_saves
 from grader.engine.recorder import Op
 from grader.engine.scripted import from_turns, support_tickets
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level6"
@@ -31,14 +31,7 @@ LONG = 100
 
 
 def load(path):
-    spec = importlib.util.spec_from_file_location(f"level6_{abs(hash(str(path)))}_{load.n}", path)
-    load.n += 1
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-load.n = 0
+    return import_file(path, "level6")
 
 ODD = from_turns("tâche ☕ with odd results", [("t", {"n": 0, "x": [None, 1.5, "☕"]}, ""),
                                               ("t", {"n": 1}, "line one\nline two\n" * 900),

@@ -15,6 +15,7 @@ import pytest
 
 from grader.faces.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix
 from grader.engine.scripted import from_turns, support_tickets
+from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -24,10 +25,7 @@ SCENARIO = support_tickets(0)
 
 
 def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, name=name)
 
 
 loops = _load(NOTEBOOK_DIR / "checkpoint_loops.py", "walkthrough_checkpoint_loops")

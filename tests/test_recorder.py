@@ -80,16 +80,14 @@ def test_a_program_the_grader_starts_in_another_thread_is_not_blamed_on_the_reco
 @pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no /dev/shm here")
 def test_a_loop_whose_temp_folder_is_in_dev_shm_is_recorded(tmp_path):
     """TMPDIR=/dev/shm (a folder in memory) must not look like a device whose writes are left out."""
-    import importlib.util
     import tempfile
 
     from grader.engine.explore import explore_loop
     from grader.engine.scripted import support_tickets
 
-    spec = importlib.util.spec_from_file_location("shm_solution", os.path.join(HERE, "..", "solutions", "level2",
-                                                                              "agent.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from grader.engine.loader import import_file
+
+    module = import_file(os.path.join(HERE, "..", "solutions", "level2", "agent.py"), "shm_solution")
     with tempfile.TemporaryDirectory(dir="/dev/shm") as work:
         found = explore_loop(module.run_agent, support_tickets(1), models=("M1",), workdir=work)
     assert found.ok and found.error is None and any(op.kind == "rename" for op in found.ops), found.report()

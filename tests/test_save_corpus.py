@@ -13,13 +13,13 @@ broken invariant per crash state, so a torn file shows as PARSE, not also as WHO
 """
 
 import ast
-import importlib.util
 import os
 
 import pytest
 
 from grader.engine.explore import explore_loop
 from grader.engine.scripted import support_tickets
+from grader.engine.loader import import_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus", "save_checkpoint")
@@ -28,10 +28,7 @@ VARIANTS = sorted(f for f in os.listdir(CORPUS) if f.endswith(".py"))
 
 
 def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, name=name)
 
 
 def verdict(path):

@@ -8,7 +8,6 @@ the findings it gets with nothing shared.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from grader.engine import explore
 from grader.engine.conversations import generated
 from grader.engine.scripted import support_tickets
+from grader.engine.loader import import_file
 
 KIT = Path(__file__).resolve().parent.parent
 WRONG = sorted((KIT / "tests" / "corpus" / "level2").glob("w*.py")) + [KIT / "exercises" / "level2" / "agent.py"]
@@ -24,10 +24,7 @@ SCENARIOS = [support_tickets(3)] + generated(3, 3)
 
 
 def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"shared_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.run_agent
+    return import_file(path, "shared").run_agent
 
 
 def _findings(run, work: Path) -> list:

@@ -17,25 +17,25 @@ from hypothesis import strategies as st
 
 from grader.engine.scripted import Scenario, from_turns
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+text_strategy = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-10 ** 12, 10 ** 12)
-    | st.floats(allow_nan=False, allow_infinity=False, width=32) | _text,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+    | st.floats(allow_nan=False, allow_infinity=False, width=32) | text_strategy,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(text_strategy, children, max_size=4),
     max_leaves=12,
 )
-_tool_input = st.dictionaries(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12), _json, max_size=5)
+tool_input_strategy = st.dictionaries(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12), _json, max_size=5)
 
 
 @st.composite
-def _result(draw: st.DrawFn) -> str:
+def result_strategy(draw: st.DrawFn) -> str:
     size = draw(st.sampled_from([0, 1, 40, 700, 5000, 9000]))
     unit = draw(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8))
     return (unit * (size // len(unit) + 1))[:size] if size else ""
 
 
 @st.composite
-def _usage(draw: st.DrawFn) -> dict:
+def usage_strategy(draw: st.DrawFn) -> dict:
     usage = {"input_tokens": draw(st.integers(0, 200000)), "output_tokens": draw(st.integers(0, 8000))}
     for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
         if draw(st.booleans()):
@@ -49,10 +49,10 @@ def conversations(draw: st.DrawFn, min_turns: int = 0, max_turns: int = 12) -> S
     n = draw(st.integers(min_turns, max_turns))
     names = draw(st.lists(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=16), min_size=1, max_size=4,
                           unique=True))
-    turns = [(draw(st.sampled_from(names)), draw(_tool_input), draw(_result())) for _ in range(n)]
-    usages = [draw(_usage()) for _ in range(n + 1)]
+    turns = [(draw(st.sampled_from(names)), draw(tool_input_strategy), draw(result_strategy())) for _ in range(n)]
+    usages = [draw(usage_strategy()) for _ in range(n + 1)]
     task = draw(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80))
-    final = draw(_text)
+    final = draw(text_strategy)
     seed = draw(st.integers(0, 2 ** 31))
     scenario = from_turns(task, turns, final or "Done.", seed=seed, usages=usages,
                           name=f"a generated conversation of {n} turns")
@@ -63,12 +63,21 @@ def conversations(draw: st.DrawFn, min_turns: int = 0, max_turns: int = 12) -> S
 _DRAWN: dict = {}
 
 
-def _strategy(kind: str, kwargs: dict):
-    if kind == "parallel":
-        from grader.levels.parallel_calls import parallel_conversations
+# Strategies by kind. A level with its own shape of conversation registers it (level 5's
+# parallel tool calls: grader.levels.parallel_calls registers "parallel" when it is imported).
+KINDS: dict = {}
 
-        return parallel_conversations(**kwargs)
-    return conversations(**kwargs)
+
+def register_kind(kind: str, strategy) -> None:
+    """Let :func:`generated` draw ``kind`` from ``strategy(**keywords)``."""
+    KINDS[kind] = strategy
+
+
+def _strategy(kind: str, kwargs: dict):
+    if kind not in KINDS:
+        raise KeyError(f"no conversations of kind {kind!r}: import the level that registers them "
+                       f"(known: {', '.join(sorted(KINDS))})")
+    return KINDS[kind](**kwargs)
 
 
 @contextlib.contextmanager
@@ -135,7 +144,8 @@ def warm(seed: int, count: int, draws: Optional[list] = None) -> None:
     lists when None.
     """
     if draws is None:
-        draws = [("conversations", {}), ("conversations", {"max_turns": 4}), ("parallel", {})]
+        draws = [("conversations", {}), ("conversations", {"max_turns": 4})] + \
+            [(kind, {}) for kind in KINDS if kind != "conversations"]
     for kind, keywords in draws:
         generated(seed, count, kind, **keywords)
 
@@ -167,3 +177,6 @@ def draws_in(paths: list) -> Optional[list]:
             if (kind, keywords) not in found:
                 found.append((kind, keywords))
     return found
+
+
+register_kind("conversations", conversations)

@@ -40,7 +40,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
-from grader.engine.recorder import Op
+from grader.engine.ops import Op
 
 MODELS = ("M1", "M2", "M3", "M4", "M5")
 MODEL_NAMES = {

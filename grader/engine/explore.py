@@ -229,7 +229,7 @@ def _stuck_words(frames: list) -> str:
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: Optional[float], owner: Any = None):
+def time_limit(seconds: Optional[float], owner: Any = None):
     """Stop the code under test after ``seconds`` with :class:`LoopTimeout`, saying where it was.
 
     ``owner`` is the learner's function being run: its file decides which frames are the learner's.
@@ -275,7 +275,7 @@ def _time_limit(seconds: Optional[float], owner: Any = None):
 
 
 @contextlib.contextmanager
-def _chdir(path: str):
+def working_in(path: str):
     old = os.getcwd()
     os.chdir(path)
     try:
@@ -308,11 +308,11 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
     returned, error = None, None
     if hung_before(run):
         return recorder, returned, not_run_again(hung_before(run)), tools
-    with _chdir(workdir):
+    with working_in(workdir):
         if before is not None:
             before(directory)
         try:
-            with _time_limit(timeout, owner=run), recorder:
+            with time_limit(timeout, owner=run), recorder:
                 recorder.event("run_start")
                 returned = run(scenario.task, copy.deepcopy(scenario.tools), call_model, execute_tool, directory)
                 recorder.event("run_end")
@@ -321,11 +321,11 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
         except BaseException as exc:  # noqa: BLE001 - a student's loop may raise anything; report it
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            error = _short_traceback(exc)
+            error = short_traceback(exc)
     return recorder, returned, error, tools
 
 
-def _short_traceback(exc: BaseException) -> str:
+def short_traceback(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     keep = [f for f in frames if os.sep + "grader" + os.sep not in f.filename] or frames[-1:]
     where = "".join(traceback.format_list(keep[-3:]))

@@ -28,6 +28,8 @@ import sys
 import threading
 from typing import Any, Optional
 
+from grader.engine.ops import FS_KINDS, Op, short_name  # noqa: F401 - Op and FS_KINDS: part of this API
+
 _real = {
     "open": _io.open,
     "os.open": os.open, "os.close": os.close, "os.write": os.write, "os.fsync": os.fsync,
@@ -40,93 +42,11 @@ for _name in ("fdatasync", "pwrite", "writev", "sendfile", "copy_file_range", "l
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
-# Kinds of operation that change what a crash would leave behind (the others only mark time).
-FS_KINDS = frozenset({"open", "write", "truncate", "fsync", "rename", "unlink", "mkdir", "rmdir", "link", "close"})
-LOOP_KINDS = frozenset({"model_start", "model_end", "tool_start", "tool_end", "run_start", "run_end"})
-
-
-class Op:
-    """One recorded operation. ``path`` is absolute; ``handle`` names one open file (fds get reused).
-
-    A plain class rather than a dataclass: the sandboxed worker imports this module on every start,
-    and ``dataclasses`` (with ``inspect``) was the slowest part of that start.
-    """
-
-    __slots__ = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
-                 "payload", "note")
-
-    def __init__(self, index: int, kind: str, api: str = "", path: Optional[str] = None, dest: Optional[str] = None,
-                 handle: Optional[int] = None, offset: int = 0, data: bytes = b"", size: int = 0,
-                 flags: frozenset = frozenset(), is_dir: bool = False, payload: Any = None, note: str = ""):
-        self.index, self.kind, self.api, self.path, self.dest = index, kind, api, path, dest
-        self.handle, self.offset, self.data, self.size, self.flags = handle, offset, data, size, flags
-        self.is_dir, self.payload, self.note = is_dir, payload, note
-
-    def _fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: Any) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    __hash__ = None  # mutable, like the dataclass it replaces
-
-    def __repr__(self) -> str:
-        return "Op(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
-
-    def describe(self) -> str:
-        """The operation in a learner's words: ``os.write of 8192 bytes to checkpoint.json.tmp``."""
-        name = _short(self.path)
-        if self.kind == "open":
-            api = f"{self.api or 'open'}()"
-            if "create" in self.flags and "existed" not in self.flags:
-                return f"{api} created {name}"
-            return f"{api} opened {name} for writing" + (" and emptied it" if "trunc" in self.flags else "")
-        if self.kind == "write":
-            return f"{self.api} of {len(self.data)} bytes to {name} at offset {self.offset}"
-        if self.kind == "truncate":
-            return f"{self.api} of {name} to {self.size} bytes"
-        if self.kind == "fsync":
-            return f"{self.api} of {'the directory ' if self.is_dir else ''}{name}"
-        if self.kind == "rename":
-            return f"{self.api}({name} -> {_short(self.dest)})"
-        if self.kind in ("unlink", "mkdir", "rmdir", "close"):
-            return f"{self.api} of {name}"
-        if self.kind == "link":
-            return f"{self.api}({name} -> {_short(self.dest)})"
-        if self.kind == "flush":
-            return f"flush of {name}"
-        if self.kind == "model_start":
-            return f"call {self.payload} to the model starts"
-        if self.kind == "model_end":
-            return f"call {self.payload[0]} to the model returns"
-        if self.kind == "tool_start":
-            return f"tool {self.payload[0]!r} starts"
-        if self.kind == "tool_end":
-            return f"tool {self.payload[0]!r} returns"
-        if self.kind == "run_start":
-            return "the loop starts"
-        if self.kind == "run_end":
-            return "the loop returns"
-        return self.kind
-
-
-def _short(path: Optional[str]) -> str:
-    if path is None:
-        return "?"
-    parent, name = os.path.split(path)
-    if os.path.isabs(path) and os.path.dirname(parent) == os.path.dirname(os.path.dirname(parent)):
-        return path  # /tmp/x.json: the folder sits at the root, so the whole path is short and exact
-    return f"{os.path.basename(parent)}/{name}" if parent and os.path.basename(parent) else name
-
-
 class _Handle:
-    __slots__ = ("id", "path", "writable", "is_dir", "append", "live_objects")
+    __slots__ = ("id", "path", "writable", "is_dir", "append")
 
     def __init__(self, id: int, path: str, writable: bool, is_dir: bool, append: bool = False):
         self.id, self.path, self.writable, self.is_dir, self.append = id, path, writable, is_dir, append
-        self.live_objects: list = []
 
 
 _local = threading.local()
@@ -248,7 +168,7 @@ class Recorder:
         _install_audit_hook()
         for root in self.watch:
             if os.path.isdir(root):
-                for dirpath, dirnames, filenames in os.walk(root):
+                for dirpath, _dirnames, filenames in os.walk(root):
                     self.initial_dirs.add(os.path.abspath(dirpath))
                     for name in filenames:
                         path = os.path.abspath(os.path.join(dirpath, name))
@@ -271,19 +191,21 @@ class Recorder:
                 namespace[name] = original
         self._bound.clear()
         sys.dont_write_bytecode = self._saved_dont_write_bytecode
-        self._compare_with_disk()
+        self.compare_with_disk()
 
-    def _compare_with_disk(self) -> None:
+    def compare_with_disk(self) -> None:
         """Replay the trace and compare it with the watched directories as the run left them.
 
         Some routes raise no audit event at all (``os.write`` or ``os.fsync`` bound before recording
         began, a C library writing to a descriptor it was handed). Their bytes still show up on
         disk, so a file whose real contents differ from what the recorded operations rebuild is
         reported as unseen. (A missed ``fsync`` leaves no trace on disk; that one stays invisible.)
+        The judge of ``crashcourse grade`` calls it after every call into the sandbox too: there the
+        operations come from another process, which could lie about them. Each finding is noted once.
         """
         if not self.watch:
             return
-        from grader.engine.crash_models import FileSystem  # late: crash_models imports this module
+        from grader.engine.crash_models import FileSystem  # late: the sandboxed worker never needs it
 
         fs = FileSystem(self.initial, self.initial_dirs)
         for op in self.ops:
@@ -314,8 +236,9 @@ class Recorder:
                 what = (f"holds {len(real)} bytes on disk, but the recorded operations rebuild {len(replayed)} "
                         "bytes that differ")
             root = next(r for r in self.watch if path.startswith(r + os.sep))
-            self.unseen.append(f"{os.path.relpath(path, root)} {what}: something changed it by a route the recorder "
-                               "does not see")
+            line = f"{os.path.relpath(path, root)} {what}: something changed it by a route the recorder does not see"
+            if line not in self.unseen:
+                self.unseen.append(line)
 
     def _set(self, obj: Any, name: str, value: Any) -> None:
         if hasattr(obj, name):
@@ -769,6 +692,26 @@ def _audit(event: str, args: tuple) -> None:
         why = _WHY_UNSEEN.get(event, "called by a route the recorder does not see (a name bound before recording "
                                      "started, or a C extension)")
         rec.unseen.append(f"{event}{tuple(str(a) for a in args[:2])}, {why}")
+
+
+def active() -> Optional[Recorder]:
+    """The recorder recording now, or None."""
+    return _active
+
+
+def real_os(name: str) -> Any:
+    """``os.<name>`` as it was before any recorder wrapped it: for the grader's own pipes and files."""
+    return _real["os." + name]
+
+
+def real_open(*args: Any, **kwargs: Any) -> Any:
+    """``open`` as it was before any recorder wrapped it."""
+    return _real["open"](*args, **kwargs)
+
+
+def wrapper_ids() -> set:
+    """The ids of the recorder's own stand-ins for ``os`` functions and ``open``: not a test's patches."""
+    return {id(v) for v in _OS_WRAPPERS.values()} | {id(recording_open)}
 
 
 def grader_work() -> "_inside":

@@ -18,6 +18,11 @@ from typing import Any
 
 from grader.engine.checkpoint import tool_use_blocks
 
+# The seed every face uses when none is given: same seed, same scripted model, same crash states.
+DEFAULT_SEED = 20261129
+# How many generated conversations a property test tries when none is given.
+DEFAULT_EXAMPLES = 12
+
 TICKET_TASK = "Sort last quarter's support tickets by issue type and put the counts in one table"
 
 TICKET_TOOLS = [
@@ -157,12 +162,12 @@ class ScriptedTools:
         return sum(1 for effect in self.effects if effect[0] == tool_use_id)
 
 
-def _tool_id(rng: random.Random) -> str:
+def random_tool_id(rng: random.Random) -> str:
     alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
     return "toolu_01" + "".join(rng.choice(alphabet) for _ in range(22))
 
 
-def _usage(rng: random.Random, history: int, cached: bool) -> dict:
+def random_usage(rng: random.Random, history: int, cached: bool) -> dict:
     usage = {"input_tokens": history + rng.randint(40, 90), "output_tokens": rng.randint(30, 400)}
     if cached:
         usage["cache_creation_input_tokens"] = rng.randint(0, 200)
@@ -200,13 +205,13 @@ def support_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
     for i, (text, name, tool_input, result) in enumerate(calls):
         responses.append({"id": f"msg_{seed}_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
                           "content": [{"type": "text", "text": text},
-                                      {"type": "tool_use", "id": _tool_id(rng), "name": name, "input": tool_input}],
-                          "usage": _usage(rng, history, cached=i > 0)})
+                                      {"type": "tool_use", "id": random_tool_id(rng), "name": name, "input": tool_input}],
+                          "usage": random_usage(rng, history, cached=i > 0)})
         results.append(result)
         history += len(result) // 4
     responses.append({"id": f"msg_{seed}_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
                       "content": [{"type": "text", "text": "Done. Q3 tickets by issue type:\n\n" + table}],
-                      "usage": _usage(rng, history, cached=True)})
+                      "usage": random_usage(rng, history, cached=True)})
     return Scenario("support-tickets", TICKET_TASK, TICKET_TOOLS, responses, results, seed, NON_IDEMPOTENT_TOOLS)
 
 
@@ -218,12 +223,12 @@ def from_turns(task: str, turns: list[tuple[str, Any, str]], final_text: str = "
     tools = [{"name": n, "description": f"scripted tool {n}", "input_schema": {"type": "object"}} for n in names]
     responses, results = [], []
     for i, (tool, tool_input, result) in enumerate(turns):
-        usage = usages[i] if usages else _usage(rng, 100 * i, cached=i % 2 == 1)
+        usage = usages[i] if usages else random_usage(rng, 100 * i, cached=i % 2 == 1)
         responses.append({"id": f"msg_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
-                          "content": [{"type": "tool_use", "id": _tool_id(rng), "name": tool, "input": tool_input}],
+                          "content": [{"type": "tool_use", "id": random_tool_id(rng), "name": tool, "input": tool_input}],
                           "usage": usage})
         results.append(result)
-    usage = usages[len(turns)] if usages else _usage(rng, 100 * len(turns), cached=False)
+    usage = usages[len(turns)] if usages else random_usage(rng, 100 * len(turns), cached=False)
     responses.append({"id": "msg_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
                       "content": [{"type": "text", "text": final_text}], "usage": usage})
     return Scenario(name, task, tools, responses, results, seed)

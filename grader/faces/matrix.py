@@ -12,7 +12,6 @@ The verdicts come from :func:`grader.engine.explore.explore_loop`, the same engi
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from grader.engine import loader
 from grader.engine.crash_models import MODEL_NAMES
 from grader.engine.explore import Exploration, Violation, explore_loop, windows_for
 from grader.engine.invariants import INVARIANTS
@@ -361,16 +361,11 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
 
 
 def load_module(path: Path, tag: str = "matrix") -> Any:
-    """Import ``path`` as a fresh module (a new copy each call, so edits are always seen)."""
-    name = f"crashcourse_{tag}_{path.stem}_{abs(hash((str(path), os.stat(path).st_mtime_ns)))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(name, None)
-    return module
+    """Import ``path`` as a fresh module (a new copy each call, so edits are always seen).
+
+    Raises :class:`grader.engine.loader.ImportProblem`, whose text says why, if it will not import.
+    """
+    return loader.load_file(path, tag)
 
 
 def loop_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
@@ -383,10 +378,8 @@ def loop_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column:
         return failed_column(title, f"there is no {filename} in {folder}")
     try:
         module = load_module(path)
-    except SyntaxError as exc:
-        return failed_column(title, f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}")
-    except Exception as exc:  # noqa: BLE001 - importing a learner's file may raise anything
-        return failed_column(title, f"importing {filename} raised {type(exc).__name__}: {exc}")
+    except loader.ImportProblem as exc:
+        return failed_column(title, str(exc))
     fn = getattr(module, level.function, None)
     if not callable(fn):
         return failed_column(title, f"{filename} has no function `{level.function}`")
@@ -442,10 +435,8 @@ def fields_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column
         return failed_column(title, f"there is no {filename} in {folder}")
     try:
         module = load_module(path)
-    except SyntaxError as exc:
-        return failed_column(title, f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}")
-    except Exception as exc:  # noqa: BLE001 - importing a learner's file may raise anything
-        return failed_column(title, f"importing {filename} raised {type(exc).__name__}: {exc}")
+    except loader.ImportProblem as exc:
+        return failed_column(title, str(exc))
     problems = resume_driver.level1_verdict(module, seed)
     col = Column(title, problems=problems, kind="fields")
     for check_id in resume_driver.LEVEL1_CHECKS:
@@ -498,10 +489,8 @@ def resume_column(title: str, folder: Path, level: Any, seed: int = 0) -> Column
         return failed_column(title, f"there is no {filename} in {folder}")
     try:
         module = load_module(path)
-    except SyntaxError as exc:
-        return failed_column(title, f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}")
-    except Exception as exc:  # noqa: BLE001 - importing a learner's file may raise anything
-        return failed_column(title, f"importing {filename} raised {type(exc).__name__}: {exc}")
+    except loader.ImportProblem as exc:
+        return failed_column(title, str(exc))
     resume = getattr(module, level.function, None)
     error = getattr(module, "CheckpointError", None)
     if not callable(resume) or not (isinstance(error, type) and issubclass(error, Exception)):

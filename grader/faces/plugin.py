@@ -16,6 +16,10 @@ Options (each has an ini twin with the same help text):
 Markers: ``@pytest.mark.task(taskno=N)`` ties a test to task N of the level's README;
 ``@pytest.mark.points(P)`` says how many points it is worth.
 
+Hook: ``pytest_crashcourse_submission(config, folder)`` builds what the ``submission`` fixture
+hands out; ``crashcourse grade``'s judge implements it to hand out stand-ins whose code runs in
+the sandbox (:mod:`grader.grading.judge`).
+
 Fixtures: ``submission`` (load the file under test), ``crashcourse_seed``, and ``crash_explorer``
 for any project's own file-writing code::
 
@@ -29,25 +33,40 @@ for any project's own file-writing code::
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import itertools
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from grader.engine import explore as explore_module
+from grader.engine import loader
 from grader.engine.explore import explore_writes
-
-DEFAULT_SEED = 20261129
-DEFAULT_EXAMPLES = 12
-_counter = itertools.count()
+from grader.engine.scripted import DEFAULT_EXAMPLES, DEFAULT_SEED
+from grader.grading.outcomes import Outcomes, points_of, task_of
 
 SEED_HELP = "seed for the scripted model and generated conversations (printed in the header; same seed, same run)"
 SUBMISSION_HELP = "grade the exercise files in this folder instead of the ones beside the tests"
 EXAMPLES_HELP = "how many generated conversations each property test tries"
+
+
+class SubmissionHooks:
+    """The hook this plugin adds (registered in :func:`pytest_addhooks`)."""
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_crashcourse_submission(self, config: pytest.Config, folder: Path) -> Any:
+        """What the ``submission`` fixture hands to a test for ``folder``: an object with the
+        methods of :class:`Submission`. The first implementation that returns something wins;
+        this plugin's own (a :class:`Submission`) runs last."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(SubmissionHooks)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_crashcourse_submission(config: pytest.Config, folder: Path) -> Any:
+    return Submission(folder)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,6 +106,10 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = path
     config._crashcourse_submission = folder
     config._crashcourse_quiet = explore_module.on_slow_loop(lambda line: _say_now(config, line))
+    config.pluginmanager.register(Outcomes(), OUTCOMES_NAME)
+
+
+OUTCOMES_NAME = "crashcourse-outcomes"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -151,20 +174,11 @@ class Submission:
         if not path.exists():
             pytest.fail(f"There is no {filename} in {self.folder}. The level's tests grade a file with exactly that "
                         "name.", pytrace=False)
-        name = f"crashcourse_submission_{path.stem}_{next(_counter)}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
-        except SyntaxError as exc:
-            pytest.fail(f"{filename} has a syntax error on line {exc.lineno}: {exc.msg}. Fix it, then re-run.",
-                        pytrace=False)
-        except Exception as exc:  # noqa: BLE001 - importing a student's file may raise anything
-            pytest.fail(f"Importing {filename} raised {type(exc).__name__}: {exc}", pytrace=False)
-        finally:
-            sys.modules.pop(name, None)
-        return module
+            return loader.load_file(path)
+        except loader.ImportProblem as exc:
+            problem = str(exc)
+        pytest.fail(problem, pytrace=False)  # outside the except: the report shows the reason, not a chain
 
     def function(self, filename: str, name: str) -> Any:
         module = self.load(filename)
@@ -178,7 +192,7 @@ class Submission:
 def submission(request: pytest.FixtureRequest) -> Submission:
     """The folder under test: ``--submission DIR``, or the folder of the test file itself."""
     folder = request.config._crashcourse_submission or Path(str(request.node.fspath)).parent
-    return Submission(Path(folder))
+    return request.config.hook.pytest_crashcourse_submission(config=request.config, folder=Path(folder))
 
 
 @pytest.fixture
@@ -223,26 +237,18 @@ def rerun_command(request: pytest.FixtureRequest) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    scored = []
-    for status in ("passed", "failed", "error"):
-        for report in terminalreporter.stats.get(status, []):
-            if getattr(report, "when", "call") != "call" and status != "error":
-                continue
-            points = dict(getattr(report, "user_properties", ())).get("crashcourse_points")
-            if points is not None:
-                scored.append((report.nodeid, status == "passed", points))
-    if not scored:
-        return
-    got = sum(p for _, ok, p in scored if ok)
-    total = sum(p for _, _, p in scored)
-    terminalreporter.write_sep("-", f"crashcourse: {got:g} of {total:g} points")
+    outcomes = config.pluginmanager.get_plugin(OUTCOMES_NAME)
+    got, total = outcomes.points() if outcomes is not None else (0.0, 0.0)
+    if outcomes is not None and outcomes.scored():
+        terminalreporter.write_sep("-", f"crashcourse: {got:g} of {total:g} points")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    marker = item.get_closest_marker("points")
-    if marker is not None:
-        item.user_properties.append(("crashcourse_points", float(marker.args[0] if marker.args else 1)))
-    task = item.get_closest_marker("task")
+    # Also on the report, for any other plugin that reads user_properties (junitxml, for one).
+    points = points_of(item)
+    if points is not None:
+        item.user_properties.append(("crashcourse_points", points))
+    task = task_of(item)
     if task is not None:
-        item.user_properties.append(("crashcourse_task", task.kwargs.get("taskno", task.args[0] if task.args else 0)))
+        item.user_properties.append(("crashcourse_task", task))

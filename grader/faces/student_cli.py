@@ -43,8 +43,9 @@ from typing import Any, Callable, Optional
 
 from grader.levels import manifest as manifest_mod
 from grader.faces import matrix
-from grader.engine import recorder
-from grader.faces.plugin import DEFAULT_SEED
+from grader.engine import loader, recorder
+from grader.engine.scripted import DEFAULT_SEED
+from grader.grading.outcomes import Outcome, Outcomes
 
 STATE_DIR = ".crashcourse"
 STEP_NAMES = ("A question", "Where to look", "What to reach for")
@@ -55,18 +56,24 @@ DEFAULT_RUN_DIR = os.path.join(STATE_DIR, "run", "checkpoints")
 # --- the pytest half: report each test to check ---------------------------------------------------
 
 
-def pytest_runtest_logreport(report: Any) -> None:
+class ReportFile(Outcomes):
+    """Appends each test's final outcome to the file CRASHCOURSE_REPORT names, one JSON line each."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def finished(self, entry: Outcome) -> None:
+        record = {"nodeid": entry.nodeid, "outcome": entry.status, "task": entry.task, "points": entry.points,
+                  "message": entry.output if entry.status in ("failed", "error") else ""}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def pytest_configure(config: Any) -> None:
     path = os.environ.get("CRASHCOURSE_REPORT")
-    if not path or (report.when != "call" and not report.failed):
-        return
-    props = dict(getattr(report, "user_properties", ()) or ())
-    # A test that fails with pytest.fail(..., pytrace=False) leaves exactly the learner's message.
-    message = report.longreprtext if report.failed else ""
-    record = {"nodeid": report.nodeid, "outcome": report.outcome, "when": report.when,
-              "task": props.get("crashcourse_task"), "points": props.get("crashcourse_points"),
-              "message": message}
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+    if path:
+        config.pluginmanager.register(ReportFile(path), "crashcourse-report-file")
 
 
 # --- running a level's tests ----------------------------------------------------------------------
@@ -986,8 +993,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
     try:
         module = matrix.load_module(folder / level.files[0], "run")
-    except Exception as exc:  # noqa: BLE001
-        _say(f"Importing {_rel(folder / level.files[0])} raised {type(exc).__name__}: {exc}")
+    except loader.ImportProblem as exc:
+        _say(str(exc))
         return 1
     directory = Path(args.directory).resolve()
     if resuming:

@@ -215,7 +215,7 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
     from grader.engine import conversations  # noqa: F401
     from grader.engine import explore  # noqa: F401
     from grader.grading import judge  # noqa: F401
-    from grader.faces import plugin  # noqa: F401
+    from grader.levels import parallel_calls  # noqa: F401 - registers level 5's conversations for warm()
     from grader.engine import scripted  # noqa: F401
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
         cwd = os.getcwd()
@@ -224,8 +224,9 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
             pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)])
         finally:
             os.chdir(cwd)
-    seed = plugin.DEFAULT_SEED if seed is None else seed
-    conversations.warm(seed, plugin.DEFAULT_EXAMPLES if examples is None else examples,
+    # (The collect-only run above imported the pytest plugin too, through its entry point.)
+    seed = scripted.DEFAULT_SEED if seed is None else seed
+    conversations.warm(seed, scripted.DEFAULT_EXAMPLES if examples is None else examples,
                        conversations.draws_in(sorted(level_dir.glob("test_*.py"))))
     # What a correct loop saves on each of those conversations: every judge compares with it.
     from grader.engine.checkpoint import reference_saves
@@ -242,10 +243,9 @@ def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
     so every student whose saves write the same bytes as the solution's is checked by lookup.
     Only for levels judged by the protocol's default rules (a loop whose checkpoint.json is read).
     """
-    import importlib.util
-
-    from grader.levels import manifest
+    from grader.engine import loader
     from grader.engine.explore import explore_loop
+    from grader.levels import manifest
     try:
         level = next(lv for lv in manifest.load(KIT_ROOT).levels if lv.starter_dir.resolve() == level_dir.resolve())
     except Exception:  # noqa: BLE001 - no manifest (the Gradescope zip carries none): nothing to warm
@@ -255,10 +255,8 @@ def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
     source = level.solution_dir / level.files[0]
     if not source.is_file():
         return
-    spec = importlib.util.spec_from_file_location(f"crashcourse_solution_level{level.number}", source)
-    module = importlib.util.module_from_spec(spec)
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-        spec.loader.exec_module(module)
+        module = loader.import_file(source, name=f"crashcourse_solution_level{level.number}")
         for scenario in scenarios:
             explore_loop(module.run_agent, scenario, models=("M1",))
 
@@ -472,5 +470,6 @@ def _package(args) -> int:
 
 def _gradescope_run(args) -> int:
     from grader.grading.gradescope import run_on_gradescope
-    return run_on_gradescope(args.level, args.submission, args.results, seed=args.seed, scenarios=args.scenarios,
+    return run_on_gradescope(args.level, args.submission, args.results, grade_batch=grade_batch, seed=args.seed,
+                             scenarios=args.scenarios,
                              timeout=args.timeout)

@@ -19,10 +19,11 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from grader.grading.batch import KIT_ROOT, grade_batch
 from grader.grading.reports import gradescope_result
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
 
 SETUP_SH = """#!/usr/bin/env bash
 # Runs once, when Gradescope builds the autograder image.
@@ -76,9 +77,10 @@ def build_package(level: int, output: str, *, seed: Optional[int] = None, scenar
     return output
 
 
-def run_on_gradescope(level: int, submission: str, results: str, *, seed: Optional[int] = None,
-                      scenarios: Optional[str] = None, timeout: float = 120.0) -> int:
-    """Grade the one submission Gradescope hands over and write its results.json."""
+def run_on_gradescope(level: int, submission: str, results: str, *, grade_batch: Callable[..., dict],
+                      seed: Optional[int] = None, scenarios: Optional[str] = None, timeout: float = 120.0) -> int:
+    """Grade the one submission Gradescope hands over (with ``grade_batch``, which
+    :mod:`grader.grading.batch` passes in) and write its results.json."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="crashcourse-gradescope-") as folder:
         shutil.copytree(submission, os.path.join(folder, "student"), symlinks=True)

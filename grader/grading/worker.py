@@ -11,136 +11,34 @@ exception it raised, the file operations the recorder saw, and its requests to c
 judge (the scripted model and tools live there, so the judge, not this process, knows which model
 and tool calls really happened). Every verdict is computed by the judge from that data.
 
-Wire format. Judge to worker: a 4-byte length and a pickle (the judge is trusted, this process is
-not). Worker to judge: two 4-byte lengths, JSON with a few tagged forms (tuples, sets, non-string
-keys, recorder operations, objects that stand for something in the judge), then the raw bytes the
-JSON points into (``{"$B": [start, length]}``), because the judge must never unpickle anything a
-student's code could have written. Bytes travel raw, not as base64 inside the JSON: a level's
-generated conversations write tens of megabytes, and encoding them was most of a grading run.
+The wire format, both directions, is in :mod:`grader.grading.wire`: the judge never unpickles
+anything a student's code could have written.
 """
 
 from __future__ import annotations
 
 import builtins
-import importlib.util
 import itertools
 import json
 import os
 import pickle
-import re
-import struct
 import sys
 from typing import Any, Optional
 
+from grader.engine import loader
+from grader.engine.forwarded import FORWARDED
 from grader.engine import recorder as _recorder_module
-from grader.engine.recorder import Op, Recorder
+from grader.engine.recorder import Recorder
+from grader.grading.wire import Blob, Callback, Stand, encode, frame, plain_json, read_request
 
-MAX_MESSAGE = 256 * 1024 * 1024
 _write_fd = -1
 _read_fd = -1
 _counter = itertools.count()
 
 
-# -- things the judge hands over that cannot cross as data ------------------------------------------
-
-class Callback:
-    """A callable that lives in the judge (the scripted model, a tool); calling it asks the judge."""
-
-    def __init__(self, ident: int, name: str = "callback"):
-        self.ident = ident
-        self.name = name
-
-
-class Stand:
-    """An object that lives in the judge (a live API client, a lock): it travels by reference only."""
-
-    def __init__(self, ident: int, type_name: str, text: str):
-        self.ident = ident
-        self.type_name = type_name
-        self.text = text
-
-
-# -- encoding for the worker-to-judge direction (JSON, tagged) ------------------------------------
-
-class Blob:
-    """Bytes in an encoded message: sent after the JSON, raw (see :func:`send`)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-
-OP_FIELDS = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
-             "payload", "note")
-
-
-def encode(value: Any, depth: int = 0) -> Any:
-    """Plain data for JSON; anything else becomes a description the judge cannot mistake for data."""
-    # Fast paths first: a loop's messages are thousands of exact str, list and dict values.
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if depth <= 200:
-        if kind is list:
-            return [encode(v, depth + 1) for v in value]
-        if kind is dict:
-            for key in value:
-                if type(key) is not str or key.startswith("$"):
-                    break
-            else:
-                return {k: encode(v, depth + 1) for k, v in value.items()}
-    return _encode_other(value, depth)
-
-
-def _encode_other(value: Any, depth: int) -> Any:
-    if depth > 200:
-        return {"$r": ["object", "(nested too deeply to send)"]}
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else {"$f": repr(value)}
-    ident = getattr(value, "_crashcourse_ident", None)
-    if isinstance(ident, int):
-        return {"$o": ident}
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return Blob(bytes(value))
-    if isinstance(value, list):
-        return [encode(v, depth + 1) for v in value]
-    if isinstance(value, tuple):
-        return {"$t": [encode(v, depth + 1) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        return {"$s": [encode(v, depth + 1) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) and not k.startswith("$") for k in value):
-            return {k: encode(v, depth + 1) for k, v in value.items()}
-        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if isinstance(value, Op):
-        # Field by field in OP_FIELDS order, without the general walk: a run sends hundreds of these.
-        return {"$op": [value.index, value.kind, value.api, value.path, value.dest, value.handle, value.offset,
-                        Blob(bytes(value.data)), value.size, {"$s": sorted(value.flags)}, bool(value.is_dir),
-                        encode(value.payload, depth + 1), encode(value.note, depth + 1)]}
-    try:
-        text = repr(value)[:200]
-    except Exception:  # noqa: BLE001 - a student's __repr__ may raise anything
-        text = "(an object whose repr failed)"
-    return {"$r": [type(value).__name__, text]}
-
-
 def describe_exception(exc: BaseException, filename: str = "") -> dict:
-    import traceback  # only when something failed: most workers never need it
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    keep = [f for f in frames if filename and os.path.basename(f.filename) == filename] or frames[-1:]
-    try:
-        message = str(exc)
-    except Exception:  # noqa: BLE001
-        message = "(the exception's message could not be read)"
-    return {"type": type(exc).__name__, "module": type(exc).__module__,
-            "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
-            "where": "".join(traceback.format_list(keep[-3:]))[:2000],
-            "lineno": getattr(exc, "lineno", None), "msg": getattr(exc, "msg", None) if isinstance(exc, SyntaxError)
-            else None, "code": encode(exc.code) if isinstance(exc, SystemExit) else None}
+    """An exception as data the judge can read (see :func:`grader.engine.loader.describe_exception`)."""
+    return loader.describe_exception(exc, filename, encode=encode)
 
 
 # -- the pipe ---------------------------------------------------------------------------------------
@@ -153,52 +51,12 @@ def _write_all(data: bytes) -> None:
         view = view[n:]
 
 
-_TAG_KEY = re.compile(rb'\{"\$(?:B|t|s|d|o|r|f|op)":')
-
-
 def _pickled(messages: list) -> list:
     """Each message as pickle bytes: what :meth:`Session.unchanged_messages` compares against."""
     try:
         return [pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL) for m in messages]
     except Exception:  # noqa: BLE001 - never compared equal again, so sent in full next time
         return []
-
-
-def _refuse(value: Any) -> Any:
-    raise TypeError(type(value).__name__)
-
-
-def plain_json(value: Any) -> Optional[bytes]:
-    """``value`` as the JSON an HTTP API would receive, or None if it is not plain JSON data.
-
-    The fast road for what a loop hands the model (the whole conversation, on every call): one
-    pass of the C encoder instead of :func:`encode`'s walk. Tuples become lists and number keys
-    strings, as they would on the wire to the real API. Anything else (bytes, an object from the
-    judge, NaN, a dict the judge would mistake for one of its tags) takes the careful road.
-    """
-    try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=_refuse).encode("utf-8")
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return None if _TAG_KEY.search(text) else text
-
-
-def frame(message: dict) -> bytes:
-    """One message as it goes on the pipe: two lengths, the JSON, then the raw bytes it points into."""
-    blobs: list = []
-    offset = 0
-
-    def place(value: Any) -> dict:
-        nonlocal offset
-        if not isinstance(value, Blob):
-            raise TypeError(f"cannot send {type(value).__name__}")
-        start = offset
-        blobs.append(value.data)
-        offset += len(value.data)
-        return {"$B": [start, len(value.data)]}
-
-    body = json.dumps(message, separators=(",", ":"), allow_nan=False, default=place).encode("utf-8")
-    return b"".join([struct.pack(">II", len(body), offset), body, *blobs])
 
 
 def send(message: dict) -> None:
@@ -217,31 +75,7 @@ def _read_exact(n: int) -> bytes:
 
 
 def receive() -> Any:
-    (size,) = struct.unpack(">I", _read_exact(4))
-    if size > MAX_MESSAGE:
-        raise EOFError("message too large")
-    return pickle.loads(_read_exact(size))
-
-
-# -- changes the judge's checks make on purpose, made here too ---------------------------------------
-
-def _free_fsync_call(fd: Any) -> None:
-    os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)  # still fails on a bad descriptor
-
-
-# Marked so the judge makes the same change in the worker instead of taking it for fault injection.
-_free_fsync_call._crashcourse_forward = "free_fsync"
-
-
-def free_fsync() -> dict:
-    """Level 4 grades resume, not durability: fsync returns at once. Returns what it replaced."""
-    saved = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
-    for name in saved:
-        setattr(os, name, _free_fsync_call)
-    return saved
-
-
-FORWARDED = {"free_fsync": free_fsync}
+    return read_request(_read_exact)
 
 
 # -- what the code read ----------------------------------------------------------------------------
@@ -375,15 +209,10 @@ class Session:
         filename = request["filename"]
         path = os.path.join(self.folder, filename)
         name = f"crashcourse_submission_{os.path.splitext(filename)[0]}_{next(_counter)}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            module = loader.import_file(path, name=name)
         except BaseException as exc:  # noqa: BLE001 - a student's module may raise anything, SystemExit too
             return {"op": "load_failed", "error": describe_exception(exc, filename)}
-        finally:
-            sys.modules.pop(name, None)
         ident = next(_counter)
         self.modules[ident] = (module, filename)
         names = {}
@@ -480,20 +309,13 @@ def run_tests(args: list) -> None:
     """
     import pytest
 
-    class Keep:
-        def __init__(self) -> None:
-            self.tests: dict = {}
+    from grader.grading.outcomes import Outcomes
 
-        def pytest_runtest_logreport(self, report: Any) -> None:
-            entry = self.tests.setdefault(report.nodeid, {"status": "passed", "output": ""})
-            if report.failed:
-                entry.update(status="error" if report.when != "call" else "failed",
-                             output=str(report.longreprtext)[-4000:])
-
-    keep = Keep()
+    outcomes = Outcomes()
     send({"op": "ready", "pid": os.getpid()})
-    pytest.main(args, plugins=[keep])
-    send({"op": "results", "tests": keep.tests})
+    pytest.main(args, plugins=[outcomes])
+    send({"op": "results", "tests": {nodeid: {"status": t.status, "output": t.output[-4000:]}
+                                     for nodeid, t in outcomes.tests.items() if t.reported}})
 
 
 def _options(argv: list) -> dict:

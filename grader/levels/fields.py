@@ -42,7 +42,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from grader.engine.explore import LOOP_TIMEOUT, LoopTimeout, _chdir, _time_limit
+from grader.engine.explore import LOOP_TIMEOUT, LoopTimeout, working_in, time_limit
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
@@ -171,7 +171,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
                 changed = "save_checkpoint changed the loop's own state while saving it"
         run.saves.append(Save(label, turn, expected, _read(path), changed))
 
-    with _chdir(workdir), _time_limit(TIMEOUT, owner=save_checkpoint):
+    with working_in(workdir), time_limit(TIMEOUT, owner=save_checkpoint):
         try:
             response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(state["messages"]))
             run.responses += 1
@@ -245,7 +245,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
     out = Resume()
     scenario = run.scenario
     model, tools = scenario.model(), run.tools
-    with _chdir(run.workdir), _time_limit(TIMEOUT, owner=load_checkpoint):
+    with working_in(run.workdir), time_limit(TIMEOUT, owner=load_checkpoint):
         try:
             state = load_checkpoint(run.directory)
         except LoopTimeout as exc:
@@ -299,7 +299,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
         out.reconciled = pending
         turns += 1
 
-    with _chdir(run.workdir), _time_limit(TIMEOUT, owner=load_checkpoint):
+    with working_in(run.workdir), time_limit(TIMEOUT, owner=load_checkpoint):
         try:
             while True:
                 response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(messages))
@@ -647,7 +647,7 @@ def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
         os.makedirs(os.path.join(workdir, RUN_DIRECTORY))
         with open(os.path.join(workdir, RUN_DIRECTORY, CHECKPOINT_NAME), "wb") as f:
             f.write(raw)
-        with _chdir(workdir), _time_limit(TIMEOUT, owner=module.load_checkpoint):
+        with working_in(workdir), time_limit(TIMEOUT, owner=module.load_checkpoint):
             try:
                 return module.load_checkpoint(RUN_DIRECTORY), None
             except Exception as exc:  # noqa: BLE001 - which exception, if any, is what is being checked

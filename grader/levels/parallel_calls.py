@@ -35,7 +35,8 @@ from grader.engine.explore import Exploration, Violation, check_trace, record_ru
 from grader.engine.invariants import Finding, Window, parse_cached
 from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
-from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, _tool_id, _usage
+from grader.engine import conversations as conversations_module
+from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, random_tool_id, random_usage
 
 # The course's tools, with tickets listed a month at a time (three months: three calls in one turn)
 # and a second tool that must not run twice.
@@ -83,12 +84,12 @@ def from_parallel_turns(task: str, turns: list, final_text: str = "Done.", *, se
     for i, calls in enumerate(turns):
         content = [{"type": "text", "text": texts[i]}] if texts and texts[i] else []
         for tool, tool_input, result in calls:
-            content.append({"type": "tool_use", "id": _tool_id(rng), "name": tool, "input": tool_input})
+            content.append({"type": "tool_use", "id": random_tool_id(rng), "name": tool, "input": tool_input})
             results.append(result)
-        usage = usages[i] if usages else _usage(rng, 100 * i, cached=i % 2 == 1)
+        usage = usages[i] if usages else random_usage(rng, 100 * i, cached=i % 2 == 1)
         responses.append({"id": f"msg_{seed}_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
                           "content": content, "usage": usage})
-    usage = usages[len(turns)] if usages else _usage(rng, 100 * len(turns), cached=True)
+    usage = usages[len(turns)] if usages else random_usage(rng, 100 * len(turns), cached=True)
     responses.append({"id": f"msg_{seed}_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
                       "content": [{"type": "text", "text": final_text}], "usage": usage})
     return Scenario(name, task, tools, responses, results, seed, frozenset(non_idempotent))
@@ -137,19 +138,18 @@ def parallel_conversations(min_turns: int = 0, max_turns: int = 6):
     """A Hypothesis strategy of scenarios whose turns name one to three tools each."""
     from hypothesis import strategies as st
 
-    from grader.engine.conversations import _result, _text, _tool_input
-    from grader.engine.conversations import _usage as usage_strategy
+    from grader.engine.conversations import result_strategy, text_strategy, tool_input_strategy, usage_strategy
 
     @st.composite
     def draw_scenario(draw: Any) -> Scenario:
         n = draw(st.integers(min_turns, max_turns))
         names = draw(st.lists(st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12), min_size=1,
                               max_size=3, unique=True))
-        turns = [[(draw(st.sampled_from(names)), draw(_tool_input), draw(_result()))
+        turns = [[(draw(st.sampled_from(names)), draw(tool_input_strategy), draw(result_strategy()))
                   for _ in range(draw(st.integers(1, 3)))] for _ in range(n)]
         usages = [draw(usage_strategy()) for _ in range(n + 1)]
         task = draw(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60))
-        final = draw(_text) or "Done."
+        final = draw(text_strategy) or "Done."
         seed = draw(st.integers(0, 2 ** 31))
         calls = sum(len(t) for t in turns)
         scenario = from_parallel_turns(task, turns, final, seed=seed, usages=usages,
@@ -574,3 +574,6 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
                     "nothing: the damage is done before any crash (a table posted twice)"))
     result.seconds = time.perf_counter() - started
     return result
+
+
+conversations_module.register_kind("parallel", parallel_conversations)

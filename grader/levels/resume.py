@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.crash_models import MODEL_NAMES, crash_states
-from grader.engine.explore import LoopTimeout, at_point, hung_before, not_run_again, _chdir, _short_traceback, _time_limit, describe_bytes, record_run, windows_for
+from grader.engine.explore import LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback, time_limit, describe_bytes, record_run, windows_for
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
-from grader.grading.worker import free_fsync
+from grader.engine.forwarded import free_fsync
 
 # Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
 # system in memory makes that a matter of milliseconds. Durability is not graded here.
@@ -302,7 +302,7 @@ def _watch_disk(path: str, outcome: _Outcome, model: ScriptedModel, tools: Keyed
 def _free_fsync():
     """Level 4 grades what resume does, not durability (level 3 did): fsync returns at once here,
     so that every crash state can be resumed in a few milliseconds. Under ``crashcourse grade`` the
-    judge makes the same change in the sandboxed worker (``grader.grading.worker.FORWARDED``)."""
+    judge makes the same change in the sandboxed worker (``grader.engine.forwarded.FORWARDED``)."""
     saved = free_fsync()
     try:
         yield
@@ -335,9 +335,9 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
             def call_model(**kwargs: Any) -> dict:
                 outcome.model_calls += 1
                 return model(**kwargs)
-        with _chdir(work), _free_fsync():
+        with working_in(work), _free_fsync():
             try:
-                with _time_limit(timeout, owner=resume):
+                with time_limit(timeout, owner=resume):
                     outcome.returned = resume(copy.deepcopy(scenario.tools), call_model, tools, directory)
             except checkpoint_error as exc:
                 outcome.refused = exc
@@ -346,7 +346,7 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
             except BaseException as exc:  # noqa: BLE001 - a student's resume may raise anything; report it
                 if isinstance(exc, KeyboardInterrupt):
                     raise
-                outcome.error, outcome.error_type = _short_traceback(exc), type(exc).__name__
+                outcome.error, outcome.error_type = short_traceback(exc), type(exc).__name__
         outcome.after = _read(path)
     return outcome
 

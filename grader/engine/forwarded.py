@@ -1,0 +1,32 @@
+"""Changes to ``os`` a level's own checks make on purpose, which the grading worker makes too.
+
+Level 4 grades resume, not durability, so its checks make fsync free (:func:`free_fsync`). When
+those checks run in ``crashcourse grade``'s judge, the learner's code runs in another process;
+the replacement is marked with its name (``_crashcourse_forward``), the judge sends that name, and
+the worker makes the same change from :data:`FORWARDED` (only names listed there are used).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def free_fsync_call(fd: Any) -> None:
+    """What fsync becomes: it returns at once, but still fails on a bad descriptor."""
+    os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)
+
+
+# Marked so the judge makes the same change in the worker instead of taking it for fault injection.
+free_fsync_call._crashcourse_forward = "free_fsync"
+
+
+def free_fsync() -> dict:
+    """Level 4 grades resume, not durability: fsync returns at once. Returns what it replaced."""
+    saved = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
+    for name in saved:
+        setattr(os, name, free_fsync_call)
+    return saved
+
+
+FORWARDED = {"free_fsync": free_fsync}

@@ -1,0 +1,114 @@
+"""One way to import a learner's file, and one way to say why it would not import.
+
+Every place that runs a submission's file (the pytest plugin, the crash matrix, the grading
+worker, the batch's warm-up, an instructor's scenario file) imports it through
+:func:`import_file`, and every place that explains a failed import uses :func:`import_problem`,
+so a syntax error reads the same in ``pytest``, ``crashcourse check`` and ``crashcourse grade``.
+
+No pytest here: the grading worker, which imports the learner's code, never imports pytest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional, Union
+
+__all__ = ["ImportProblem", "import_file", "load_file", "import_problem", "describe_exception", "last_frame"]
+
+_counter = itertools.count()
+
+
+class ImportProblem(Exception):
+    """A learner's file could not be imported; ``str(exc)`` says why, in words meant for them."""
+
+
+def import_file(path: Union[str, Path], tag: str = "submission", name: Optional[str] = None) -> ModuleType:
+    """Import ``path`` as a new module, a fresh copy on every call (so an edited file is always seen).
+
+    The module is in ``sys.modules`` only while its own code runs (dataclasses and pickle look
+    it up there); afterwards it is removed, so two copies never meet. Whatever the file raises
+    propagates unchanged, ``SystemExit`` included. ``name``: the module's name, if the caller
+    numbers its modules itself.
+    """
+    path = Path(path)
+    name = name or f"crashcourse_{tag}_{path.stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def load_file(path: Union[str, Path], tag: str = "submission") -> ModuleType:
+    """:func:`import_file`, with any failure to import turned into :class:`ImportProblem`."""
+    try:
+        return import_file(path, tag)
+    except BaseException as exc:  # noqa: BLE001 - a learner's file may raise anything, SystemExit too
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise ImportProblem(import_problem(Path(path).name, describe_exception(exc, Path(path).name))) from exc
+
+
+def describe_exception(exc: BaseException, filename: str = "", encode: Any = None) -> dict:
+    """An exception as plain data (what the grading worker sends the judge): type, message, where.
+
+    ``encode`` turns ``SystemExit.code`` into data that can travel; by default it is kept as it is.
+    """
+    import traceback  # only when something failed: most workers never need it
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    keep = [f for f in frames if filename and os.path.basename(f.filename) == filename] or frames[-1:]
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a learner's __str__ may raise anything
+        message = "(the exception's message could not be read)"
+    code = None
+    if isinstance(exc, SystemExit):
+        code = encode(exc.code) if encode is not None else exc.code
+    return {"type": type(exc).__name__, "module": type(exc).__module__,
+            "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
+            "where": "".join(traceback.format_list(keep[-3:]))[:2000],
+            "lineno": getattr(exc, "lineno", None), "msg": getattr(exc, "msg", None) if isinstance(exc, SyntaxError)
+            else None, "code": code}
+
+
+def import_problem(filename: str, error: dict) -> str:
+    """Why ``filename`` did not import, from :func:`describe_exception`'s data, in the learner's words."""
+    kind = error.get("type")
+    if kind in ("SyntaxError", "IndentationError", "TabError"):
+        return (f"{filename} has a syntax error on line {error.get('lineno')}: {error.get('msg') or error.get('message')}. "
+                "Fix it, then re-run.")
+    if kind == "SystemExit":
+        try:
+            code = json.dumps(error.get("code"))
+        except (TypeError, ValueError):
+            code = repr(error.get("code"))
+        return (f"Importing {filename} called sys.exit({code}). A file that ends the "
+                "program when it is imported cannot be graded: the grader counts only the checks it saw pass.")
+    where = last_frame(error.get("where"))
+    return f"Importing {filename} raised {kind}: {error.get('message')}" + (f" [{where}]" if where else "")
+
+
+def last_frame(where: Optional[Any]) -> str:
+    """``"agent.py, line 12, in save_checkpoint"`` from a formatted traceback ('' if there is none)."""
+    if not isinstance(where, str) or not where.strip():
+        return ""
+    lines = [line.strip() for line in where.strip().splitlines() if line.strip().startswith("File ")]
+    if not lines:
+        return ""
+    last = lines[-1]
+    try:
+        path = last.split('"')[1]
+        rest = last.split('"', 2)[2].strip(", ")
+        return f"{os.path.basename(path)}, {rest}"
+    except IndexError:
+        return last

@@ -1,0 +1,415 @@
+"""What a level's tests hold in place of the student's module when ``crashcourse grade`` judges it.
+
+The judge (:mod:`grader.grading.judge`) runs the level's real tests; their ``submission`` fixture
+hands out a :class:`RemoteSubmission`, whose ``load`` returns a :class:`RemoteModule`: its
+functions (:class:`RemoteFunction`) run in the sandboxed worker, and what they record, return,
+raise and change comes back as data. The judge's own objects (the scripted model, the tools)
+cross as handles (:func:`prepare`), so each model and tool call is served, and recorded, here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import pickle
+import sys
+import types
+from pathlib import Path
+from typing import Any, Optional
+
+from grader.engine import loader
+from grader.engine import recorder as recorder_module
+from grader.engine.recorder import Op
+from grader.grading.box import Box, Incident, Worker
+from grader.grading.wire import Callback, Stand
+
+SAFE_MODULES = {"datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
+
+
+class NeedsLocalRun(BaseException):
+    """The test patched the judge's own process (fault injection), which cannot reach the worker."""
+
+
+_PRISTINE: dict = {}
+
+
+def remember_pristine() -> None:
+    """Note the os module and open() as they are before any test runs, to spot fault injection."""
+    _PRISTINE["os"] = dict(vars(os))
+    _PRISTINE["open"] = (builtins.open, __import__("io").open)
+
+
+def forwarded_patches() -> list:
+    """Changes to ``os`` the kit's own checks made on purpose, which the worker makes too (by name)."""
+    return sorted({v._crashcourse_forward for v in vars(os).values()
+                   if isinstance(getattr(v, "_crashcourse_forward", None), str)})
+
+
+def patched_by_test() -> list:
+    """Names in os (or open) a test has replaced or removed, other than the recorder's own wrappers."""
+    if not _PRISTINE:
+        return []
+    allowed = recorder_module.wrapper_ids()
+    now = vars(os)
+    out = [f"os.{k}" for k, v in _PRISTINE["os"].items()
+           if now.get(k, _PRISTINE) is not v and id(now.get(k)) not in allowed and not k.startswith("_")
+           and k != "environ" and not getattr(now.get(k), "_crashcourse_forward", None)]
+    if builtins.open is not _PRISTINE["open"][0] and id(builtins.open) not in allowed:
+        out.append("open")
+    return out
+
+
+class RemoteSubmission:
+    """Drop-in for :class:`grader.faces.plugin.Submission`: the same methods, the code runs in the worker."""
+
+    def __init__(self, folder: Path, box: Box):
+        self.folder = Path(folder)
+        self.box = box
+
+    def path(self, filename: str) -> Path:
+        return self.folder / filename
+
+    def load(self, filename: str) -> Any:
+        import pytest
+        box = self.box
+        path = self.path(filename)
+        if not path.exists():
+            pytest.fail(box.incident(f"There is no {filename} in the submission. The level's tests grade a file "
+                                     "with exactly that name."), pytrace=False)
+        patched = patched_by_test()
+        if patched:
+            box.needs_local.add(box.current)
+            raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
+        try:
+            return RemoteModule.load(box, filename)
+        except Incident as exc:
+            problem = box.incident(str(exc))
+        pytest.fail(problem, pytrace=False)  # outside the except: the report shows the reason, not a chain
+
+    def function(self, filename: str, name: str) -> Any:
+        import pytest
+        module = self.load(filename)
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            pytest.fail(self.box.incident(f"{filename} has no function `{name}`; the tests call it by that name."),
+                        pytrace=False)
+        return fn
+
+
+class RemoteModule(types.ModuleType):
+    """A student's module as the judge sees it: functions that call into the worker, mirrored errors."""
+
+    @classmethod
+    def load(cls, box: Box, filename: str) -> "RemoteModule":
+        if filename in box.load_failures:
+            raise Incident(box.load_failures[filename])
+        module = cls(f"submission.{filename}")
+        module._box, module._filename = box, filename
+        module._reload()
+        for attr, info in module._names.items():
+            if not isinstance(info, dict) or not isinstance(attr, str) or not attr.isidentifier() \
+                    or attr in _INTERNAL or hasattr(RemoteModule, attr):
+                continue  # never let a name from the worker replace the stand-in's own machinery
+            # Straight into the namespace: setattr on the stand-in would set the name in the worker.
+            if info.get("kind") == "function":
+                module.__dict__[attr] = RemoteFunction(module, attr)
+            elif info.get("kind") == "exception":
+                module.__dict__[attr] = module._mirror(attr, info.get("mro") or [])
+            elif info.get("kind") == "value":
+                module.__dict__[attr] = info.get("value")
+            elif info.get("kind") == "class":
+                module.__dict__[attr] = RemoteClass(filename, attr)
+        return module
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A check that sets a module-level value (``MAX_TURNS = 2``) sets it where the code runs."""
+        if name.startswith("_") or "_ident" not in self.__dict__:
+            return super().__setattr__(name, value)
+        self._send_value(name, value)
+        self.__dict__.setdefault("_overrides", {})[name] = value
+        super().__setattr__(name, value)
+
+    def _worker(self) -> "Worker":
+        """The box's worker, with this file imported in it (afresh if the earlier process was stopped)."""
+        worker = self._box.ensure_worker()
+        if self._generation != self._box.generation:
+            self._reload()
+            worker = self._box.worker
+        return worker
+
+    def _send_value(self, name: str, value: Any) -> None:
+        box = self._box
+        worker = self._worker()
+        objects: dict = {}
+        payload = prepare(value, objects)
+        if objects:
+            raise TypeError(f"the grader can set only plain values in {self._filename} across the sandbox, "
+                            f"not {type(value).__name__}")
+        what = f"setting {name} in {self._filename}"
+        worker.send({"op": "setattr", "module": self._ident, "name": name, "value": payload}, what)
+        reply = worker.read_message(what)
+        if reply.get("op") != "ok":
+            raise Incident(box.incident(f"the process running your code could not set {name} in {self._filename}"))
+
+    def _reload(self) -> None:
+        box = self._box
+        worker = box.ensure_worker()
+        what = f"importing {self._filename}"
+        worker.send({"op": "load", "filename": self._filename}, what)
+        reply = worker.read_message(what)
+        if reply.get("op") != "loaded":
+            error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            reason = loader.import_problem(self._filename, error)
+            box.load_failures[self._filename] = reason
+            raise Incident(reason)
+        self._ident, self._module_name = reply.get("module"), reply.get("module_name")
+        self._names = reply.get("names") if isinstance(reply.get("names"), dict) else {}
+        self._generation = box.generation
+        self._exceptions = getattr(self, "_exceptions", {})
+        for name, value in self.__dict__.get("_overrides", {}).items():
+            self._send_value(name, value)  # a fresh worker imported the file afresh: set them again
+
+    def _mirror(self, name: str, mro: list) -> type:
+        """The student's exception class, rebuilt in the judge with the same names and ancestry."""
+        chain = [(str(item[0]), item[1] is True) for item in (mro if isinstance(mro, list) else [])
+                 if isinstance(item, list) and len(item) == 2]
+        base: type = Exception
+        for cname, here in reversed(chain):
+            if not here:
+                candidate = getattr(builtins, cname, None)
+                if isinstance(candidate, type) and issubclass(candidate, BaseException):
+                    base = candidate
+                continue
+            cls = self._exceptions.get(cname)
+            if cls is None:
+                cls = type(cname, (base,), {"__module__": self._module_name or "submission"})
+                self._exceptions[cname] = cls
+            base = cls
+        return self._exceptions.get(name, base)
+
+    def _exception(self, error: dict) -> BaseException:
+        name = str(error.get("type", "Exception"))
+        mro = error.get("mro") if isinstance(error.get("mro"), list) else []
+        message = str(error.get("message", ""))
+        if error.get("module") == self._module_name and name in self._exceptions:
+            cls = self._exceptions[name]
+        else:
+            base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
+                         and issubclass(getattr(builtins, n), BaseException)), Exception)
+            if base in (SystemExit, KeyboardInterrupt, GeneratorExit):
+                base = RuntimeError
+                message = f"{name}({message}) was raised inside your code"
+            cls = base if base.__name__ == name else type(name, (base,), {"__module__": "submission"})
+        if name == "MemoryError":
+            message = (message + " " if message else "") + \
+                f"(a submission may use at most {self._box.limits.memory // 2**30} GiB of memory)"
+        where = loader.last_frame(error.get("where"))
+        exc = cls(message + (f" [{where}]" if where else ""))
+        return exc
+
+
+_INTERNAL = {"_box", "_filename", "_names", "_ident", "_module_name", "_generation", "_exceptions", "_overrides"}
+
+
+class RemoteClass:
+    def __init__(self, filename: str, name: str):
+        self.filename, self.name = filename, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"the grader cannot build a {self.name} from {self.filename} across the sandbox; "
+                        "the level's tests call functions only")
+
+
+class RemoteFunction:
+    """One of the student's functions. Calling it runs it in the worker and returns what it returned."""
+
+    def __init__(self, module: RemoteModule, name: str):
+        self.module, self.__name__ = module, name
+        self.__qualname__ = name
+
+    def __repr__(self) -> str:
+        return f"<function {self.__name__} from {self.module._filename}, run in the sandbox>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, box = self.module, self.module._box
+        if box.expired:
+            raise Incident(box.incident(box.expired))
+        patched = patched_by_test()
+        if patched:
+            box.needs_local.add(box.current)
+            raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
+        worker = module._worker()
+        objects: dict = {}
+        payload_args = prepare(list(args), objects)
+        payload_kwargs = prepare(kwargs, objects)
+        rec = recorder_module.active()
+        box.calls += 1
+        what = f"running {self.__name__}"
+        request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
+                   "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None,
+                   "forward": forwarded_patches()}
+        handle_base = 1_000_000 * box.calls
+        worker.sent_messages = {}  # the worker forgets them too when a call starts
+        try:
+            worker.send(request, what)
+            while True:
+                message = worker.read_message(what, objects=objects)
+                op = message.get("op")
+                if op in ("ops", "callback", "return", "raise"):
+                    self._take_ops(rec, message.get("ops"), objects, handle_base)
+                if op == "callback":
+                    self._serve_callback(worker, message, objects, what)
+                    continue
+                if op in ("return", "raise"):
+                    break
+        except BaseException:
+            # A timeout signal or an incident mid-call: the worker's state is unknown, so it goes.
+            if worker.alive:
+                worker.stop()
+            raise
+        if rec is not None:
+            unseen = message.get("unseen")
+            if isinstance(unseen, list):
+                rec.unseen.extend(str(u)[:500] for u in unseen[:50])
+            rec.compare_with_disk()
+        reads = message.get("reads")
+        if isinstance(reads, list):
+            # Replay the files the code opened for reading, so audit hooks here (a check that
+            # watches which files a loader read) see what they would have seen in-process.
+            for item in reads[:5000]:
+                if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str):
+                    sys.audit("open", item[0], item[1] if isinstance(item[1], str) else None,
+                              item[2] if isinstance(item[2], int) else None)
+        new_args, new_kwargs = message.get("args"), message.get("kwargs")
+        if isinstance(new_args, list) and len(new_args) == len(args):
+            for old, new in zip(args, new_args):
+                merge(old, new)
+        if isinstance(new_kwargs, dict):
+            for key, old in kwargs.items():
+                if key in new_kwargs:
+                    merge(old, new_kwargs[key])
+        if message.get("op") == "raise":
+            error = message.get("error") if isinstance(message.get("error"), dict) else {}
+            raise module._exception(error)
+        return message.get("value")
+
+    @staticmethod
+    def _take_ops(rec: Any, ops: Any, objects: dict, handle_base: int) -> None:
+        if not isinstance(ops, list) or rec is None:
+            return
+        for op in ops:
+            if not isinstance(op, Op):
+                continue
+            rec.add(op.kind, api=op.api, path=op.path, dest=op.dest,
+                    handle=None if op.handle is None else handle_base + op.handle, offset=op.offset, data=op.data,
+                    size=op.size, flags=op.flags, is_dir=op.is_dir)
+
+    def _serve_callback(self, worker: Worker, message: dict, objects: dict, what: str) -> None:
+        fn = objects.get(message.get("id"))
+        args, kwargs = message.get("args"), message.get("kwargs")
+        ident = message.get("id")
+        if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.grading.worker.plain_json)
+            try:
+                args, kwargs = json.loads(message["json"])
+                kwargs = with_kept_messages(kwargs, worker.sent_messages.get(ident), message.get("keep"))
+            except (ValueError, TypeError, RecursionError):
+                args = kwargs = None
+        if not callable(fn) or not isinstance(args, list) or not isinstance(kwargs, dict) \
+                or not all(isinstance(k, str) for k in kwargs):
+            worker.sent_messages.pop(ident, None)
+            worker.send({"op": "error", "type": "TypeError", "mro": ["TypeError", "Exception"],
+                         "message": "the grader could not read that call", "resync": True}, what)
+            return
+        if isinstance(message.get("json"), bytes) and isinstance(kwargs.get("messages"), list):
+            worker.sent_messages[ident] = kwargs["messages"]
+        else:
+            worker.sent_messages.pop(ident, None)
+        try:
+            value = fn(*args, **kwargs)
+        except (Incident, _loop_timeout()):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the model or a tool refusing: the student's loop sees it
+            worker.send({"op": "error", "type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__],
+                         "message": str(exc)}, what)
+            return
+        worker.send({"op": "value", "value": prepare(value, objects)}, what)
+
+
+def with_kept_messages(kwargs: Any, before: Optional[list], keep: Any) -> Any:
+    """``kwargs`` with its ``messages`` put back together: the first ``keep`` from the last call, then
+    the ones sent now (see ``Session.unchanged_messages`` in :mod:`grader.grading.worker`)."""
+    if keep in (None, 0):
+        return kwargs
+    if type(keep) is not int or keep < 0 or before is None or keep > len(before) or not isinstance(kwargs, dict) \
+            or not isinstance(kwargs.get("messages"), list):
+        raise ValueError("the call refers to messages the grader was not sent")
+    return dict(kwargs, messages=before[:keep] + kwargs["messages"])
+
+
+def _loop_timeout() -> type:
+    from grader.engine.explore import LoopTimeout
+    return LoopTimeout
+
+
+def prepare(value: Any, objects: dict, depth: int = 0) -> Any:
+    """What goes to the worker: plain data as it is; callables and live objects as handles."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if depth > 200:
+        return None
+    if isinstance(value, list):
+        return [prepare(v, objects, depth + 1) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(prepare(v, objects, depth + 1) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {prepare(k, objects, depth + 1): prepare(v, objects, depth + 1) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)) and all(isinstance(v, (str, int, float, bytes, bool)) for v in value):
+        return value
+    ident = id(value)
+    objects[ident] = value
+    if callable(value) and not isinstance(value, type):
+        return Callback(ident, getattr(value, "__name__", "callback"))
+    if type(value).__module__ in SAFE_MODULES and not callable(value):
+        try:
+            pickle.dumps(value)
+            return value
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        text = repr(value)[:200]
+    except Exception:  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return Stand(ident, type(value).__name__, text)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def merge(old: Any, new: Any) -> None:
+    """Bring an argument the function changed back into the caller's object, keeping what did not change."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [k for k in old if k not in new]:
+            del old[key]
+        for key, value in new.items():
+            if key in old and (old[key] is value or _same(old[key], value)):
+                continue
+            if key in old and isinstance(old[key], (dict, list)) and type(old[key]) is type(value):
+                merge(old[key], value)
+            else:
+                old[key] = value
+    elif isinstance(old, list) and isinstance(new, list):
+        if len(old) == len(new):
+            for i, value in enumerate(new):
+                if old[i] is value or _same(old[i], value):
+                    continue
+                if isinstance(old[i], (dict, list)) and type(old[i]) is type(value):
+                    merge(old[i], value)
+                else:
+                    old[i] = value
+        else:
+            old[:] = new

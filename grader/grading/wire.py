@@ -1,0 +1,291 @@
+"""The wire between the judge and the sandboxed worker: both halves of the format, in one file.
+
+Judge to worker (requests): a 4-byte length, then a pickle (:func:`request_frame`,
+:func:`read_request`). The judge is trusted and the worker is not, so only that direction may
+be unpickled.
+
+Worker to judge (replies): two 4-byte lengths (JSON, raw bytes), the JSON, then the raw bytes it
+points into (:func:`frame`, :func:`unframe`). The JSON carries a few tagged one-key objects, each
+written by :func:`encode` and read back by :func:`message_hook`:
+
+=========  ===================================================================
+``$B``     ``[offset, length]`` of bytes sent raw after the JSON
+``$t``     a tuple
+``$s``     a set (read back as a frozenset)
+``$d``     a dict whose keys JSON cannot hold, as ``[key, value]`` pairs
+``$o``     one of the judge's own objects that was handed to the worker
+``$r``     ``[type name, repr]`` of an object that cannot cross
+``$f``     a float JSON cannot hold (``nan``, ``inf``, ``-inf``)
+``$op``    one recorded file operation, its fields in :data:`OP_FIELDS` order
+=========  ===================================================================
+
+Nothing the worker sends is unpickled or evaluated. Bytes travel raw, not as base64 inside the
+JSON: a level's generated conversations write tens of megabytes, and encoding them was most of
+a grading run.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import struct
+from typing import Any, Callable, Optional
+
+from grader.engine.recorder import FS_KINDS, Op
+
+MAX_MESSAGE = 256 * 1024 * 1024
+HEADER = 8  # the two lengths in front of every reply
+
+
+# -- things the judge hands over that cannot cross as data ------------------------------------------
+
+class Callback:
+    """A callable that lives in the judge (the scripted model, a tool); calling it asks the judge."""
+
+    def __init__(self, ident: int, name: str = "callback"):
+        self.ident = ident
+        self.name = name
+
+
+class Stand:
+    """An object that lives in the judge (a live API client, a lock): it travels by reference only."""
+
+    def __init__(self, ident: int, type_name: str, text: str):
+        self.ident = ident
+        self.type_name = type_name
+        self.text = text
+
+
+class Blob:
+    """Bytes in an encoded message: sent after the JSON, raw (see :func:`send`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+OP_FIELDS = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
+             "payload", "note")
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """Plain data for JSON; anything else becomes a description the judge cannot mistake for data."""
+    # Fast paths first: a loop's messages are thousands of exact str, list and dict values.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if depth <= 200:
+        if kind is list:
+            return [encode(v, depth + 1) for v in value]
+        if kind is dict:
+            for key in value:
+                if type(key) is not str or key.startswith("$"):
+                    break
+            else:
+                return {k: encode(v, depth + 1) for k, v in value.items()}
+    return _encode_other(value, depth)
+
+
+def _encode_other(value: Any, depth: int) -> Any:
+    if depth > 200:
+        return {"$r": ["object", "(nested too deeply to send)"]}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else {"$f": repr(value)}
+    ident = getattr(value, "_crashcourse_ident", None)
+    if isinstance(ident, int):
+        return {"$o": ident}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return Blob(bytes(value))
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"$t": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$s": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: encode(v, depth + 1) for k, v in value.items()}
+        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, Op):
+        # Field by field in OP_FIELDS order, without the general walk: a run sends hundreds of these.
+        return {"$op": [value.index, value.kind, value.api, value.path, value.dest, value.handle, value.offset,
+                        Blob(bytes(value.data)), value.size, {"$s": sorted(value.flags)}, bool(value.is_dir),
+                        encode(value.payload, depth + 1), encode(value.note, depth + 1)]}
+    try:
+        text = repr(value)[:200]
+    except Exception:  # noqa: BLE001 - a student's __repr__ may raise anything
+        text = "(an object whose repr failed)"
+    return {"$r": [type(value).__name__, text]}
+
+
+
+# -- worker to judge: JSON with tags, then raw bytes -------------------------------------------------
+
+_TAG_KEY = re.compile(rb'\{"\$(?:B|t|s|d|o|r|f|op)":')
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+def plain_json(value: Any) -> Optional[bytes]:
+    """``value`` as the JSON an HTTP API would receive, or None if it is not plain JSON data.
+
+    The fast road for what a loop hands the model (the whole conversation, on every call): one
+    pass of the C encoder instead of :func:`encode`'s walk. Tuples become lists and number keys
+    strings, as they would on the wire to the real API. Anything else (bytes, an object from the
+    judge, NaN, a dict the judge would mistake for one of its tags) takes the careful road.
+    """
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=_refuse).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return None if _TAG_KEY.search(text) else text
+
+
+def frame(message: dict) -> bytes:
+    """One message as it goes on the pipe: two lengths, the JSON, then the raw bytes it points into."""
+    blobs: list = []
+    offset = 0
+
+    def place(value: Any) -> dict:
+        nonlocal offset
+        if not isinstance(value, Blob):
+            raise TypeError(f"cannot send {type(value).__name__}")
+        start = offset
+        blobs.append(value.data)
+        offset += len(value.data)
+        return {"$B": [start, len(value.data)]}
+
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False, default=place).encode("utf-8")
+    return b"".join([struct.pack(">II", len(body), offset), body, *blobs])
+
+
+def reply_size(header: bytes) -> int:
+    """The length of a reply after its :data:`HEADER`, read from that header."""
+    head, blob_size = struct.unpack(">II", header[:HEADER])
+    return head + blob_size
+
+
+class RemoteObject:
+    """Something the worker returned that is not plain data (shown by its type and repr only)."""
+
+    def __init__(self, type_name: str, text: str):
+        self.type_name, self.text = type_name, text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, RemoteObject) and (self.type_name, self.text) == (other.type_name, other.text)
+
+    __hash__ = object.__hash__
+
+
+_MISSING_OBJECT = ("object", "(an object the grader does not know)")
+
+
+def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
+    """A ``json.loads`` object hook that decodes the worker's tagged forms in the same pass.
+
+    ``{"$B": [offset, length]}`` is bytes sent raw after the JSON (``body[start:]``); ``$t`` a
+    tuple, ``$s`` a set, ``$d`` a dict with keys JSON cannot hold, ``$o`` one of the judge's own
+    ``objects`` handed to the call, ``$r`` a stand-in for an object that cannot cross, ``$f`` a
+    float JSON cannot hold, ``$op`` one file operation. JSON decodes inner objects first, so each
+    tag sees its contents already decoded. Anything else stays a plain dict.
+    """
+    end = len(body)
+    objects = {} if objects is None else objects
+
+    def hook(obj: dict) -> Any:
+        if len(obj) != 1:
+            return obj
+        (tag, inner), = obj.items()
+        if tag == "$B":
+            if isinstance(inner, list) and len(inner) == 2 and all(type(n) is int and n >= 0 for n in inner) \
+                    and start + inner[0] + inner[1] <= end:
+                return body[start + inner[0]:start + inner[0] + inner[1]]
+            raise ValueError("a reference to bytes outside the message")
+        if tag == "$t" and isinstance(inner, list):
+            return tuple(inner)
+        if tag == "$s" and isinstance(inner, list):
+            try:
+                return frozenset(inner)
+            except TypeError:
+                return RemoteObject("set", "(a set of unhashable values)")
+        if tag == "$d" and isinstance(inner, list):
+            out = {}
+            for pair in inner:
+                if isinstance(pair, list) and len(pair) == 2:
+                    try:
+                        out[pair[0]] = pair[1]
+                    except TypeError:
+                        out[repr(pair[0])] = pair[1]
+            return out
+        if tag == "$o" and type(inner) is int:
+            return objects[inner] if inner in objects else RemoteObject(*_MISSING_OBJECT)
+        if tag == "$r" and isinstance(inner, list) and len(inner) == 2:
+            return RemoteObject(str(inner[0]), str(inner[1]))
+        if tag == "$f" and inner in ("nan", "inf", "-inf"):
+            return float(inner)
+        if tag == "$op" and isinstance(inner, list) and len(inner) == len(OP_FIELDS):
+            return decode_op(dict(zip(OP_FIELDS, inner)))
+        return obj
+
+    return hook
+
+
+def unframe(data: bytes, objects: Optional[dict] = None) -> Any:
+    """One whole reply from the worker (see :func:`frame`), decoded; None if unreadable."""
+    if len(data) < 8:
+        return None
+    head, blob_size = struct.unpack(">II", data[:8])
+    if len(data) != 8 + head + blob_size:
+        return None
+    try:
+        return json.loads(data[8:8 + head], object_hook=message_hook(data, 8 + head, objects))
+    except (ValueError, RecursionError):
+        return None
+
+
+def decode_op(values: dict) -> Optional[Op]:
+    """One file operation the worker recorded, checked field by field (None if it is not one)."""
+    kind = values.get("kind")
+    if kind not in FS_KINDS and kind != "flush":
+        return None  # loop events are recorded by the judge alone
+
+    def text(v: Any) -> Optional[str]:
+        return v if isinstance(v, str) else None
+
+    def number(v: Any, default: Optional[int] = 0) -> Optional[int]:
+        return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+    flags = values.get("flags")
+    return Op(0, kind, api=text(values.get("api")) or "", path=text(values.get("path")), dest=text(values.get("dest")),
+              handle=number(values.get("handle"), None), offset=number(values.get("offset"), None),
+              data=values.get("data") if isinstance(values.get("data"), bytes) else b"",
+              size=number(values.get("size")) or 0,
+              flags=frozenset(f for f in flags if isinstance(f, str)) if isinstance(flags, frozenset) else frozenset(),
+              is_dir=values.get("is_dir") is True, payload=None, note="")
+
+
+
+
+# -- judge to worker: a pickle (only the trusted side's messages are ever unpickled) ----------------
+
+def request_frame(message: dict) -> bytes:
+    """One request as the judge writes it: a 4-byte length, then the pickle."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return struct.pack(">I", len(data)) + data
+
+
+def read_request(read_exact: Callable[[int], bytes]) -> Any:
+    """The next request, read with ``read_exact(n)`` (which raises EOFError when the pipe closes)."""
+    (size,) = struct.unpack(">I", read_exact(4))
+    if size > MAX_MESSAGE:
+        raise EOFError("message too large")
+    return pickle.loads(read_exact(size))
