@@ -86,7 +86,7 @@ def test_the_plugin_summary_and_the_judge_count_a_bare_marker_alike(pytester):
     result.stdout.fnmatch_lines(["*crashcourse: 3 of 8 points*"])
     outcomes = Outcomes()
     run(pytester, outcomes)
-    entries = {e["name"]: e for e in map(judge._entry, outcomes.tests.values())}
+    entries = {e["name"]: e for e in map(judge.report_entry, outcomes.tests.values())}
     assert entries["test_bare"]["max_score"] == 1.0, "a bare points marker is worth one point in the judge too"
     assert entries["test_unmarked"]["max_score"] == 0.0
     assert entries["test_skipped"]["status"] == "failed" and entries["test_skipped"]["output"].startswith("skipped")

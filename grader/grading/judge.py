@@ -97,7 +97,7 @@ class Collector(Outcomes):
         self.box.current = item.nodeid
 
 
-def _entry(outcome: Outcome) -> dict:
+def report_entry(outcome: Outcome) -> dict:
     """A test's outcome in the judge's terms: a skip counts as a fail, a test without points is worth 0."""
     status, output = outcome.status, outcome.output
     if status == "skipped":
@@ -251,7 +251,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
              box.root: "<sandbox>"}
     written = written_tasks(level)
     tests = []
-    for entry in [_entry(outcome) for outcome in collector.tests.values()] + extra:
+    for entry in [report_entry(outcome) for outcome in collector.tests.values()] + extra:
         reason = box.incidents.get(entry["nodeid"])
         status = entry["status"]
         max_score = entry["max_score"]
