@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import importlib.util
 import os
-import random
 import sys
 import tempfile
 import time

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.levels import fields as driver
-from grader.engine.scripted import check_messages, support_tickets
+from grader.engine.scripted import ScriptedModelError, check_messages, support_tickets
 from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +96,7 @@ def test_the_future_format_really_is_unreadable_as_version_1(tmp_path):
     run = driver.crash_run(load(SOLUTION).save_checkpoint, support_tickets(), str(tmp_path), 1, "model")
     future = json.loads(driver.future_format(run))
     assert future["version"] == 2
-    with pytest.raises(Exception):
+    with pytest.raises(ScriptedModelError):
         check_messages(future["messages"])
 
 

@@ -110,7 +110,7 @@ def test_the_starter_fails_for_its_three_planted_reasons():
 
 
 def test_every_check_is_explained():
-    for check, sentence in CHECKS.items():
+    for sentence in CHECKS.values():
         assert sentence and sentence[0].islower() and not sentence.endswith(".")
 
 

@@ -7,10 +7,8 @@ today. Only a few spawn pytest, the way ``crashcourse check`` does.
 
 import io
 import json
-import os
 import re
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -200,7 +200,7 @@ def column(title: str, exploration: Exploration, task: str, windows_fn: Any = wi
         if torn_models and point < len(ops) and ops[point].kind == "write" and (ops[point].data or ops[point].size):
             add(point, True)
     # Rows with both ok and broken states show the broken ones: a resume may land on either.
-    for key, cell in col.cells.items():
+    for cell in col.cells.values():
         if len(cell) > 1 and OK in cell:
             cell.remove(OK)
     # Facts about the whole run rather than one crash state get a row of their own.

@@ -348,7 +348,7 @@ def parallel_windows(ops: list, task: str) -> list:
         common = dict(started=list(started), recorded_results=len(ended), responses=got, task=task,
                       results=results, kept=frozenset(kept), names=names, calls=calls, current=current)
 
-        def complete(upto: int) -> list:
+        def complete(upto: int, got: list = got, results: list = results) -> list:
             return [state_after(task, got[:upto], results)] if upto else [early]
 
         if done:
