@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable
 
 import pytest
 
@@ -49,7 +49,3 @@ def require(holds: object, message: str) -> None:
     """Fail with ``message`` alone (no pytest locals, no traceback into the kit) unless ``holds``."""
     if not holds:
         pytest.fail(message, pytrace=False)
-
-
-def first_violation(exploration: Exploration, invariant: str) -> Optional[object]:
-    return exploration.first(invariant)

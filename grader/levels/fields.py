@@ -232,7 +232,6 @@ class Resume:
     tool_runs: list = field(default_factory=list)   # (name, id) of each tool run after the restart
     reconciled: Optional[dict] = None          # the pending call resume answered
     compacted_at: Optional[int] = None         # the response that tripped the spend budget (1-based, whole task)
-    compacted_tokens: Optional[int] = None     # resume's tokensUsed when the budget tripped
     stopped_by_cap: bool = False
     finished: bool = False
     error: Optional[str] = None                # what stopped the resume short
@@ -306,7 +305,7 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
                 index = sum(1 for m in messages if m.get("role") == "assistant") + 1
                 tokens += spend(response)
                 if compact_at is not None and out.compacted_at is None and tokens >= compact_at:
-                    out.compacted_at, out.compacted_tokens = index, tokens
+                    out.compacted_at = index
                 messages.append({"role": "assistant", "content": response["content"]})
                 if response.get("stop_reason") != "tool_use":
                     out.finished = True
