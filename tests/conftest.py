@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from grader.engine.loader import import_file
@@ -14,3 +17,16 @@ def load_module():
     """``load_module(path, tag="test")``: import a file as a fresh module, through the kit's one loader
     (:func:`grader.engine.loader.import_file`), as the plugin, the matrix and the grader do."""
     return import_file
+
+
+def _grading_env(folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    return dict(os.environ, TMPDIR=str(folder))
+
+
+@pytest.fixture(scope="session")
+def grading_env():
+    """``grading_env(folder)``: os.environ with TMPDIR set to ``folder`` (created), for a grading run of
+    a test's own. Its sandboxes, and the checks that nothing is left behind, then never meet another
+    grading run on the machine."""
+    return _grading_env

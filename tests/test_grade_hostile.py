@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,25 +49,28 @@ EXPECTED = {
 }
 
 
-def _our_processes() -> list[int]:
+def _our_processes(tmp: Path) -> list[int]:
+    """Processes of this batch's sandboxes: marked, with their home under this batch's temp folder
+    (another grading run on the machine has its own)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/environ", "rb") as f:
-                    if sandbox.MARKER.encode() + b"=" in f.read():
-                        found.append(int(entry))
+                    environ = f.read()
+                if sandbox.MARKER.encode() + b"=" in environ and str(tmp).encode() in environ:
+                    found.append(int(entry))
             except OSError:
                 pass
     return found
 
 
-def _grade_dirs() -> set:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("crashcourse-grade-*")}
+def _grade_dirs(tmp: Path) -> set:
+    return {p.name for p in tmp.glob("crashcourse-grade-*")}
 
 
 @pytest.fixture(scope="module")
-def batch(tmp_path_factory):
+def batch(tmp_path_factory, grading_env):
     folder = tmp_path_factory.mktemp("submissions")
     for name in EXPECTED:
         (folder / name).mkdir()
@@ -76,15 +78,16 @@ def batch(tmp_path_factory):
         shutil.copy(source, folder / name / "agent.py")
     for path in ESCAPES:
         path.unlink(missing_ok=True)
-    before_dirs = _grade_dirs()
+    tmp = tmp_path_factory.mktemp("grading-tmp")  # this batch's own temp folder (TMPDIR)
+    before_dirs = _grade_dirs(tmp)
     before = sandbox.tree_state([str(folder)])
     out = folder.parent / "report.json"
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", "2", "--jobs", "2",
                            "--timeout", "6", "--examples", "2", "--output", str(out)],
-                          capture_output=True, text=True, timeout=240, cwd=KIT)
+                          capture_output=True, text=True, timeout=240, cwd=KIT, env=grading_env(tmp))
     assert proc.returncode == 0, proc.stderr
     return {"report": json.loads(out.read_text()), "stderr": proc.stderr, "folder": folder, "before": before,
-            "before_dirs": before_dirs}
+            "before_dirs": before_dirs, "tmp": tmp}
 
 
 def test_the_report_has_the_contract_shape(batch):
@@ -117,10 +120,10 @@ def test_fake_results_and_patched_pytest_earn_the_starters_score(batch):
 
 
 def test_nothing_is_left_behind(batch):
-    assert _our_processes() == [], "a process from the graded submissions is still running"
+    assert _our_processes(batch["tmp"]) == [], "a process from the graded submissions is still running"
     assert not any(p.exists() for p in ESCAPES), "a submission wrote outside its temporary folder"
     assert sandbox.tree_changes(batch["before"], sandbox.tree_state([str(batch["folder"])])) == []
-    assert _grade_dirs() <= batch["before_dirs"], "a temporary grading folder was not removed"
+    assert _grade_dirs(batch["tmp"]) <= batch["before_dirs"], "a temporary grading folder was not removed"
 
 
 def test_every_report_format_reads_back(batch, tmp_path):

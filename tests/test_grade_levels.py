@@ -33,7 +33,7 @@ def _copy_files(source: Path, names: list, target: Path) -> None:
             shutil.copy(source / name, target / name)
 
 
-def _grade_and_run(level, tmp: Path) -> dict:
+def _grade_and_run(level, tmp: Path, env: dict) -> dict:
     subs = tmp / f"level{level.number}"
     files = list(level.files) + ([level.answers] if level.answers else [])
     _copy_files(KIT / level.solution, files, subs / "solution")
@@ -41,11 +41,12 @@ def _grade_and_run(level, tmp: Path) -> dict:
     report = tmp / f"report{level.number}.json"
     graded = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--level", str(level.number),
                              "--examples", EXAMPLES, "--output", str(report)],
-                            capture_output=True, text=True, cwd=KIT, timeout=600)
+                            capture_output=True, text=True, cwd=KIT, timeout=600, env=env)
     junit = tmp / f"local{level.number}.xml"
     local = subprocess.run([sys.executable, "-m", "pytest", str(KIT / level.folder), "--submission",
                             str(subs / "starter"), "--crashcourse-examples", EXAMPLES, "-p", "no:cacheprovider",
-                            "-q", f"--junitxml={junit}"], capture_output=True, text=True, cwd=KIT, timeout=600)
+                            "-q", f"--junitxml={junit}"], capture_output=True, text=True, cwd=KIT, timeout=600,
+                           env=env)
     statuses = {}
     if junit.exists():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -56,10 +57,11 @@ def _grade_and_run(level, tmp: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def results(tmp_path_factory, grading_env):
     tmp = tmp_path_factory.mktemp("levels")
+    env = grading_env(tmp / "grading-tmp")  # the grading runs' own temp folder (TMPDIR)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = {level.number: pool.submit(_grade_and_run, level, tmp) for level in LEVELS}
+        futures = {level.number: pool.submit(_grade_and_run, level, tmp, env) for level in LEVELS}
         return {number: future.result() for number, future in futures.items()}
 
 

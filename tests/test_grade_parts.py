@@ -133,7 +133,7 @@ def test_links_in_a_submission_are_dropped(tmp_path):
     assert (tmp_path / "out" / "agent.py").exists() and not (tmp_path / "out" / "answers.md").exists()
 
 
-def test_the_packaged_kit_grades_a_submission_the_way_gradescope_runs_it(tmp_path):
+def test_the_packaged_kit_grades_a_submission_the_way_gradescope_runs_it(tmp_path, grading_env):
     """run_autograder's command, run from the unzipped package (not this repository), on a starter."""
     import subprocess
     import sys
@@ -153,7 +153,8 @@ def test_the_packaged_kit_grades_a_submission_the_way_gradescope_runs_it(tmp_pat
     assert where.stdout.strip() == str(source / "kit" / "grader" / "__init__.py"), where.stdout + where.stderr
     proc = subprocess.run([sys.executable, "-m", "grader", "gradescope-run", "--level", "2", "--timeout", "30",
                            "--submission", str(tmp_path / "submission"), "--results", str(results)],
-                          cwd=source / "kit", capture_output=True, text=True, timeout=300)
+                          cwd=source / "kit", capture_output=True, text=True, timeout=300,
+                          env=grading_env(tmp_path / "grading-tmp"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(results.read_text())
     assert result["score"] == 3.0, result["output"]
@@ -177,7 +178,7 @@ sys.__stdout__.write("RESULT " + json.dumps([(t["name"], t["status"]) for t in r
 """
 
 
-def test_a_judge_gives_the_same_verdicts_with_a_configuration_parsed_ahead_or_its_own(tmp_path):
+def test_a_judge_gives_the_same_verdicts_with_a_configuration_parsed_ahead_or_its_own(tmp_path, grading_env):
     import subprocess
     import sys
 
@@ -187,7 +188,8 @@ def test_a_judge_gives_the_same_verdicts_with_a_configuration_parsed_ahead_or_it
     got = []
     for reuse in (True, False):
         code = JUDGE_BOTH_WAYS.format(kit=str(KIT), reuse=reuse, folder=str(folder))
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                              env=grading_env(tmp_path / "grading-tmp"))
         lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
         assert lines, proc.stderr[-2000:]
         got.append(json.loads(lines[-1][len("RESULT "):]))

@@ -76,7 +76,7 @@ def register(sub) -> None:
     grade.add_argument("--seed", type=int, default=None, metavar="N",
                        help="seed for the scripted model and generated conversations (instructor-only)")
     grade.add_argument("--scenarios", metavar="PATH", default=None,
-                       help="extra instructor-only scenarios, a JSON or Python file (see grader.grading.judge.load_scenarios)")
+                       help="extra instructor-only scenarios, a JSON or Python file (see grader.grading.scenarios.load_scenarios)")
     grade.add_argument("--examples", type=int, default=None, metavar="N",
                        help="generated conversations per property test (default: the level's own)")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
