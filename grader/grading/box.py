@@ -129,7 +129,7 @@ class Worker:
         for fd in (self.from_worker, self.out_r):
             with contextlib.suppress(OSError, AttributeError):
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)  # fewer wake-ups for a chatty worker
-        self.sent_messages: dict = {}  # callback -> the messages its last call carried (see _with_kept_messages)
+        self.sent_messages: dict = {}  # callback -> the messages its last call carried (see stand_in.with_kept_messages)
         self.buffer = bytearray(1 << 20)
         self.view = memoryview(self.buffer)
         self.inbox = bytearray()

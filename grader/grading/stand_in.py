@@ -309,7 +309,7 @@ class RemoteFunction:
         fn = objects.get(message.get("id"))
         args, kwargs = message.get("args"), message.get("kwargs")
         ident = message.get("id")
-        if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.grading.worker.plain_json)
+        if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.grading.wire.plain_json)
             try:
                 args, kwargs = json.loads(message["json"])
                 kwargs = with_kept_messages(kwargs, worker.sent_messages.get(ident), message.get("keep"))
