@@ -59,16 +59,17 @@ def check_catalogue() -> list:
     from grader.levels import fields, resume
 
     levels = _levels()
-    by_engine = {}
+    by_engine = {}  # the level module's last name (grader.levels.loop -> loop) -> its level numbers
     for level in levels:
-        by_engine.setdefault(level.engine, []).append(level.number)
-    crash_state_levels = tuple(sorted(n for engine in ("loop", "parallel", "journal") for n in by_engine.get(engine, [])))
+        by_engine.setdefault(level.module.rsplit(".", 1)[-1], []).append(level.number)
+    crash_state_levels = tuple(sorted(n for engine in ("loop", "parallel_calls", "journal")
+                                      for n in by_engine.get(engine, [])))
     power_levels = tuple(level.number for level in levels if set(level.crash_models) & set(POWER_MODELS)
                          and set(level.crash_models) <= set(MODELS))
     only = {
         "DURABLE": power_levels,                       # judged only under the power-cut models
-        "KEPT": tuple(by_engine.get("parallel", ())),  # several results per turn
-        "ONCE": tuple(by_engine.get("parallel", ())),
+        "KEPT": tuple(by_engine.get("parallel_calls", ())),  # several results per turn
+        "ONCE": tuple(by_engine.get("parallel_calls", ())),
         "BYTES": tuple(by_engine.get("journal", ())),  # a whole-run measure, not a crash state
         "RESUME": (),                                  # level 4 states its own RESUME below
     }

@@ -129,7 +129,9 @@ def test_nothing_is_left_behind(batch):
 def test_every_report_format_reads_back(batch, tmp_path):
     report = batch["report"]
     md = reports.to_markdown(report)
-    assert "| PARSE |" in md and "Could not be graded" in md
+    # The JSON contract carries no check ids (its shape is fixed), so a report rebuilt from it counts
+    # none: `grade --format md` reads them from the batch itself (tests/test_check_registry.py).
+    assert "| (none) | 0 | |" in md and "Could not be graded" in md
     rows = reports.to_csv(report).splitlines()
     assert rows[0].startswith("id,status,score,max_score,error,test_")
     assert len(rows) == 1 + len(EXPECTED)

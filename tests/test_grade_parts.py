@@ -97,13 +97,15 @@ def test_the_written_part_of_a_readme_is_found(tmp_path):
     assert judge.written_tasks(tmp_path) == {2}
 
 
-def test_invariants_are_read_out_of_failure_messages():
-    text = "support-tickets: 9 of 122 crash states break PARSE, WHOLE.\n\nTRACE broken: every tool call..."
-    assert reports.tripped(text) == {"PARSE", "WHOLE", "TRACE"}
+def test_checks_are_read_from_the_ids_a_test_recorded_never_from_its_text():
+    test = {"output": "9 of 122 crash states break PARSE, WHOLE.\n\nTRACE broken: every tool call...",
+            "checks": ["loop/TRACE", "resume/CAP", "fields/turns", "loop/NOPE", "magic/TRACE", 7]}
+    assert reports.tripped(test) == {("loop", "TRACE"), ("resume", "CAP"), ("fields", "turns")}
+    assert reports.tripped({"output": test["output"]}) == set()
 
 
 def test_the_markdown_report_counts_students_per_invariant():
-    fail = {"name": "t", "status": "failed", "score": 0.0, "max_score": 1.0, "output": "PARSE broken: x"}
+    fail = {"name": "t", "status": "failed", "score": 0.0, "max_score": 1.0, "output": "x", "checks": ["loop/PARSE"]}
     ok = {"name": "t", "status": "passed", "score": 1.0, "max_score": 1.0, "output": ""}
     batch = {"level": 2, "submissions": [
         {"id": "a", "score": 0.0, "max_score": 1.0, "status": "failed", "error": None, "tests": [fail]},

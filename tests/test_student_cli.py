@@ -92,7 +92,7 @@ def kit(tmp_path, monkeypatch):
     real = manifest.load(KIT)
     for number in (1, 2):
         data = {k: getattr(real.level(2), k) for k in ("name", "title", "files", "tests", "readme", "hints",
-                                                         "engine", "function", "planted", "crash_models")}
+                                                         "module", "function", "planted", "crash_models")}
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
         data.update(number=number, folder=f"exercises/level{number}", solution=f"solutions/level{number}",
                     name=f"{data['name']}-{number}", title=f"{data['title']} ({number})")
@@ -123,8 +123,8 @@ def run_cli(capsys, *argv):
 @pytest.fixture(scope="module")
 def level2_columns():
     level = manifest.load(KIT).level(2)
-    return (matrix.loop_column("starter", level.starter_dir, level),
-            matrix.loop_column("solution", level.solution_dir, level))
+    return (matrix.level_column("starter", level.starter_dir, level),
+            matrix.level_column("solution", level.solution_dir, level))
 
 
 def test_the_starter_column_names_each_planted_failure_in_the_loops_words(level2_columns):
@@ -175,7 +175,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(level2_columns, monke
 def test_the_matrix_judges_submissions_written_in_other_styles(tmp_path, source, both, verdicts):
     (tmp_path / "agent.py").write_text(loop_with(source, both))
     level = manifest.load(KIT).level(2)
-    col = matrix.loop_column("yours", tmp_path, level)
+    col = matrix.level_column("yours", tmp_path, level)
     found = {word for cell in col.cells.values() for word in cell} - {"ok"}
     assert found == verdicts
 
@@ -184,10 +184,10 @@ def test_a_loop_that_raises_gets_a_message_not_a_matrix(tmp_path):
     (tmp_path / "agent.py").write_text("def run_agent(task, tools, call_model, execute_tool, directory='c'):\n"
                                        "    raise RuntimeError('not written yet')\n")
     level = manifest.load(KIT).level(2)
-    text = matrix.render([matrix.loop_column("your code", tmp_path, level)])
+    text = matrix.render([matrix.level_column("your code", tmp_path, level)])
     assert "did not finish even without a crash" in text and "not written yet" in text
     (tmp_path / "agent.py").write_text("def run_agent(:\n")
-    assert "syntax error on line 1" in matrix.render([matrix.loop_column("your code", tmp_path, level)])
+    assert "syntax error on line 1" in matrix.render([matrix.level_column("your code", tmp_path, level)])
 
 
 # --- demo -----------------------------------------------------------------------------------------
@@ -347,8 +347,7 @@ def test_selfcheck_holds_starters_and_solutions_to_their_tests(kit, capsys, monk
     assert code == 1 and complaint in out
 
 
-@pytest.mark.parametrize("level", [lv for lv in manifest.load(KIT).existing() if lv.engine in
-                                   ("loop", "parallel", "fields", "resume", "journal")], ids=lambda lv: f"level{lv.number}")
+@pytest.mark.parametrize("level", manifest.load(KIT).existing(), ids=lambda lv: f"level{lv.number}")
 def test_each_starter_in_the_kit_breaks_what_the_manifest_says_it_is_planted_to_break(level):
     problems, summary = student_cli.engine_problems(level)
     assert problems == [], summary

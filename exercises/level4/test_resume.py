@@ -11,7 +11,7 @@ what your resume did, and what was wrong with it.
 import pytest
 
 from grader.engine.conversations import generated
-from grader.faces.assertions import STUDENT_TIMEOUT, require
+from grader.faces.assertions import STUDENT_TIMEOUT, fail, require
 from grader.faces.plugin import rerun_command
 from grader.levels.resume import b_only_writer, check_refusals, check_turn_cap, explore_resume
 from grader.engine.scripted import support_tickets
@@ -41,7 +41,8 @@ def assert_resumes(exploration, checks, rerun, also_about=""):
     """Fail, in the learner's words, if any of ``checks`` went wrong in ``exploration``."""
     if exploration.error or any(f.check in checks for f in exploration.failures):
         text = exploration.report(rerun, checks)
-        pytest.fail(text + ("\n\n" + also_about if also_about else ""), pytrace=False)
+        fail(text + ("\n\n" + also_about if also_about else ""),
+             {f.check for f in exploration.failures if f.check in checks}, "resume")
 
 
 @pytest.mark.task(taskno=1)
@@ -51,9 +52,9 @@ def test_a_checkpoint_you_cannot_trust_is_refused(resume_module, resumed, crashc
     problems = check_refusals(resume_module.resume_agent, support_tickets(crashcourse_seed),
                               checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
     if problems:
-        pytest.fail(f"{len(problems)} checkpoint(s) that resume cannot trust were not refused cleanly:\n  - "
-                    + "\n  - ".join(problems[:4]) + f"\n  Re-run just this check: {rerun_command(request)}",
-                    pytrace=False)
+        fail(f"{len(problems)} checkpoint(s) that resume cannot trust were not refused cleanly:\n  - "
+             + "\n  - ".join(problems[:4]) + f"\n  Re-run just this check: {rerun_command(request)}",
+             ["REFUSE"], "resume")
     assert_resumes(resumed, ["REFUSE"], rerun_command(request))
 
 
@@ -86,7 +87,8 @@ def test_the_turn_cap_counts_the_turns_before_the_crash(resume_module, crashcour
     """With MAX_TURNS = 2, a resumed task stops after its second tool turn, wherever the crash came."""
     problems = check_turn_cap(resume_module.resume_agent, resume_module, support_tickets(crashcourse_seed), 2,
                               checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
-    require(not problems, "\n".join(problems) + f"\nRe-run just this check: {rerun_command(request)}")
+    require(not problems, "\n".join(problems) + f"\nRe-run just this check: {rerun_command(request)}",
+            ["CAP"], "resume")
 
 
 @pytest.mark.task(taskno=6)
@@ -104,8 +106,8 @@ def test_a_b_only_checkpoint_hides_the_call_in_flight(resume_module, crashcourse
                                  timeout=STUDENT_TIMEOUT)
     others = [f.check for f in exploration.failures if f.check != "ONCE"]
     if exploration.error or others:
-        pytest.fail("Your resume goes wrong on a B-only checkpoint in ways the file does not excuse; make tasks 1 "
-                    "to 4 pass first.\n\n" + exploration.report(rerun, set(others) or None), pytrace=False)
+        fail("Your resume goes wrong on a B-only checkpoint in ways the file does not excuse; make tasks 1 "
+             "to 4 pass first.\n\n" + exploration.report(rerun, set(others) or None), others, "resume")
     hidden = [f for f in exploration.failures if "no trace" in f.detail]
     require(hidden, "resuming from the B-only checkpoints published the table only once; the crash while "
                     "`publish_table` ran should have made it go out twice. Does resume_agent run the tools the "

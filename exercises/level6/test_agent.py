@@ -9,7 +9,7 @@ writes come from the same recording, counted exactly, on a task of 200 turns.
 import pytest
 
 from grader.engine.conversations import generated
-from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, fail, require
 from grader.levels.journal import LONG_TURNS, explore_journal, long_conversation
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -71,7 +71,7 @@ def test_the_bytes_written_grow_linearly_with_the_turns(run_agent, load_checkpoi
                            models=("M1",), timeout=STUDENT_TIMEOUT * 3, sample=True, measure=True)
     assert_holds(long.crashes, KILLED, rerun_command(request))
     if not long.bytes.ok:
-        pytest.fail(f"{long.bytes.explain()}\n  Re-run just this check: {rerun_command(request)}", pytrace=False)
+        fail(f"{long.bytes.explain()}\n  Re-run just this check: {rerun_command(request)}", ["BYTES"])
 
 
 @pytest.mark.task(taskno=4)

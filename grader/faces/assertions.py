@@ -1,15 +1,46 @@
-"""Helpers the level tests share: run a submission's loop, and fail with a lesson, not a traceback."""
+"""Helpers the level tests share: run a submission's loop, and fail with a lesson, not a traceback.
+
+A failing test names the checks it tripped as data: :func:`fail` and :func:`checking` attach the
+ids (qualified by namespace, :mod:`grader.levels.registry`) to the exception, and the pytest plugin
+copies them into the test's ``user_properties`` under :data:`~grader.levels.registry.PROPERTY`, where
+every report reads them.
+"""
 
 from __future__ import annotations
 
-from typing import Iterable
+import contextlib
+from typing import Iterable, Iterator
 
 import pytest
 
 from grader.engine.explore import LOOP_TIMEOUT, Exploration, at_point
+from grader.levels import registry
 
 # How long one run of the learner's code may take (CRASHCOURSE_LOOP_TIMEOUT changes it).
 STUDENT_TIMEOUT = LOOP_TIMEOUT
+CHECKS_ATTRIBUTE = "crashcourse_checks"   # set on the exception a failing test raises
+
+
+@contextlib.contextmanager
+def checking(checks: Iterable[str], namespace: str = "loop") -> Iterator[None]:
+    """Any exception raised inside carries ``checks`` (ids of ``namespace``) as the ones it tripped."""
+    try:
+        yield
+    except BaseException as exc:
+        ids = [registry.qualified(namespace, c) for c in sorted(set(checks))]
+        setattr(exc, CHECKS_ATTRIBUTE, list(getattr(exc, CHECKS_ATTRIBUTE, ())) + ids)
+        raise
+
+
+def fail(message: str, checks: Iterable[str] = (), namespace: str = "loop") -> None:
+    """``pytest.fail(message, pytrace=False)``, recording ``checks`` as the ids this failure tripped."""
+    with checking(checks, namespace):
+        pytest.fail(message, pytrace=False)
+
+
+def checks_of(exc: BaseException) -> list:
+    """The qualified check ids an exception carries (see :func:`checking`)."""
+    return list(getattr(exc, CHECKS_ATTRIBUTE, ()))
 
 
 def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str = "",
@@ -42,10 +73,11 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
             text.append(f"  {v.invariant} {at_point(v.where)}, {v.operation}")
     if also_about:
         text += ["", also_about]
-    pytest.fail("\n".join(text), pytrace=False)
+    fail("\n".join(text), {v.invariant for v in hits})
 
 
-def require(holds: object, message: str) -> None:
-    """Fail with ``message`` alone (no pytest locals, no traceback into the kit) unless ``holds``."""
+def require(holds: object, message: str, checks: Iterable[str] = (), namespace: str = "loop") -> None:
+    """Fail with ``message`` alone (no pytest locals, no traceback into the kit) unless ``holds``;
+    the failure records ``checks`` as the ids it tripped."""
     if not holds:
-        pytest.fail(message, pytrace=False)
+        fail(message, checks, namespace)

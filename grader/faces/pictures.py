@@ -25,18 +25,11 @@ from grader.engine.invariants import Finding, Window, check
 from grader.engine.checkpoint import CHECKPOINT_NAME, tool_use_blocks
 from grader.engine.recorder import Op
 from grader.engine.scripted import Scenario, support_tickets
+from grader.levels import registry
 
 # What a resume finds, from best to worst as a learner meets them. Each entry: label, colour,
 # and one sentence on what it means for the run that picks up the file.
-OUTCOMES = {
-    "ok": ("ok", "#2ca25f", "resume finds a whole save that matches what had happened"),
-    "torn": ("torn or empty file", "#d7301f", "checkpoint.json cannot be parsed (or is gone): the task is lost"),
-    "untraced": ("untraced tool call", "#fd8d3c", "a tool had started but the file does not mention it"),
-    "stale": ("stale pending", "#8856a7", "pendingToolUse names a call whose result is already recorded"),
-    "counters": ("counters off", "#bf812d", "turns or tokensUsed disagree with the conversation"),
-    "older": ("older save", "#2b8cbe", "the file is behind a save that had already completed"),
-    "other": ("other problem", "#969696", "wrong fields, a mix of two saves, or a temp file elsewhere"),
-}
+OUTCOMES = registry.PICTURE_OUTCOMES  # key -> (label, colour, meaning), declared with the checks
 # Which outcome a cell shows first when its crash states disagree: the worst one.
 SEVERITY = ("torn", "untraced", "stale", "counters", "older", "other", "ok")
 
@@ -204,14 +197,9 @@ def classify(finding: Optional[Finding], raw: Optional[bytes]) -> str:
     if finding is None:
         return "ok"
     kind = finding.invariant
-    if kind == "PARSE":
-        return "torn"
-    if kind == "TRACE":
-        return "untraced"
-    if kind == "FRESH":
-        return "stale"
-    if kind == "COUNTS":
-        return "counters"
+    declared = registry.check("loop", kind)
+    if declared is not None and declared.picture:
+        return declared.picture
     if kind == "PAIRING":
         # Stale when a call is still marked pending although the conversation already moved past it.
         data = json.loads(raw) if raw else {}

@@ -243,6 +243,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_sep("-", f"crashcourse: {got:g} of {total:g} points")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    """The check ids a failing test's exception carries become data on its report (user_properties)."""
+    if call.excinfo is not None:
+        from grader.faces.assertions import checks_of
+        from grader.levels.registry import PROPERTY
+
+        ids = checks_of(call.excinfo.value)
+        if ids:
+            item.user_properties.append((PROPERTY, ids))
+    yield
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Also on the report, for any other plugin that reads user_properties (junitxml, for one).

@@ -207,21 +207,13 @@ def files_signature(paths: list[Path]) -> list:
 
 
 def level_column(title: str, folder: Path, level: manifest_mod.Level, seed: int = 0) -> Optional[matrix.Column]:
-    """The level's matrix column for the files in ``folder``, or None if the level has no matrix engine."""
-    if level.engine in ("loop", "parallel", "journal"):
-        return matrix.loop_column(title, folder, level, seed)
-    if level.engine == "fields":
-        return matrix.fields_column(title, folder, level, seed)
-    if level.engine == "resume":
-        return matrix.resume_column(title, folder, level, seed)
-    return None
+    """The level's matrix column for the files in ``folder``, or None if its level module draws none."""
+    return matrix.level_column(title, folder, level, seed)
 
 
 def _render(columns: list, level: manifest_mod.Level, paint: matrix.Painter, legend: bool = True) -> str:
-    if level.engine == "fields":
-        return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend, group=False,
-                             heading="resume check (crash a run, then resume it)")
-    return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend)
+    return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend,
+                         **level.plugin.render_options(level))
 
 
 def _level_heading(level: manifest_mod.Level, paint: matrix.Painter) -> str:
@@ -229,15 +221,7 @@ def _level_heading(level: manifest_mod.Level, paint: matrix.Painter) -> str:
 
 
 def _engine_words(level: manifest_mod.Level) -> str:
-    if level.engine == "fields":
-        return ("Each row crashes a run that saves with this checkpoint.py, resumes it with the kit's resume driver, "
-                "and says what went wrong.")
-    if level.engine == "resume":
-        return ("Each row: a correct loop is killed at that point, then this resume_agent runs on what it left "
-                "(a fresh scripted model; tools that remember what ran before the crash).")
-    if level.crash_models:
-        return f"Crash models: {matrix.models_line(level)}."
-    return ""
+    return level.plugin.engine_words(level)
 
 
 # --- demo -----------------------------------------------------------------------------------------
@@ -280,7 +264,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if not columns:
             first = level.test_paths()
             where = f"pytest {level.folder}" if first else f"the tests in {level.folder}/ (not written yet)"
-            _say(f"  no crash matrix for this kind of level ({level.engine}) in the demo yet; {where} shows its "
+            _say(f"  no crash matrix for this kind of level ({level.module}) in the demo yet; {where} shows its "
                  "verdicts.\n")
             continue
         words = _engine_words(level)
@@ -702,8 +686,8 @@ def engine_problems(level: manifest_mod.Level) -> tuple[list[str], str]:
         out.append(f"level {level.number}: the starter should break exactly {', '.join(sorted(planted))}, "
                    f"but it {' and '.join(parts)}" + (f" ({starter.note})" if starter.note else ""))
     if solution.failed:
-        what = (", ".join(sorted(solution.problems)) if solution.kind in ("fields", "resume") and solution.problems
-                else solution.summary())
+        # Columns of named checks (levels 1 and 4) list them; a loop's column sums its crash states up.
+        what = ", ".join(sorted(solution.problems)) if solution.problems else solution.summary()
         out.append(f"level {level.number}: the solution fails the matrix: {what}")
     summary = f"starter breaks {', '.join(sorted(tripped)) or 'nothing'}; solution {'clean' if not solution.failed else 'FAILS'}"
     return out, summary

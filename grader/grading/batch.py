@@ -237,28 +237,14 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
 
 
 def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
-    """Check the kit's own solution on the level's conversations, here, before the judges fork.
-
-    Verdicts are shared by runs of the same conversation (:func:`grader.engine.explore.shared_verdicts`),
-    so every student whose saves write the same bytes as the solution's is checked by lookup.
-    Only for levels judged by the protocol's default rules (a loop whose checkpoint.json is read).
-    """
-    from grader.engine import loader
-    from grader.engine.explore import explore_loop
+    """Let the level's module do, once and before the judges fork, what every judge would redo
+    (for the loop levels: check the kit's own solution, so equal saves are judged by lookup)."""
     from grader.levels import manifest
     try:
         level = next(lv for lv in manifest.load(KIT_ROOT).levels if lv.starter_dir.resolve() == level_dir.resolve())
     except Exception:  # noqa: BLE001 - no manifest (the Gradescope zip carries none): nothing to warm
         return
-    if level.engine != "loop" or level.function != "run_agent" or len(level.files) != 1:
-        return
-    source = level.solution_dir / level.files[0]
-    if not source.is_file():
-        return
-    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-        module = loader.import_file(source, name=f"crashcourse_solution_level{level.number}")
-        for scenario in scenarios:
-            explore_loop(module.run_agent, scenario, models=("M1",))
+    level.plugin.warm(level, scenarios)
 
 
 class Job:

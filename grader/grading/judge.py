@@ -103,7 +103,8 @@ def report_entry(outcome: Outcome) -> dict:
     if status == "skipped":
         status, output = "failed", "skipped: " + output
     return {"nodeid": outcome.nodeid, "name": outcome.name, "status": status, "output": output,
-            "max_score": outcome.points if outcome.points is not None else 0.0, "task": outcome.task}
+            "max_score": outcome.points if outcome.points is not None else 0.0, "task": outcome.task,
+            "checks": list(outcome.checks)}
 
 
 class StandIns:
@@ -260,6 +261,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
         tests.append({"name": entry["name"], "status": status,
                       "score": max_score if status == "passed" else 0.0, "max_score": max_score,
                       "output": _shorten(entry["output"], box, names), "task": entry.get("task"),
+                      "checks": list(entry.get("checks") or []),
                       "reason": _shorten(reason, box, names) if reason else None})
     if (level / "answers.md").exists():
         answers = Path(box.folder) / "answers.md"
@@ -320,6 +322,7 @@ def run_local(box: Box, nodeids: list, collector: Collector, options: list, kit_
         if isinstance(got, dict) and got.get("status") in ("passed", "failed", "error"):
             entry.status = got["status"]
             entry.output = (str(got.get("output") or "") + "\n\n" + LOCAL_NOTE).strip()
+            entry.checks = [c for c in got.get("checks") or [] if isinstance(c, str)]
         else:
             entry.status, entry.output = "error", reason or "the check did not run in the sandbox"
             box.incidents.setdefault(nodeid, reason or "the check did not run in the sandbox")

@@ -19,7 +19,7 @@ No pytest import at module level: the grading worker imports this only when it r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 __all__ = ["Outcome", "Outcomes", "points_of", "task_of"]
@@ -52,6 +52,7 @@ class Outcome:
     status: str = "error"      # passed, failed, error or skipped
     output: str = NOT_RUN      # the failure's text (pytest.fail(..., pytrace=False) leaves just the message)
     reported: bool = False     # pytest reported at least one phase of it (deselected tests never are)
+    checks: list = field(default_factory=list)   # ids it tripped, as it recorded them (grader.levels.registry)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -79,6 +80,8 @@ class Outcomes:
             return
         text = str(report.longreprtext or "")
         entry.reported = True
+        if report.failed:
+            entry.checks = list(dict(report.user_properties).get("crashcourse_checks") or entry.checks)
         if report.when == "setup":
             if report.failed:
                 entry.status, entry.output = "error", text

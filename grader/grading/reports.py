@@ -5,7 +5,8 @@ Every writer takes the batch as :func:`grader.grading.batch.grade_batch` returns
     {"level": 2, "submissions": [{"id", "score", "max_score", "status", "error", "tests": [...]}, ...]}
 
 where each test is ``{"name", "status", "score", "max_score", "output"}`` (plus ``reason``, the
-sandbox's own account of a hang or a crash, which the writers fold into the output).
+sandbox's own account of a hang or a crash, which the writers fold into the output, and ``checks``,
+the qualified ids of :mod:`grader.levels.registry` the failing test recorded as tripped).
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ import os
 import re
 from collections import Counter
 
-from grader.engine.invariants import INVARIANTS
+from grader.levels import registry
 
 FORMATS = ("json", "gradescope", "csv", "md")
-_TRIPPED = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(INVARIANTS, key=len, reverse=True)) + r")\b broken")
-_BREAK_LIST = re.compile(r"crash states break ([A-Z, -]+)\.")
 
 
 def contract(batch: dict) -> dict:
@@ -108,11 +107,18 @@ def to_csv(batch: dict) -> str:
     return out.getvalue()
 
 
-def tripped(text: str) -> set:
-    """The invariant ids a failure message names."""
-    found = set(_TRIPPED.findall(text or ""))
-    for group in _BREAK_LIST.findall(text or ""):
-        found.update(k.strip() for k in group.split(",") if k.strip() in INVARIANTS)
+def tripped(test: dict) -> set:
+    """The registry checks a graded test recorded as tripped: ``{(namespace, id)}``.
+
+    Only ids the registry declares count (the list may have travelled from a process beside the
+    submission's code, so it is read as data and checked, never trusted as text).
+    """
+    found = set()
+    for name in test.get("checks") or ():
+        if isinstance(name, str):
+            namespace, check_id = registry.split(name)
+            if namespace in registry.namespaces() and registry.check(namespace, check_id) is not None:
+                found.add((namespace, check_id))
     return found
 
 
@@ -139,10 +145,13 @@ def to_markdown(batch: dict) -> str:
         seen = set()
         for t in s.get("tests", []):
             if t["status"] in ("failed", "error"):
-                seen |= tripped(t.get("output", ""))
+                seen |= tripped(t)
         per_invariant.update(seen)
-    for inv, count in per_invariant.most_common():
-        lines.append(f"| {inv} | {count} ({100 * count / n:.0f}%) | {INVARIANTS[inv]} |")
+    # Most students first; ties in the registry's order, so the table reads the same every time.
+    order = {(ns, c.id): i for i, (ns, c) in enumerate((ns, c) for ns in registry.namespaces()
+                                                        for c in registry.checks(ns))}
+    for (namespace, check_id), count in sorted(per_invariant.items(), key=lambda kv: (-kv[1], order[kv[0]])):
+        lines.append(f"| {check_id} | {count} ({100 * count / n:.0f}%) | {registry.check(namespace, check_id).words} |")
     if not per_invariant:
         lines.append("| (none) | 0 | |")
     lines.append("")

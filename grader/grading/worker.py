@@ -314,7 +314,7 @@ def run_tests(args: list) -> None:
     outcomes = Outcomes()
     send({"op": "ready", "pid": os.getpid()})
     pytest.main(args, plugins=[outcomes])
-    send({"op": "results", "tests": {nodeid: {"status": t.status, "output": t.output[-4000:]}
+    send({"op": "results", "tests": {nodeid: {"status": t.status, "output": t.output[-4000:], "checks": t.checks}
                                      for nodeid, t in outcomes.tests.items() if t.reported}})
 
 

@@ -46,6 +46,8 @@ from grader.engine.explore import LOOP_TIMEOUT, LoopTimeout, working_in, time_li
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
+from grader.levels import registry
+from grader.levels.interface import LevelModule
 
 RUNTIME_KEYS = ("client", "startedAt")
 RUN_DIRECTORY = "crashed-run"   # not the default "checkpoints": a save that ignores `directory` shows up
@@ -745,7 +747,7 @@ def check_load_accepts(module: Any, seed: int = 0) -> Optional[str]:
     return None
 
 
-LEVEL1_CHECKS = {
+_CHECK_FUNCTIONS = {
     "fields": check_six_fields,
     "turns": check_turns,
     "tokensUsed": check_tokens,
@@ -757,6 +759,8 @@ LEVEL1_CHECKS = {
     "load-shape": check_load_shape,
     "load-accepts": check_load_accepts,
 }
+# The ids, their order and their words are declared in grader.levels.registry ("fields").
+LEVEL1_CHECKS = {c.id: _CHECK_FUNCTIONS[c.id] for c in registry.checks("fields")}
 
 
 def level1_verdict(module: Any, seed: int = 0) -> dict:
@@ -770,3 +774,43 @@ def level1_verdict(module: Any, seed: int = 0) -> dict:
         if problem:
             out[name] = problem
     return out
+
+
+# -- the level plug-in ---------------------------------------------------------------------------------
+
+class FieldsLevel(LevelModule):
+    """Level 1: each field (and the loader) proved by crashing a run and resuming it."""
+
+    namespace = "fields"
+    runs_a_loop = False
+
+    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+        """Each check of :data:`LEVEL1_CHECKS`, ok or what went wrong on resume."""
+        from grader.levels import columns
+
+        module, failed = self.import_file(title, folder, level)
+        if failed is not None:
+            return failed
+        problems = level1_verdict(module, seed)
+        col = columns.Column(title, problems=problems, kind="fields")
+        for check in registry.checks(self.namespace):
+            key = ("field", 0, check.id)
+            col.labels[key] = (check.row, "")
+            message = problems.get(check.id)
+            if message is None:
+                col.cells[key] = [columns.OK]
+            elif "could not be set up" in message or "no checkpoint.json in the folder" in message:
+                col.cells[key] = ["save failed"]
+            else:
+                col.cells[key] = [check.cell]
+        return col
+
+    def render_options(self, level: Any) -> dict:
+        return {"group": False, "heading": "resume check (crash a run, then resume it)"}
+
+    def engine_words(self, level: Any) -> str:
+        return ("Each row crashes a run that saves with this checkpoint.py, resumes it with the kit's resume driver, "
+                "and says what went wrong.")
+
+
+LEVEL = FieldsLevel()

@@ -33,6 +33,7 @@ from grader.engine.explore import Exploration, Violation, explore_loop, windows_
 from grader.engine.invariants import Finding, check
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, from_turns
+from grader.levels.interface import LevelModule
 
 LONG_TURNS = 200
 AMPLIFICATION_LIMIT = 10.0
@@ -433,3 +434,59 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
         report = byte_report(crashes.ops, scenario, computed[-1] if computed else None)
     return JournalExploration(crashes, report, reader.calls)
 
+
+
+# -- the level plug-in ---------------------------------------------------------------------------------
+
+BYTE_TURNS = 60
+
+
+class JournalLevel(LevelModule):
+    """Level 6: the level-2 crash rows, read through the learner's loader, plus a row for the bytes."""
+
+    namespace = "loop"
+
+    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+        """The bytes row runs the loop uncrashed on a 60-turn task and compares what it wrote with the
+        size of the conversation (the tests use 200 turns and the same rule; 60 keeps the demo quick)."""
+        from grader.engine.explore import record_run
+        from grader.engine.scripted import support_tickets
+        from grader.levels import columns
+
+        module, failed = self.import_file(title, folder, level)
+        if failed is not None:
+            return failed
+        if not callable(getattr(module, level.function, None)):
+            return columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
+        load = getattr(module, "load_checkpoint", None)
+        if not callable(load):
+            return columns.failed_column(title, f"{level.files[0]} has no function `load_checkpoint`")
+        scenario = support_tickets(seed)
+        result = explore_journal(module.run_agent, load, scenario, models=tuple(level.crash_models) or ("M1", "M2"))
+        col = columns.column(title, result.crashes, scenario.task)  # one call per turn: level 2's rows name the points
+        if result.crashes.error:
+            return col
+        long = long_conversation(BYTE_TURNS, seed=seed)
+        with tempfile.TemporaryDirectory(prefix="crashcourse-bytes-") as work:
+            recorder, _, error, _ = record_run(module.run_agent, long, work, "checkpoints")
+        key = ("note", 0, "BYTES")
+        col.labels[key] = (f"bytes written over a {BYTE_TURNS}-turn task, per byte of its history", "")
+        if error:
+            col.cells[key] = ["loop failed"]
+            col.extra_bad.append("BYTES")
+            col.extra_explain = f"The {BYTE_TURNS}-turn run did not finish: {error}"
+            return col
+        report = byte_report(recorder.ops, long)
+        turn, worst = report.worst
+        ratio = report.amplification(report.turns)
+        if worst <= AMPLIFICATION_LIMIT:
+            col.cells[key] = [f"ok ({ratio:.1f}x)"]
+        else:
+            col.cells[key] = [f"bytes grow ({ratio:.0f}x)"]
+            col.extra_bad.append("BYTES")
+            col.extra_explain = report.explain() + (f"\n  (Measured here over {BYTE_TURNS} turns; the limit applies "
+                                                    f"from turn {FROM_TURN} on.)")
+        return col
+
+
+LEVEL = JournalLevel()

@@ -2,8 +2,8 @@
 
 One entry per level, in order: its number, a short unique name, a title, the folder of the
 starter and of the solution, the contract file names, the test files, the README and hints files,
-what the shipped starter is planted to break, the crash models its tests use, and the engine that
-draws its crash matrix. Paths are relative to the kit's root (the folder holding ``exercises/``).
+what the shipped starter is planted to break, the crash models its tests use, and the level module
+(:mod:`grader.levels.interface`) that draws its crash matrix and declares its checks. Paths are relative to the kit's root (the folder holding ``exercises/``).
 
 A level whose folder is not there yet is still listed; commands say so instead of failing.
 """
@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from grader.levels.interface import LevelModule, LevelModuleError, load_level_module
+
 MANIFEST_PATH = Path("exercises") / "manifest.json"
-REQUIRED = ("number", "name", "title", "folder", "solution", "files", "tests", "readme", "hints", "engine",
+REQUIRED = ("number", "name", "title", "folder", "solution", "files", "tests", "readme", "hints", "module",
             "planted", "crash_models")
-ENGINES = ("fields", "loop", "resume", "parallel", "journal")
 
 
 class ManifestError(Exception):
@@ -42,12 +43,17 @@ class Level:
     tests: tuple
     readme: str
     hints: str
-    engine: str
+    module: str          # the level module, a dotted import path (grader.levels.interface)
     function: str
     planted: tuple
     crash_models: tuple
     answers: Optional[str] = None
     root: Path = field(default=Path("."), compare=False)
+
+    @property
+    def plugin(self) -> LevelModule:
+        """The level module's ``LEVEL``: its checks, matrix column and demo words."""
+        return load_level_module(self.module)
 
     @property
     def label(self) -> str:
@@ -140,7 +146,7 @@ def load(root: Optional[Path] = None) -> Manifest:
             number=int(entry["number"]), name=str(entry["name"]), title=str(entry["title"]),
             folder=str(entry["folder"]), solution=str(entry["solution"]), files=tuple(entry["files"]),
             tests=tuple(entry["tests"]), readme=str(entry["readme"]), hints=str(entry["hints"]),
-            engine=str(entry["engine"]), function=str(entry.get("function") or ""),
+            module=str(entry["module"]), function=str(entry.get("function") or ""),
             planted=tuple(entry["planted"]), crash_models=tuple(entry["crash_models"]),
             answers=entry.get("answers"), root=root))
     return Manifest(root, levels)
@@ -164,8 +170,10 @@ def problems(manifest: Manifest) -> list[str]:
             out.append(f"level {level.number} lists no files")
         if not level.tests:
             out.append(f"level {level.number} lists no test files")
-        if level.engine not in ENGINES:
-            out.append(f"level {level.number} names engine {level.engine!r}; known: {', '.join(ENGINES)}")
+        try:
+            level.plugin
+        except LevelModuleError as exc:
+            out.append(f"level {level.number}: {exc}")
         if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", level.name):
             out.append(f"level {level.number}'s name {level.name!r} should be lowercase words joined by '-'")
     return out

@@ -37,6 +37,7 @@ from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, too
 from grader.engine.checkpoint import field_problems as protocol_field_problems
 from grader.engine import conversations as conversations_module
 from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, random_tool_id, random_usage
+from grader.levels.interface import LevelModule
 
 # The course's tools, with tickets listed a month at a time (three months: three calls in one turn)
 # and a second tool that must not run twice.
@@ -577,3 +578,27 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
 
 
 conversations_module.register_kind("parallel", parallel_conversations)
+
+
+# -- the level plug-in ---------------------------------------------------------------------------------
+
+class ParallelLevel(LevelModule):
+    """Level 5: the loop crashed at every point of a run whose turns name several tool calls."""
+
+    namespace = "loop"
+
+    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+        from grader.levels import columns
+
+        module, failed = self.import_file(title, folder, level)
+        if failed is not None:
+            return failed
+        fn = getattr(module, level.function, None)
+        if not callable(fn):
+            return columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
+        scenario = parallel_tickets(seed)
+        exploration = explore_parallel(fn, scenario, models=tuple(level.crash_models) or ("M1", "M2"))
+        return columns.column(title, exploration, scenario.task, parallel_windows)
+
+
+LEVEL = ParallelLevel()

@@ -46,6 +46,8 @@ from grader.engine.explore import LoopTimeout, at_point, hung_before, not_run_ag
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
 from grader.engine.forwarded import free_fsync
+from grader.levels import registry
+from grader.levels.interface import LevelModule
 
 # Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
 # system in memory makes that a matter of milliseconds. Durability is not graded here.
@@ -57,17 +59,7 @@ def _work_dir() -> Optional[str]:
     whose code may write nowhere else)."""
     return tempfile.tempdir if tempfile.tempdir is not None else _FAST_DIR
 
-CHECKS = {
-    "REFUSE": "a checkpoint resume cannot trust raises CheckpointError, calls nothing, and is left as it was",
-    "PAIRING": "every tool_use the model is sent is answered once, in the message right after it",
-    "ONCE": "a non-idempotent tool's effect happens at most once, across the crash and the resume",
-    "COUNTS": "turns and tokensUsed continue from the file, so they end where an uncrashed run ends",
-    "RESUME": "resuming ends in the uncrashed run's final state (a pending call may instead be answered "
-              "by an error tool_result saying it was interrupted)",
-    "SAVED": "resume saves as it goes: a call is pendingToolUse on disk before it runs, the model is sent "
-             "only what is on disk, and the file ends equal to the state returned",
-    "CAP": "the turn cap counts the turns run before the crash",
-}
+CHECKS = registry.words("resume")  # id -> what holds, declared in grader.levels.registry
 
 
 # -- the crashed run's writers -------------------------------------------------------------------------
@@ -670,3 +662,76 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
     finally:
         module.MAX_TURNS = old
     return problems
+
+
+# -- the level plug-in ---------------------------------------------------------------------------------
+
+class ResumeLevel(LevelModule):
+    """Level 4: a correct run crashed at each point, then resumed with the learner's ``resume_agent``."""
+
+    namespace = "resume"
+    runs_a_loop = False
+
+    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+        """The same steps as :func:`explore_resume`, kept per crash point so each row of the matrix can
+        say what resume made of the file that crash left."""
+        from grader.engine.scripted import support_tickets
+        from grader.levels import columns
+
+        module, failed = self.import_file(title, folder, level)
+        if failed is not None:
+            return failed
+        resume = getattr(module, level.function, None)
+        error = getattr(module, "CheckpointError", None)
+        if not callable(resume) or not (isinstance(error, type) and issubclass(error, Exception)):
+            return columns.failed_column(title, f"{level.files[0]} needs `{level.function}` and "
+                                               "`class CheckpointError(Exception)`")
+        cells = {c.id: c.cell for c in registry.checks(self.namespace)}
+        scenario = support_tickets(seed)
+        with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:
+            work = os.path.realpath(work)
+            recorder, returned, err, _ = record_run(reference_writer, scenario, work, "checkpoints")
+        if err is not None:
+            return columns.failed_column(title, f"the crashed run failed (a grader problem): {err}")
+        ops, final = recorder.ops, snapshot(returned)
+        windows = windows_for(ops, scenario.task)
+        blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
+        starts, received = [0], [0]
+        for op in ops:
+            starts.append(starts[-1] + (op.kind == "tool_start"))
+            received.append(received[-1] + (op.kind == "model_end"))
+        col = columns.Column(title, kind="resume")
+        seen: dict = {}
+        for state in crash_states(ops, recorder.initial, os.path.join(work, "checkpoints"), CHECKPOINT_NAME,
+                                  ("M1",), recorder.initial_dirs):
+            raw = state.read(CHECKPOINT_NAME)
+            started = starts[state.point]
+            key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started,
+                   received[state.point])
+            if key not in seen:
+                carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
+                outcome = run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=error,
+                                     received=received[state.point])
+                seen[key] = judge_all(outcome, raw, final if raw is not None else None, scenario)
+                for check, detail in seen[key]:
+                    col.problems.setdefault(check, ResumeFailure(
+                        check, windows[state.point].words(), state.model, _describe_file(raw),
+                        _describe_outcome(outcome), detail))
+            row, phase_words, step = columns.row_key(windows[state.point], ops, state.point)
+            col.labels[row] = (phase_words, step)
+            cell = col.cells.setdefault(row, [])
+            for word in [cells.get(c) or c.lower() for c, _ in seen[key]] or [columns.OK]:
+                if word not in cell:
+                    cell.append(word)
+            col.states += 1
+        for cell in col.cells.values():
+            if len(cell) > 1 and columns.OK in cell:
+                cell.remove(columns.OK)
+        return col
+
+    def engine_words(self, level: Any) -> str:
+        return ("Each row: a correct loop is killed at that point, then this resume_agent runs on what it left "
+                "(a fresh scripted model; tools that remember what ran before the crash).")
+
+
+LEVEL = ResumeLevel()

@@ -1,0 +1,199 @@
+"""A crash-matrix column: what one loop's (or one resume's) crash points hold, in the loop's words.
+
+The level modules fill columns (each in its own way); :mod:`grader.faces.matrix` lays several side
+by side and draws them. The model lives here, below the faces, so a level never imports a face.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from grader.engine import loader
+from grader.engine.crash_models import MODEL_NAMES
+from grader.engine.explore import Exploration, Violation, windows_for
+from grader.engine.invariants import INVARIANTS
+from grader.levels import registry
+
+NOWHERE = "—"      # the loop does nothing at this point (no such crash point)
+OK = "ok"
+
+def verdict(v: Violation) -> str:
+    """The cell word for one violation."""
+    invariant = v.invariant
+    power = invariant == "DURABLE"
+    if power:
+        head = v.detail.split(":", 1)[0]
+        invariant = head if head in INVARIANTS else "WHOLE"
+    if invariant == "PARSE":
+        data = v.files.get("checkpoint.json")
+        word = "no file" if data is None else "empty file" if not data else "torn file"
+    elif invariant == "WHOLE":
+        word = "older save" if "older save" in v.detail else "mixed save"
+    else:
+        check = registry.check("loop", invariant)
+        word = (check.cell if check is not None else "") or invariant.lower()
+    return f"power cut: {word}" if power else word
+
+
+# --- one loop's crash points, grouped into rows ----------------------------------------------------
+
+PHASE_WORDS = {"before-first-response": "before the first answer", "final": "final save",
+               "done": "after run_agent returned"}
+
+STEP_WORDS = {"mkdir": "after mkdir", "open": "after open", "write": "after write", "flush": "after flush",
+              "fsync": "after fsync", "close": "after close", "rename": "after rename", "unlink": "after unlink",
+              "truncate": "after truncate", "link": "after link", "rmdir": "after rmdir"}
+
+
+@dataclass
+class Column:
+    """What one loop's crash points hold: ``cells[key]`` is the list of verdicts at that row."""
+
+    title: str
+    cells: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)
+    exploration: Optional[Exploration] = None
+    note: str = ""
+    problems: dict = field(default_factory=dict)   # check id -> full message (level 1's resume checks)
+    kind: str = "loop"
+
+    states: int = 0
+    extra_bad: list = field(default_factory=list)   # whole-run checks that failed (level 6: BYTES)
+    extra_explain: str = ""                         # the lesson of the first of them
+
+    @property
+    def failed(self) -> bool:
+        if self.kind in ("fields", "resume"):
+            return bool(self.problems) or not self.cells
+        e = self.exploration
+        return e is None or not e.ok or bool(self.extra_bad)
+
+    @property
+    def tripped(self) -> set:
+        """What broke, by id: invariants for loop columns, check ids for level 1 and level 4."""
+        if self.kind in ("fields", "resume"):
+            return set(self.problems) if self.cells else {"ERROR"}
+        if self.exploration is None:
+            return {"ERROR"}
+        return set(self.exploration.tripped) | set(self.extra_bad)
+
+    def summary(self) -> str:
+        if self.kind == "resume" and self.cells:
+            if not self.problems:
+                return f"{self.title}: resumed well from all {self.states} crash states"
+            return f"{self.title}: resume goes wrong ({', '.join(sorted(self.problems))})"
+        if self.kind == "fields" and self.cells:
+            bad = len(self.problems)
+            return (f"{self.title}: all {len(self.cells)} resume checks fine" if not bad else
+                    f"{self.title}: {bad} of {len(self.cells)} resume checks fail")
+        e = self.exploration
+        if e is None:
+            return f"{self.title}: {self.note}"
+        if e.error:
+            return f"{self.title}: the loop did not finish even without a crash"
+        if e.unseen:
+            return f"{self.title}: wrote files in a way the grader cannot see"
+        extra = f"; {', '.join(self.extra_bad)} broken" if self.extra_bad else ""
+        if not e.violations and not e.tripped:
+            return f"{self.title}: all {e.states} crash states fine{extra}"
+        kinds = ", ".join(sorted(e.tripped))
+        return f"{self.title}: {len(e.violations)} of {e.states} crash states broken ({kinds}){extra}"
+
+
+def _phase_label(window: Any) -> tuple[tuple, str]:
+    phase, turn = window.phase, window.turn
+    names = getattr(window, "names", None)
+    if names and phase in ("tool", "B") and len(names) > 1:
+        # A turn with several calls (level 5): each call has its own rows.
+        call = getattr(window, "calls", 0)
+        current = getattr(window, "current", "") or window.tool_name
+        if phase == "tool":
+            return ("tool", turn, call), f"turn {turn}, call {call} of {len(names)} (`{current}`) running"
+        return ("B", turn, call), f"turn {turn}, save point B after call {call} of {len(names)}"
+    if phase == "A":
+        return ("A", turn), f"turn {turn}, save point A"
+    if phase == "B":
+        return ("B", turn), f"turn {turn}, save point B"
+    if phase == "tool":
+        return ("tool", turn), f"turn {turn}, `{window.tool_name}` running"
+    if phase == "model":
+        return ("model", turn), f"turn {turn}, model called with the result"
+    return (phase, 0), PHASE_WORDS.get(phase, phase)
+
+
+def _step(op: Any) -> str:
+    if op is None or op.kind not in STEP_WORDS:
+        return ""  # a loop event (model or tool call) opens the phase: no file step yet
+    if op.kind == "fsync" and op.is_dir:
+        return "after directory fsync"
+    return STEP_WORDS[op.kind]
+
+
+def row_key(window: Any, ops: list, point: int) -> tuple[tuple, str, str]:
+    """``(row key, phase words, step words)`` of the crash point ``point`` (no file step once done)."""
+    phase_key, phase_words = _phase_label(window)
+    step = _step(ops[point - 1] if point else None) if phase_key[0] != "done" else ""
+    return phase_key + (step,), phase_words, step
+
+
+def column(title: str, exploration: Exploration, task: str, windows_fn: Any = windows_for) -> Column:
+    """Group every crash state of ``exploration`` into rows of the loop's words."""
+    col = Column(title, exploration=exploration)
+    if exploration.error or exploration.unseen:
+        return col
+    ops = exploration.ops
+    windows = windows_fn(ops, task)
+    bad: dict = {}
+    for v in exploration.violations:
+        if v.model == "none" or v.invariant == "ATOMIC-DIR":
+            continue  # a fact about the whole run, not one crash state: it gets its own row below
+        torn = v.operation.startswith("in the middle of")
+        bad.setdefault((v.point, torn), []).append(verdict(v))
+    torn_models = "M2" in exploration.models
+
+    def add(point: int, torn: bool) -> None:
+        phase_key, phase_words = _phase_label(windows[point])
+        step = "mid write" if torn else _step(ops[point - 1] if point else None)
+        if phase_key[0] == "done":
+            step = ""
+        key = phase_key + (step,)
+        col.labels[key] = (phase_words, step)
+        cell = col.cells.setdefault(key, [])
+        for word in bad.get((point, torn), [OK]):
+            if word not in cell:
+                cell.append(word)
+
+    for point in range(len(ops) + 1):
+        add(point, False)
+        if torn_models and point < len(ops) and ops[point].kind == "write" and (ops[point].data or ops[point].size):
+            add(point, True)
+    # Rows with both ok and broken states show the broken ones: a resume may land on either.
+    for cell in col.cells.values():
+        if len(cell) > 1 and OK in cell:
+            cell.remove(OK)
+    # Facts about the whole run rather than one crash state get a row of their own.
+    for v in exploration.violations:
+        if v.invariant == "ATOMIC-DIR" or v.model == "none":
+            key = ("note", 0, v.invariant)
+            col.labels[key] = ("where the temp file is renamed from" if v.invariant == "ATOMIC-DIR" else
+                               f"{v.where}, {v.operation}", "")
+            col.cells[key] = [verdict(v)]
+    return col
+
+
+def failed_column(title: str, message: str) -> Column:
+    return Column(title, note=message)
+
+
+def load_module(path: Path, tag: str = "matrix") -> Any:
+    """Import ``path`` as a fresh module (a new copy each call, so edits are always seen).
+
+    Raises :class:`grader.engine.loader.ImportProblem`, whose text says why, if it will not import.
+    """
+    return loader.load_file(path, tag)
+
+
+def models_line(level: Any) -> str:
+    return "; ".join(f"{m} {MODEL_NAMES.get(m, m)}" for m in level.crash_models)
