@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.levels import registry
-from grader.levels.columns import (NOWHERE, OK, PHASE_WORDS, STEP_WORDS, Column, _phase_label, _step,  # noqa: F401
+from grader.levels.columns import (NOWHERE, OK, PHASE_WORDS, STEP_WORDS, Column,  # noqa: F401
                                    column, failed_column, load_module, models_line, row_key, verdict)
 
 WIDTH = 100
