@@ -92,3 +92,23 @@ def test_the_class_report_counts_level_4s_checks_with_level_4s_words(tmp_path):
     assert rows.keys() <= {c.id for c in registry.checks("resume")}, md
     for check_id, words in rows.items():
         assert words == registry.check("resume", check_id).words
+
+
+def test_a_new_level_declares_its_own_namespace_and_every_face_reads_it():
+    from grader.grading import reports
+
+    ours = [registry.Check("toy-declared", "SHORT", "the file is at most one line", "too long",
+                           legend=(("too long", "the file runs past one line (SHORT)"),))]
+    registry.declare("toy-declared", ours, (("toy gave up", "the toy level could not run"),))
+    registry.declare("toy-declared", ours)  # a second import of the same module changes nothing
+    with pytest.raises(ValueError):
+        registry.declare("toy-declared", [registry.Check("toy-declared", "OTHER", "something else")])
+    with pytest.raises(ValueError):
+        registry.declare("loop", [registry.Check("toy-declared", "PARSE", "not the engine's")])
+    assert list(registry.legend(["toy-declared"])) == ["too long", "toy gave up"]
+    assert "too long" in registry.legend()
+    graded = {"name": "t", "status": "failed", "score": 0.0, "max_score": 1.0, "output": "",
+              "checks": ["toy-declared/SHORT"]}
+    batch = {"level": 7, "submissions": [{"id": "a", "score": 0.0, "max_score": 1.0, "status": "failed",
+                                          "error": None, "tests": [graded]}]}
+    assert "| SHORT | 1 (100%) | the file is at most one line |" in reports.to_markdown(batch)

@@ -178,8 +178,10 @@ def declare(namespace: str, new_checks: Iterable[Check], other_cells: Iterable[t
     new_checks = tuple(new_checks)
     if any(c.namespace != namespace for c in new_checks):
         raise ValueError(f"every check declared under {namespace!r} must carry that namespace")
-    if namespace in _CHECKS and _CHECKS[namespace] != new_checks:
-        raise ValueError(f"the check namespace {namespace!r} is already declared with other checks")
+    if namespace in _CHECKS:
+        if _CHECKS[namespace] != new_checks:
+            raise ValueError(f"the check namespace {namespace!r} is already declared with other checks")
+        return
     _CHECKS[namespace] = new_checks
     _OTHER_CELLS[namespace] = tuple(other_cells)
 
