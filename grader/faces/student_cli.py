@@ -823,7 +823,7 @@ def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any,
     """
     nothing = ("did run_agent save to the directory it was given?" if finished else
                "the run stopped before a first save was complete.")
-    if level.engine == "journal":
+    if level.plugin.own_loader:
         # Level 6 keeps its state in files of the learner's choosing: list them, then ask the
         # learner's own loader what they add up to.
         files = sorted(p for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else []
@@ -992,7 +992,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if problem:
             _say(problem)
             return 2
-    parallel = level.engine == "parallel"
+    parallel = level.plugin.several_calls
     setup = _live_driver if args.live else _scripted_driver
     try:
         driver = setup(args, parallel, _rel(folder / level.files[0]))

@@ -9,7 +9,8 @@ level only through it:
   ``selfcheck``);
 - :meth:`LevelModule.render_options` and :meth:`LevelModule.engine_words`: how the matrix is headed
   and the sentence above it;
-- :attr:`LevelModule.runs_a_loop`: whether ``crashcourse run`` can drive its file;
+- :attr:`LevelModule.runs_a_loop`, ``several_calls`` and ``own_loader``: how ``crashcourse run``
+  drives its file and shows what it left;
 - :meth:`LevelModule.warm`: work ``crashcourse grade`` does once before its judges fork.
 
 Several levels may share one module (levels 2 and 3 both use :mod:`grader.levels.loop`); what
@@ -34,6 +35,8 @@ class LevelModule:
 
     namespace: str = "loop"          # its checks' namespace in grader.levels.registry
     runs_a_loop: bool = True         # its file has run_agent: `crashcourse run` can drive it
+    several_calls: bool = False      # its task names several tool calls in one turn (`crashcourse run` drives that task)
+    own_loader: bool = False         # its state spans files that the learner's load_checkpoint reads back
 
     def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:
         """The crash-matrix column (:class:`grader.faces.columns.Column`) of the files in ``folder``,

@@ -445,6 +445,7 @@ class JournalLevel(LevelModule):
     """Level 6: the level-2 crash rows, read through the learner's loader, plus a row for the bytes."""
 
     namespace = "loop"
+    own_loader = True
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
         """The bytes row runs the loop uncrashed on a 60-turn task and compares what it wrote with the

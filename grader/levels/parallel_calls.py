@@ -586,6 +586,7 @@ class ParallelLevel(LevelModule):
     """Level 5: the loop crashed at every point of a run whose turns name several tool calls."""
 
     namespace = "loop"
+    several_calls = True
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
         from grader.levels import columns
