@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from grader.atomicfile import write_atomic
 from grader.levels import manifest as manifest_mod
 from grader.faces import matrix
 from grader.engine import loader, recorder
@@ -188,9 +189,9 @@ def _write_state(name: str, data: dict) -> None:
     path = _state_path(name)
     try:
         path.parent.mkdir(exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        # Whole or not at all, as the lesson teaches; no folder fsync, since a power cut that
+        # brings back the previous state only means a hint is shown again.
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True), durable=False)
     except OSError:
         pass  # a read-only folder only costs the memory of which hints were shown
 

@@ -11,7 +11,7 @@ hints) and, if given, the instructor's seed and scenarios. It never carries ``so
 
 from __future__ import annotations
 
-import json
+import io
 import os
 import shutil
 import stat
@@ -21,7 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from grader.grading.reports import gradescope_result
+from grader.atomicfile import make_folder, write_atomic
+from grader.grading.reports import gradescope_result, write_gradescope_result
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,13 +68,17 @@ def build_package(level: int, output: str, *, seed: Optional[int] = None, scenar
             files[f"kit/exercises/level{level}/{path.relative_to(level_dir)}"] = path.read_bytes()
     if scenarios:
         files[Path(scenarios).name] = Path(scenarios).read_bytes()
-    with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as z:
+    # Built in memory (the kit is a few hundred KiB), then written whole: a kill mid-build never
+    # leaves a zip that Gradescope would reject at upload time, nor destroys the previous one.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files.items():
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             executable = name in ("setup.sh", "run_autograder")
             info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
+    write_atomic(output, buffer.getvalue())
     return output
 
 
@@ -87,7 +92,6 @@ def run_on_gradescope(level: int, submission: str, results: str, *, grade_batch:
         batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios)
     entry = batch["submissions"][0]
     result = gradescope_result(entry, time.monotonic() - started)
-    os.makedirs(os.path.dirname(os.path.abspath(results)), exist_ok=True)
-    with open(results, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2, ensure_ascii=False)
+    make_folder(os.path.dirname(os.path.abspath(results)))
+    write_gradescope_result(results, result)
     return 0

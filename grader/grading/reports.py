@@ -18,6 +18,7 @@ import os
 import re
 from collections import Counter
 
+from grader.atomicfile import make_folder, write_atomic
 from grader.levels import registry
 
 FORMATS = ("json", "gradescope", "csv", "md")
@@ -65,16 +66,27 @@ def gradescope_result(submission: dict, seconds: float = 0.0) -> dict:
 
 
 def write_gradescope(batch: dict, folder: str) -> list[str]:
-    os.makedirs(folder, exist_ok=True)
+    """One ``results.json`` per student under ``folder``, each replaced whole (see :mod:`grader.atomicfile`)."""
     written = []
     for s in batch["submissions"]:
         target = os.path.join(folder, _safe(s["id"]))
-        os.makedirs(target, exist_ok=True)
+        make_folder(target)
         path = os.path.join(target, "results.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(gradescope_result(s, s.get("seconds", 0.0)), f, indent=2, ensure_ascii=False)
+        write_gradescope_result(path, gradescope_result(s, s.get("seconds", 0.0)))
         written.append(path)
     return written
+
+
+def write_gradescope_result(path: str, result: dict) -> None:
+    """Write one student's results.json: a kill or a power cut leaves the old file or this one."""
+    write_atomic(path, json.dumps(result, indent=2, ensure_ascii=False))
+
+
+def write_report(batch: dict, fmt: str, path: str) -> None:
+    """Write the report in ``fmt`` (json, csv or md) to ``path``, replacing any earlier one whole."""
+    text = render(batch, fmt)
+    make_folder(os.path.dirname(os.path.abspath(path)))
+    write_atomic(path, text)
 
 
 def _safe(name: str) -> str:
