@@ -50,6 +50,10 @@ examples:
   crashcourse grade submissions/ --level 2 --format md --output class.md
   crashcourse grade submissions/ --level 2 --format gradescope --output results/
   crashcourse grade submissions/ --level 2 --seed 7 --scenarios private/extra.json
+
+A journal of finished submissions is kept in .crashcourse-grade/ beside the report (beside
+SUBMISSIONS when the report goes to stdout). Run the same command again after a stop and only the
+submissions not in it, or whose files changed, are graded; --fresh grades everything again.
 """
 
 PACKAGE_HELP = """\
@@ -80,6 +84,8 @@ def register(sub) -> None:
     grade.add_argument("--examples", type=int, default=None, metavar="N",
                        help="generated conversations per property test (default: the level's own)")
     grade.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    grade.add_argument("--fresh", action="store_true",
+                       help="grade every submission again, ignoring (and replacing) the journal of an earlier run")
     grade.set_defaults(handler=_grade)
 
     package = sub.add_parser("gradescope-package", help="(instructors) build the Gradescope autograder zip",
@@ -126,23 +132,68 @@ def _grade(args) -> int:
         return 2
     output = args.output or ("gradescope-results" if args.format == "gradescope" else None)
     progress = sys.stderr.isatty() and not args.no_progress
-    batch = grade_batch(args.submissions, args.level, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
-                        scenarios=args.scenarios, examples=args.examples, progress=progress,
-                        protect=[output] if output else [])
+    journal = _open_journal(args, output)
+    if journal == 2:
+        return 2
+    try:
+        batch = grade_batch(args.submissions, args.level, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
+                            scenarios=args.scenarios, examples=args.examples, progress=progress,
+                            protect=[output] if output else [], journal=journal)
+    except KeyboardInterrupt:
+        if journal is not None:
+            print(f"\ncrashcourse grade: stopped. The submissions that finished are in {journal.path}; run the same "
+                  "command again to grade only the rest.", file=sys.stderr)
+        return 130
     if args.format == "gradescope":
         written = reports.write_gradescope(batch, output)
         print(f"wrote {len(written)} results.json file(s) under {output}/", file=sys.stderr)
+    elif output:
+        reports.write_report(batch, args.format, output)
+        print(f"wrote {output}", file=sys.stderr)
     else:
-        text = reports.render(batch, args.format)
-        if output:
-            Path(output).parent.mkdir(parents=True, exist_ok=True)
-            Path(output).write_text(text, encoding="utf-8")
-            print(f"wrote {output}", file=sys.stderr)
-        else:
-            sys.stdout.write(text)
+        sys.stdout.write(reports.render(batch, args.format))
     for note in batch.get("notes", []):
         print(f"note: {note}", file=sys.stderr)
+    if journal is not None:
+        _close_journal(journal, batch)
     return 0
+
+
+def _open_journal(args, output: Optional[str]):
+    """The batch's journal (None if one cannot be kept here), or 2 when an untrusted one is in the way."""
+    from grader.grading import batch_journal
+
+    path = batch_journal.journal_path(args.submissions, output, args.level)
+    wanted = batch_journal.settings(args.level, level_folder(args.level), seed=args.seed, timeout=args.timeout,
+                                    examples=args.examples, scenarios=args.scenarios)
+    try:
+        journal = batch_journal.BatchJournal.open(path, wanted, fresh=args.fresh, submissions=args.submissions)
+    except batch_journal.JournalRefused as exc:
+        print(f"crashcourse grade: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"note: no journal can be kept at {path} ({exc.strerror}), so if this batch is stopped, a rerun "
+              "grades everything again.", file=sys.stderr)
+        return None
+    for note in journal.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return journal
+
+
+def _close_journal(journal, batch: dict) -> None:
+    total = len(batch["submissions"])
+    if journal.changed_by_others():
+        # Only this process writes the journal; anything else in it could be planted results.
+        journal.discard()
+        print(f"note: the journal {journal.path} changed while this batch ran, by something other than the grader. "
+              "It has been deleted, so the next run grades everything again.", file=sys.stderr)
+    elif journal.resumed:
+        print(f"resumed {journal.resumed} of {total} submission(s) from the journal {journal.path}; graded "
+              f"{total - journal.resumed}. Add --fresh to grade all of them again.", file=sys.stderr)
+    else:
+        print(f"graded {total} submission(s); the journal {journal.path} keeps their results, so a stopped "
+              "or repeated run grades only what changed.", file=sys.stderr)
+    journal.close()
 
 
 # -- a batch ----------------------------------------------------------------------------------------
@@ -260,8 +311,12 @@ class Job:
 
 def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float = 60.0, seed: Optional[int] = None,
                 scenarios: Optional[str] = None, examples: Optional[int] = None, progress: bool = False,
-                protect: tuple = ()) -> dict:
-    """Grade every submission in the folder; returns ``{"level", "submissions", "notes"}``."""
+                protect: tuple = (), journal=None) -> dict:
+    """Grade every submission in the folder; returns ``{"level", "submissions", "notes"}``.
+
+    With a :class:`grader.grading.batch_journal.BatchJournal`, submissions it already holds (same
+    files) are taken from it, and each one graded here is appended to it the moment it finishes.
+    """
     level_dir = level_folder(level)
     entries = discover(submissions)
     notes = []
@@ -281,20 +336,30 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     queue = list(entries)
     running: dict[int, Job] = {}
     done: list[dict] = []
-    bar = Progress(len(entries)) if progress else None
+    if journal is not None:
+        queue, resumed = journal.split(entries)
+        done.extend(resumed)
+    bar = Progress(len(entries), done) if progress else None
+    # The journal holds other students' results: the code being graded must not read or change it.
+    hidden = [submissions] + [p for p in protect if p] + ([journal.folder] if journal is not None else [])
+
+    def finished(result: dict) -> None:
+        done.append(result)
+        if journal is not None:
+            journal.record(result)
+        if bar:
+            bar.step(result)
     grace = 2 * timeout + 60.0  # the judge's own work on top of the code's budget
     try:
         while queue or running:
             while queue and len(running) < jobs:
                 student, source = queue.pop(0)
+                _trace_start(student)
                 job = _start(student, source, level_dir, timeout, seed, scenarios, examples, read_only,
-                             [j.fd for j in running.values()], hide=[submissions] + [p for p in protect if p],
-                             config=config)
+                             [j.fd for j in running.values()], hide=hidden, config=config)
                 if job.result is not None:
-                    done.append(job.result)
                     _finish(job)
-                    if bar:
-                        bar.step(job.result)
+                    finished(job.result)
                     continue
                 running[job.fd] = job
             if not running:
@@ -310,10 +375,8 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
                     continue
                 del running[fd]
                 _collect(job, timeout)
-                done.append(job.result)
                 _finish(job)
-                if bar:
-                    bar.step(job.result)
+                finished(job.result)
             now = time.monotonic()
             for fd, job in list(running.items()):
                 if now > job.started + timeout + grace:
@@ -325,9 +388,7 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(job.pid, 0)
                     _finish(job)
-                    done.append(job.result)
-                    if bar:
-                        bar.step(job.result)
+                    finished(job.result)
     finally:
         for job in running.values():
             with contextlib.suppress(ProcessLookupError):
@@ -343,6 +404,15 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
             result.setdefault("warnings", []).append("the submissions folder changed while this batch ran")
     done.sort(key=lambda r: r["id"])
     return {"level": level, "submissions": done, "notes": notes}
+
+
+def _trace_start(student: str) -> None:
+    """For the kit's own tests: with CRASHCOURSE_GRADE_TRACE naming a file, note each submission
+    whose grading starts, so a test can count that a resumed batch grades nothing twice."""
+    trace = os.environ.get("CRASHCOURSE_GRADE_TRACE")
+    if trace:
+        with open(trace, "a", encoding="utf-8") as f:
+            f.write(student + "\n")
 
 
 def _error(student: str, reason: str) -> dict:
@@ -419,8 +489,11 @@ def _finish(job: Job) -> None:
 class Progress:
     """A one-line progress bar on stderr (only used when stderr is a terminal)."""
 
-    def __init__(self, total: int):
-        self.total, self.count, self.failed, self.errors = total, 0, 0, 0
+    def __init__(self, total: int, resumed: list = ()):
+        self.total, self.resumed = total, len(resumed)
+        self.count = self.resumed
+        self.failed = sum(r["status"] == "failed" for r in resumed)
+        self.errors = sum(r["status"] == "error" for r in resumed)
         self.started = time.monotonic()
         self.draw()
 
@@ -434,7 +507,8 @@ class Progress:
         width = 30
         filled = int(width * self.count / self.total) if self.total else width
         elapsed = time.monotonic() - self.started
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.count}/{self.total} graded, "
+        resumed = f" ({self.resumed} from the journal)" if self.resumed else ""
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.count}/{self.total} done{resumed}, "
                          f"{self.failed} failed, {self.errors} could not be graded, {elapsed:.0f} s")
         sys.stderr.flush()
 
