@@ -223,7 +223,17 @@ def test_the_journal_sits_beside_the_report_or_beside_the_submissions(tmp_path):
         str(tmp_path / "out" / ".crashcourse-grade" / "class.md.journal")
     assert bj.journal_path("subs", str(tmp_path / "results") + "/", 2) == \
         str(tmp_path / ".crashcourse-grade" / "results.journal")
-    assert bj.journal_path(str(tmp_path / "subs"), None, 3) == str(tmp_path / ".crashcourse-grade" / "subs-level3.journal")
+    assert bj.journal_path(str(tmp_path / "subs"), None, 3) == \
+        str(tmp_path / ".crashcourse-grade" / "subs-level3.journal")
+
+
+def test_the_progress_bar_counts_what_was_resumed(capsys):
+    from grader.grading.batch import Progress
+
+    bar = Progress(5, [{"status": "passed"}, {"status": "failed"}])
+    bar.step({"status": "error"})
+    bar.close()
+    assert "3/5 done (2 from the journal), 1 failed, 1 could not be graded" in capsys.readouterr().err
 
 
 # -- the real command, killed and run again ---------------------------------------------------------
@@ -236,6 +246,8 @@ CLASS = {  # student id: the level-2 file they handed in
     "e_b_only": KIT / "tests" / "corpus" / "level2" / "w08_save_at_b_only.py",
     "f_os_open": KIT / "tests" / "corpus" / "level2" / "c03_os_open_fsync.py",
     "g_replace_in_with": KIT / "tests" / "corpus" / "level2" / "w04_replace_inside_with.py",
+    "h_import_replace": KIT / "tests" / "corpus" / "level2" / "c08_from_os_import_replace.py",
+    "i_no_final_save": KIT / "tests" / "corpus" / "level2" / "w16_no_final_save.py",
 }
 
 
@@ -263,20 +275,28 @@ def _records(journal: Path) -> list:
         return []
 
 
-def _kill_when(proc: subprocess.Popen, journal: Path, finished: int, delay: float = 0.0) -> None:
-    """SIGKILL the batch (only its main process, as an OOM kill would) once ``finished`` records are in."""
+def _stop_when(proc: subprocess.Popen, journal: Path, finished: int, how: int, delay: float = 0.0) -> str:
+    """Stop the batch once ``finished`` records are in the journal (and ``delay`` seconds more).
+
+    SIGKILL goes to its main process only, as an OOM kill would; SIGINT to its whole process
+    group, as Ctrl-C in a terminal does. Returns what it printed on stderr."""
     deadline = time.monotonic() + 240
     while len(_records(journal)) < finished and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    assert proc.poll() is None, "the batch finished before it could be stopped; the test needs a larger class"
+    if how == signal.SIGINT:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(how)
+    _, err = proc.communicate(timeout=120)
     # Its judges die with it (they watch their parent); this only tidies up after a slow one.
     time.sleep(0.2)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    return err
 
 
 def _started(trace: Path) -> list:
@@ -293,25 +313,29 @@ def reference(tmp_path_factory):
         shutil.copy(source, subs / student / "agent.py")
     out = tmp / "reference" / "class.json"
     err = _finish(_start(subs, out, tmp / "reference-trace"))
-    assert "graded 7 submission(s)" in err
+    assert f"graded {len(CLASS)} submission(s)" in err
     assert sorted(_started(tmp / "reference-trace")) == sorted(CLASS)
     return {"tmp": tmp, "subs": subs, "report": json.loads(out.read_text())}
 
 
-def test_a_batch_killed_twice_finishes_with_the_uninterrupted_report(reference):
+def test_a_batch_stopped_three_times_finishes_with_the_uninterrupted_report(reference):
     tmp, subs = reference["tmp"], reference["subs"]
     out = tmp / "killed" / "class.json"
     journal = tmp / "killed" / ".crashcourse-grade" / "class.json.journal"
     rng = random.Random(17)
     traces, trusted_before = [], []
-    # First kill: right after two submissions finished. Second: at a random moment after one more.
-    for number, (finished, delay) in enumerate([(2, 0.0), (3, rng.uniform(0.0, 0.4))]):
+    # A kill right after the first submission finished, Ctrl-C after the third, and a kill at a
+    # random moment after the fifth (often in the middle of grading or of an append).
+    stops = [(1, signal.SIGKILL, 0.0), (3, signal.SIGINT, 0.0), (5, signal.SIGKILL, rng.uniform(0.0, 0.2))]
+    for number, (finished, how, delay) in enumerate(stops):
         trace = tmp / f"trace{number}"
         trusted_before.append(set(_records(journal)))
-        _kill_when(_start(subs, out, trace), journal, finished, delay)
+        err = _stop_when(_start(subs, out, trace), journal, finished, how, delay)
         traces.append(trace)
-        assert not out.exists(), "a killed batch wrote a report"
-    assert len(set(_records(journal))) >= 2
+        assert not out.exists(), "a stopped batch wrote a report"
+        if how == signal.SIGINT:
+            assert "stopped" in err and "run the same command again" in err, err[-2000:]
+    assert len(set(_records(journal))) >= 5
     # A kill in the middle of an append leaves the last line cut short: do that to the journal too.
     whole = journal.read_bytes()
     journal.write_bytes(whole + bj.encode({"id": "z", "files": "x", "result": {}})[:50])
@@ -322,7 +346,7 @@ def test_a_batch_killed_twice_finishes_with_the_uninterrupted_report(reference):
 
     assert json.loads(out.read_text()) == reference["report"]
     assert "last line of the journal" in err and "cut short" in err
-    assert f"resumed {len(trusted_before[-1])} of 7" in err
+    assert f"resumed {len(trusted_before[-1])} of {len(CLASS)}" in err
     for trusted, trace in zip(trusted_before, traces):
         again = trusted & set(_started(trace))
         assert not again, f"{sorted(again)} had a finished record in the journal and were graded again"
@@ -344,7 +368,7 @@ def test_other_options_are_refused_and_fresh_grades_everything_again(reference):
         err = _finish(_start(subs, out, tmp / "trace-fresh", "--fresh"))
     finally:
         shutil.copy(CLASS["b_starter"], subs / "b_starter" / "agent.py")
-    assert sorted(_started(tmp / "trace-fresh")) == sorted(CLASS) and "graded 7 submission(s)" in err
+    assert sorted(_started(tmp / "trace-fresh")) == sorted(CLASS) and f"graded {len(CLASS)} submission(s)" in err
     got = {s["id"]: s for s in json.loads(out.read_text())["submissions"]}
     want = {s["id"]: s for s in reference["report"]["submissions"]}
     assert got == dict(want, b_starter=dict(want["a_solution"], id="b_starter"))
