@@ -132,8 +132,8 @@ def _grade(args) -> int:
         return 2
     output = args.output or ("gradescope-results" if args.format == "gradescope" else None)
     progress = sys.stderr.isatty() and not args.no_progress
-    journal = _open_journal(args, output)
-    if journal == 2:
+    journal, refused = _open_journal(args, output)
+    if refused:
         return 2
     try:
         batch = grade_batch(args.submissions, args.level, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
@@ -159,8 +159,9 @@ def _grade(args) -> int:
     return 0
 
 
-def _open_journal(args, output: Optional[str]):
-    """The batch's journal (None if one cannot be kept here), or 2 when an untrusted one is in the way."""
+def _open_journal(args, output: Optional[str]) -> tuple:
+    """``(journal, refused)``: the batch's journal (None if none can be kept here), and whether an
+    untrusted one is in the way (then the batch must not start)."""
     from grader.grading import batch_journal
 
     path = batch_journal.journal_path(args.submissions, output, args.level)
@@ -170,14 +171,14 @@ def _open_journal(args, output: Optional[str]):
         journal = batch_journal.BatchJournal.open(path, wanted, fresh=args.fresh, submissions=args.submissions)
     except batch_journal.JournalRefused as exc:
         print(f"crashcourse grade: {exc}", file=sys.stderr)
-        return 2
+        return None, True
     except OSError as exc:
         print(f"note: no journal can be kept at {path} ({exc.strerror}), so if this batch is stopped, a rerun "
               "grades everything again.", file=sys.stderr)
-        return None
+        return None, False
     for note in journal.notes:
         print(f"note: {note}", file=sys.stderr)
-    return journal
+    return journal, False
 
 
 def _close_journal(journal, batch: dict) -> None:
@@ -339,6 +340,9 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     if journal is not None:
         queue, resumed = journal.split(entries)
         done.extend(resumed)
+        if resumed and not progress:  # a CI log says it up front; a terminal has the bar
+            print(f"resuming: {len(resumed)} of {len(entries)} submission(s) are in the journal {journal.path}; "
+                  f"grading the other {len(queue)}", file=sys.stderr)
     bar = Progress(len(entries), done) if progress else None
     # The journal holds other students' results: the code being graded must not read or change it.
     hidden = [submissions] + [p for p in protect if p] + ([journal.folder] if journal is not None else [])

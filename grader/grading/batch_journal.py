@@ -55,7 +55,7 @@ from grader.atomicfile import fsync_folder, make_folder, write_atomic
 FORMAT = 1
 KIND = "crashcourse grade journal"
 FOLDER = ".crashcourse-grade"
-_FRESH = "add --fresh to the same command to grade every submission again (the journal is then replaced)"
+_FRESH = "add --fresh to the same command to grade every submission again (the journal is then replaced)."
 
 
 class JournalRefused(Exception):
