@@ -3,11 +3,12 @@
     python benchmarks/grade_resume.py [--count 200] [--kills 4] [--jobs 2] [--examples N] [--seed 17]
 
 It grades the class once without interruption (the reference), then grades it again into another
-report, SIGKILLing the batch ``--kills`` times at random moments (each after at least one more
-submission has finished) and running the same command until it completes. It prints, and checks:
+report, SIGKILLing the batch ``--kills`` times at random moments spread over the batch (once a
+random number of submissions have finished, plus a random fraction of a second) and running the
+same command until it completes. It prints, and checks:
 
-* the final report equals the reference (but for a timing some failure messages quote: see
-  ``_normal``);
+* the final report equals the reference (but for a timing and a random folder name that some
+  failure messages quote, which differ between two uninterrupted runs too: see ``_normal``);
 * no submission whose record was in the journal when a run started was graded by that run
   (judge starts are counted with ``CRASHCOURSE_GRADE_TRACE``);
 * how many submissions were graded more than once in all (only those whose grading was in flight
@@ -87,24 +88,26 @@ def run(cmd: list, trace: Path, kill_after: float = None, journal: Path = None, 
 
 
 def _normal(report: str) -> dict:
-    """The report with the one timing some feedback quotes taken out.
+    """The report without the two things in its feedback that change from run to run.
 
     A failed assertion on an exploration (the "loop still finishes" check of a loop that never
     clears pendingToolUse, for example) prints pytest's repr of it, cut to a length, and the repr
-    includes how long the exploration took. Two uninterrupted runs differ there too, so it says
-    nothing about resuming."""
+    includes how long the exploration took. A temp file written outside the checkpoint's folder is
+    named with the grader's own random working folder. Two uninterrupted runs differ there too, so
+    neither says anything about resuming."""
     data = json.loads(report)
     for submission in data["submissions"]:
         for test in submission["tests"]:
-            test["output"] = re.sub(r"Exploration\(.*", "Exploration(...)", test["output"])
+            text = re.sub(r"Exploration\(.*", "Exploration(...)", test["output"])
+            test["output"] = re.sub(r"crashcourse-[a-z0-9_]{8}\b", "crashcourse-XXXXXXXX", text)
     return data
 
 
 def show_difference(reference: Path, got: Path) -> None:
     import difflib
 
-    want = {s["id"]: s for s in json.loads(reference.read_text())["submissions"]}
-    have = {s["id"]: s for s in json.loads(got.read_text())["submissions"]}
+    want = {s["id"]: s for s in _normal(reference.read_text())["submissions"]}
+    have = {s["id"]: s for s in _normal(got.read_text())["submissions"]}
     for student in sorted(set(want) | set(have)):
         if want.get(student) != have.get(student):
             print(f"    {student} differs:")
@@ -140,14 +143,16 @@ def main() -> int:
         out = tmp / "stopped" / "class.json"
         journal = Path(batch_journal.journal_path(str(subs), str(out), 2))
         total, starts, regraded_trusted, runs = 0.0, [], 0, 0
+        # Kills spread over the whole batch: once a random number of submissions have finished
+        # (each more than the last), plus a random fraction of a second.
+        marks = sorted(rng.sample(range(1, args.count), min(args.kills, args.count - 1)))
         while True:
             trusted = set(records(journal))
             trace = tmp / f"trace{runs}"
-            kill = runs < args.kills
-            # The moment: a random time after at least one more submission than last time finished.
+            kill = runs < len(marks)
             seconds, killed, code, err = run(command(subs, out, args), trace,
-                                             kill_after=rng.uniform(0.0, 3.0) if kill else None, journal=journal,
-                                             at_least=len(trusted) + 1)
+                                             kill_after=rng.uniform(0.0, 1.0) if kill else None, journal=journal,
+                                             at_least=max(marks[runs], len(trusted) + 1) if kill else 0)
             runs += 1
             total += seconds
             started = trace.read_text().split() if trace.exists() else []
