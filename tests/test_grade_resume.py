@@ -248,6 +248,8 @@ CLASS = {  # student id: the level-2 file they handed in
     "g_replace_in_with": KIT / "tests" / "corpus" / "level2" / "w04_replace_inside_with.py",
     "h_import_replace": KIT / "tests" / "corpus" / "level2" / "c08_from_os_import_replace.py",
     "i_no_final_save": KIT / "tests" / "corpus" / "level2" / "w16_no_final_save.py",
+    "j_pathlib_in_place": KIT / "tests" / "corpus" / "level2" / "w02_pathlib_write_text_in_place.py",
+    "k_rename_bytes": KIT / "tests" / "corpus" / "level2" / "c07_os_rename_write_bytes.py",
 }
 
 
@@ -275,14 +277,17 @@ def _records(journal: Path) -> list:
         return []
 
 
-def _stop_when(proc: subprocess.Popen, journal: Path, finished: int, how: int, delay: float = 0.0) -> str:
-    """Stop the batch once ``finished`` records are in the journal (and ``delay`` seconds more).
+def _stop_when(proc: subprocess.Popen, trace: Path, journal: Path, more: int, how: int, delay: float = 0.0) -> str:
+    """Stop the batch once it has started grading and ``more`` records were added to the journal
+    since it started (and ``delay`` seconds after that).
 
     SIGKILL goes to its main process only, as an OOM kill would; SIGINT to its whole process
     group, as Ctrl-C in a terminal does. Returns what it printed on stderr."""
+    target = len(_records(journal)) + more
     deadline = time.monotonic() + 240
-    while len(_records(journal)) < finished and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    while (len(_records(journal)) < target or not _started(trace)) and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.005)
     time.sleep(delay)
     assert proc.poll() is None, "the batch finished before it could be stopped; the test needs a larger class"
     if how == signal.SIGINT:
@@ -324,18 +329,18 @@ def test_a_batch_stopped_three_times_finishes_with_the_uninterrupted_report(refe
     journal = tmp / "killed" / ".crashcourse-grade" / "class.json.journal"
     rng = random.Random(17)
     traces, trusted_before = [], []
-    # A kill right after the first submission finished, Ctrl-C after the third, and a kill at a
-    # random moment after the fifth (often in the middle of grading or of an append).
-    stops = [(1, signal.SIGKILL, 0.0), (3, signal.SIGINT, 0.0), (5, signal.SIGKILL, rng.uniform(0.0, 0.2))]
-    for number, (finished, how, delay) in enumerate(stops):
+    # A kill right after the run's first submission finished, Ctrl-C after its second, and a kill
+    # at a random moment after its next one (often in the middle of grading or of an append).
+    stops = [(1, signal.SIGKILL, 0.0), (2, signal.SIGINT, 0.0), (1, signal.SIGKILL, rng.uniform(0.0, 0.2))]
+    for number, (more, how, delay) in enumerate(stops):
         trace = tmp / f"trace{number}"
         trusted_before.append(set(_records(journal)))
-        err = _stop_when(_start(subs, out, trace), journal, finished, how, delay)
+        err = _stop_when(_start(subs, out, trace), trace, journal, more, how, delay)
         traces.append(trace)
-        assert not out.exists(), "a stopped batch wrote a report"
+        assert not out.exists(), f"a batch stopped by signal {how} wrote a report"
         if how == signal.SIGINT:
             assert "stopped" in err and "run the same command again" in err, err[-2000:]
-    assert len(set(_records(journal))) >= 5
+    assert len(set(_records(journal))) >= 4
     # A kill in the middle of an append leaves the last line cut short: do that to the journal too.
     whole = journal.read_bytes()
     journal.write_bytes(whole + bj.encode({"id": "z", "files": "x", "result": {}})[:50])
@@ -372,3 +377,18 @@ def test_other_options_are_refused_and_fresh_grades_everything_again(reference):
     got = {s["id"]: s for s in json.loads(out.read_text())["submissions"]}
     want = {s["id"]: s for s in reference["report"]["submissions"]}
     assert got == dict(want, b_starter=dict(want["a_solution"], id="b_starter"))
+
+
+
+def test_ctrl_c_while_the_grader_warms_up_stops_the_batch(tmp_path):
+    """Before any judge starts, the grader collects the level's tests with pytest, which keeps a
+    Ctrl-C to itself (it returns a code instead). The warm-up must pass it on, or the batch would
+    carry on and write a report after the instructor asked it to stop. Here the Ctrl-C comes from
+    inside the collection itself, so it lands there every time."""
+    (tmp_path / "test_level.py").write_text("raise KeyboardInterrupt\n")
+    code = ("import sys; from pathlib import Path; from grader.grading import batch\n"
+            "try: batch.preload(Path(sys.argv[1]), None, 1)\n"
+            "except KeyboardInterrupt: sys.exit(130)\n")
+    warm = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=KIT, capture_output=True, text=True,
+                          timeout=120)
+    assert warm.returncode == 130, warm.stderr[-2000:]

@@ -269,13 +269,17 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
     from grader.grading import judge  # noqa: F401
     from grader.levels import parallel_calls  # noqa: F401 - registers level 5's conversations for warm()
     from grader.engine import scripted  # noqa: F401
+    interrupted = _InterruptSeen()
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
         cwd = os.getcwd()
         try:
             os.chdir(KIT_ROOT)
-            pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)])
+            pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)],
+                        plugins=[interrupted])
         finally:
             os.chdir(cwd)
+    if interrupted.seen:
+        raise KeyboardInterrupt  # pytest keeps a Ctrl-C to itself; the instructor meant the whole batch
     # (The collect-only run above imported the pytest plugin too, through its entry point.)
     seed = scripted.DEFAULT_SEED if seed is None else seed
     conversations.warm(seed, scripted.DEFAULT_EXAMPLES if examples is None else examples,
@@ -286,6 +290,15 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
     for scenario in scenarios:
         reference_saves(scenario.task, scenario.responses, scenario.results)
     _warm_verdicts(level_dir, scenarios)
+
+
+class _InterruptSeen:
+    """A pytest plugin that notes a Ctrl-C, which pytest.main() would otherwise turn into a return code."""
+
+    seen = False
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.seen = True
 
 
 def _warm_verdicts(level_dir: Path, scenarios: list) -> None:
