@@ -146,7 +146,7 @@ def _grade(args) -> int:
         return 130
     if args.format == "gradescope":
         written = reports.write_gradescope(batch, output)
-        print(f"wrote {len(written)} results.json file(s) under {output}/", file=sys.stderr)
+        print(f"wrote {len(written)} results.json file(s) under {output.rstrip(os.sep)}/", file=sys.stderr)
     elif output:
         reports.write_report(batch, args.format, output)
         print(f"wrote {output}", file=sys.stderr)
