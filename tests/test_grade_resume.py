@@ -259,7 +259,10 @@ def _command(subs: Path, out: Path, *extra: str) -> list:
 
 
 def _start(subs: Path, out: Path, trace: Path, *extra: str) -> subprocess.Popen:
-    env = dict(os.environ, CRASHCOURSE_GRADE_TRACE=str(trace))
+    # The batch's own TMPDIR, as the other grading tests do: it never meets another grading run.
+    tmpdir = subs.parent / "grading-tmp"
+    tmpdir.mkdir(exist_ok=True)
+    env = dict(os.environ, CRASHCOURSE_GRADE_TRACE=str(trace), TMPDIR=str(tmpdir))
     return subprocess.Popen(_command(subs, out, *extra), cwd=KIT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -364,7 +367,7 @@ def test_other_options_are_refused_and_fresh_grades_everything_again(reference):
     tmp, subs = reference["tmp"], reference["subs"]
     out = tmp / "reference" / "class.json"
     refused = subprocess.run(_command(subs, out, "--seed", "5"), cwd=KIT, capture_output=True, text=True,
-                             timeout=120)
+                             timeout=120, env=dict(os.environ, TMPDIR=str(subs.parent / "grading-tmp")))
     assert refused.returncode == 2 and "seed was the default, now 5" in refused.stderr and "--fresh" in refused.stderr
     assert json.loads(out.read_text()) == reference["report"], "a refused run touched the report"
     # The starter's author hands in a fixed loop (the solution's) after the batch ran.
