@@ -120,8 +120,8 @@ def test_the_gradescope_package_has_its_scripts_and_no_solutions(tmp_path):
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
         assert {"setup.sh", "run_autograder", "kit/pyproject.toml", "kit/grader/grading/judge.py",
-                "kit/exercises/level2/test_agent.py"} <= names
-        assert not any(n.startswith("kit/solutions") for n in names)
+                "kit/grader/kit/exercises/level2/test_agent.py", "kit/grader/kit/exercises/manifest.json"} <= names
+        assert not any("solutions" in n.split("/") for n in names)
         assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
         assert "--seed 7" in z.read("run_autograder").decode()
 

@@ -30,8 +30,10 @@ from typing import Optional
 
 from grader.grading import reports
 from grader.grading import sandbox
+from grader.levels.manifest import package_root
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+# The instructor's kit: a checkout, or the copy a wheel carries (never a student's workspace).
+KIT_ROOT = package_root()
 MAX_UNZIPPED = 100 * 1024 ** 2
 MAX_FILES = 2000
 

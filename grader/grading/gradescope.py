@@ -5,13 +5,17 @@ built, then ``run_autograder`` for each student with their files in ``/autograde
 whatever ``/autograder/results/results.json`` holds afterwards is the student's result
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
 
-The zip carries the kit (``grader/``, ``pyproject.toml``), the level's folder (tests, README,
-hints) and, if given, the instructor's seed and scenarios. It never carries ``solutions/``.
+The zip is built from the installed package, so it works the same from a wheel as from a clone:
+``kit/`` holds the package's own ``grader/`` code, the manifest and the level's folder (tests,
+README, hints) under ``grader/kit/`` where an installed package keeps them, and a small
+``pyproject.toml`` that installs it all. If given, the instructor's seed and scenarios come too.
+It never carries ``solutions/``.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import stat
@@ -21,10 +25,13 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Optional
 
+import grader
 from grader.atomicfile import make_folder, write_atomic
 from grader.grading.reports import gradescope_result, write_gradescope_result
+from grader.levels.manifest import package_root
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+# The instructor's kit: a checkout, or the copy a wheel carries (never a student's workspace).
+KIT_ROOT = package_root()
 
 SETUP_SH = """#!/usr/bin/env bash
 # Runs once, when Gradescope builds the autograder image.
@@ -45,6 +52,67 @@ exec /autograder/venv/bin/python -m grader gradescope-run --level {level} --time
 """
 
 
+PACKAGE_PYPROJECT = """\
+# Written by `crashcourse gradescope-package`: installs the grader and the level it carries.
+[build-system]
+requires = ["setuptools>=62.3"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "crashcourse"
+version = "{version}"
+requires-python = ">=3.10"
+dependencies = {dependencies}
+
+[project.scripts]
+crashcourse = "grader.faces.cli:main"
+
+[project.entry-points.pytest11]
+crashcourse = "grader.faces.plugin"
+
+[tool.setuptools.packages.find]
+include = ["grader", "grader.*"]
+
+[tool.setuptools.package-data]
+grader = ["kit/**/*"]
+"""
+
+
+def _dependencies() -> list:
+    """The installed package's own requirements, extras left out (the grader needs none of them)."""
+    from importlib import metadata
+    try:
+        requires = metadata.requires("crashcourse") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    found = [r for r in requires if "extra ==" not in r.replace("extra==", "extra ==")]
+    return found or ["pytest>=7.4", "hypothesis>=6.80", "nbformat>=5.9"]
+
+
+def package_files(level: int) -> dict:
+    """``{path in the zip's kit/ folder: bytes}``: the running package's code and the level it grades."""
+    package = Path(grader.__file__).resolve().parent
+    files: dict[str, bytes] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "kit" or "__pycache__" in rel.parts:
+            continue  # the course material comes from the kit root below, one level only
+        files[f"grader/{rel.as_posix()}"] = path.read_bytes()
+    kit_manifest = KIT_ROOT / "exercises" / "manifest.json"
+    if kit_manifest.is_file():
+        files["grader/kit/exercises/manifest.json"] = kit_manifest.read_bytes()
+    level_dir = KIT_ROOT / "exercises" / f"level{level}"
+    if not level_dir.is_dir():
+        raise SystemExit(f"crashcourse gradescope-package: there is no exercises/level{level}/ in {KIT_ROOT}")
+    for path in sorted(level_dir.rglob("*")):
+        rel = path.relative_to(level_dir)
+        if path.is_file() and not {"__pycache__", "checkpoints"} & set(rel.parts) and not any(p.startswith(".") for p in rel.parts):
+            files[f"grader/kit/exercises/level{level}/{rel.as_posix()}"] = path.read_bytes()
+    files["pyproject.toml"] = PACKAGE_PYPROJECT.format(
+        version=grader.__version__, dependencies=json.dumps(_dependencies())).encode()
+    return files
+
+
 def build_package(level: int, output: str, *, seed: Optional[int] = None, scenarios: Optional[str] = None,
                   timeout: float = 120.0) -> str:
     """Write the autograder zip for ``level`` to ``output``."""
@@ -57,15 +125,8 @@ def build_package(level: int, output: str, *, seed: Optional[int] = None, scenar
         "setup.sh": SETUP_SH.encode(),
         "run_autograder": RUN_AUTOGRADER.format(level=level, timeout=timeout, extra=extra).encode(),
     }
-    for name in ("pyproject.toml", "README.md"):
-        if (KIT_ROOT / name).exists():
-            files[f"kit/{name}"] = (KIT_ROOT / name).read_bytes()
-    for path in sorted((KIT_ROOT / "grader").rglob("*.py")):
-        files[f"kit/{path.relative_to(KIT_ROOT).as_posix()}"] = path.read_bytes()
-    level_dir = KIT_ROOT / "exercises" / f"level{level}"
-    for path in sorted(level_dir.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            files[f"kit/exercises/level{level}/{path.relative_to(level_dir)}"] = path.read_bytes()
+    for name, data in package_files(level).items():
+        files[f"kit/{name}"] = data
     if scenarios:
         files[Path(scenarios).name] = Path(scenarios).read_bytes()
     # Built in memory (the kit is a few hundred KiB), then written whole: a kill mid-build never

@@ -95,6 +95,8 @@ class Level:
 class Manifest:
     root: Path
     levels: list
+    # A student's workspace (``crashcourse init``): its solutions stay with the instructor.
+    workspace: bool = False
 
     def level(self, number: int) -> Level:
         for level in self.levels:
@@ -114,9 +116,33 @@ class Manifest:
         return [level for level in self.levels if level.exists()]
 
 
+# Where the course material is, in the order it is looked for. A checkout keeps it in its top-level
+# folders; a wheel carries a copy under grader/kit/ (setup.py puts it there at build time).
+SOURCE_CHECKOUT = Path(__file__).resolve().parents[2]
+PACKAGED_KIT = Path(__file__).resolve().parents[1] / "kit"
+
+
+def package_root() -> Path:
+    """The kit that came with this installed package, whatever the current folder is.
+
+    ``CRASHCOURSE_ROOT`` if set; else the checkout the package was installed from (an editable
+    install); else the copy inside the package (a wheel). Instructor commands and ``crashcourse
+    init`` start from here, so a student's workspace never stands in for the instructor's kit.
+    """
+    env = os.environ.get("CRASHCOURSE_ROOT")
+    if env:
+        return Path(env).resolve()
+    if (SOURCE_CHECKOUT / MANIFEST_PATH).is_file():
+        return SOURCE_CHECKOUT
+    if (PACKAGED_KIT / MANIFEST_PATH).is_file():
+        return PACKAGED_KIT
+    return SOURCE_CHECKOUT
+
+
 def find_root(start: Optional[Path] = None) -> Path:
-    """The kit's root: the nearest folder at or above ``start`` (default: cwd) holding the manifest,
-    else the folder this package was installed from (an editable install)."""
+    """The kit a student command reads: ``CRASHCOURSE_ROOT`` if set, else the nearest folder at or
+    above ``start`` (default: cwd) holding the manifest (a checkout, or a workspace made by
+    ``crashcourse init``), else the kit that came with the package (:func:`package_root`)."""
     env = os.environ.get("CRASHCOURSE_ROOT")
     if env:
         return Path(env).resolve()
@@ -124,7 +150,7 @@ def find_root(start: Optional[Path] = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / MANIFEST_PATH).is_file():
             return folder
-    return Path(__file__).resolve().parents[2]
+    return package_root()
 
 
 def load(root: Optional[Path] = None) -> Manifest:
@@ -134,7 +160,9 @@ def load(root: Optional[Path] = None) -> Manifest:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ManifestError(f"There is no {MANIFEST_PATH} under {root}. Run crashcourse from inside the kit's folder "
-                            "(the one you cloned), or set CRASHCOURSE_ROOT to it.") from None
+                            "(a clone, or a workspace made by `crashcourse init`), or set CRASHCOURSE_ROOT to it. "
+                            "An installed crashcourse carries its own copy; if it has none, reinstall it from a "
+                            "wheel or a clone.") from None
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
     levels = []
@@ -149,7 +177,7 @@ def load(root: Optional[Path] = None) -> Manifest:
             module=str(entry["module"]), function=str(entry.get("function") or ""),
             planted=tuple(entry["planted"]), crash_models=tuple(entry["crash_models"]),
             answers=entry.get("answers"), root=root))
-    return Manifest(root, levels)
+    return Manifest(root, levels, workspace=bool(raw.get("workspace")))
 
 
 def problems(manifest: Manifest) -> list[str]:
