@@ -73,7 +73,8 @@ from pathlib import Path
 
 from IPython.display import Code, display
 
-ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").is_file())
+# The kit's folder: a clone, or a workspace made by `crashcourse init` (both hold the manifest).
+ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "exercises" / "manifest.json").is_file())
 sys.path.insert(0, str(ROOT / "notebooks"))
 
 import checkpoint_loops

@@ -2,7 +2,8 @@
 
 Each group of subcommands lives in its own module and registers itself here:
 :mod:`grader.faces.student_cli` (demo, check, hint, watch, selfcheck, run) and
-:mod:`grader.grading.batch` (grade, gradescope-package).
+:mod:`grader.grading.batch` (grade, gradescope-package), :mod:`grader.faces.workspace` (init, handout)
+and :mod:`grader.grading.prairielearn` (prairielearn-run).
 """
 
 from __future__ import annotations
@@ -30,12 +31,32 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"crashcourse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from grader.grading import batch as grading_cli
-    from grader.faces import student_cli
+    from grader.faces import student_cli, workspace
 
     student_cli.register(sub)
-    grading_cli.register(sub)
+    workspace.register(sub)
+    try:
+        from grader.grading import batch as grading_cli
+        from grader.grading import prairielearn
+    except ImportError as exc:  # Windows has no resource or fcntl: the learner's commands still work
+        _grading_unavailable(sub, exc)
+    else:
+        grading_cli.register(sub)
+        prairielearn.register(sub)
     return parser
+
+
+def _grading_unavailable(sub, exc: ImportError) -> None:
+    def explain(args) -> int:
+        print(f"crashcourse {args.command}: grading a class runs on Linux or macOS only; this Python lacks "
+              f"{exc.name or 'a POSIX module'}. The learner's commands (check, hint, watch, run, demo, init) "
+              "work here.", file=sys.stderr)
+        return 2
+    for name in ("grade", "gradescope-package", "gradescope-run", "prairielearn-run"):
+        parser = sub.add_parser(name, help="(instructors; Linux or macOS) see crashcourse grade --help there",
+                                add_help=False)
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+        parser.set_defaults(handler=explain)
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -237,6 +237,12 @@ get. Right: the solution.
 """
 
 
+SOLUTION_IS_THE_INSTRUCTORS = """\
+This is a learner's workspace: the solution column is your instructor's and is not shown here.
+The starter's column is what you begin from; your own fix turns it to ok (crashcourse check N).
+"""
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     paint = matrix.Painter()
     try:
@@ -245,6 +251,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _say(str(exc))
         return 1
     _say(DEMO_INTRO)
+    if kit.workspace or not any(level.solution_dir.is_dir() for level in kit.existing()):
+        _say(SOLUTION_IS_THE_INSTRUCTORS)
     shown = 0
     for level in kit.levels:
         if args.level is not None and level.number != args.level:
@@ -254,7 +262,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             _say(f"  not in this copy of the kit yet ({level.folder}/ is not there); skipped.\n")
             continue
         columns = []
-        for title, folder in (("starter", level.starter_dir), ("solution", level.solution_dir)):
+        sources = [("starter", level.starter_dir)]
+        if not kit.workspace and level.solution_dir.is_dir():
+            sources.append(("solution", level.solution_dir))
+        for title, folder in sources:
             try:
                 col = level_column(title, folder, level)
             except Exception as exc:  # noqa: BLE001 - one broken level must not hide the others

@@ -1,0 +1,459 @@
+"""A student's own copy of the course: ``crashcourse init DIR`` and ``crashcourse handout OUT.zip``.
+
+The workspace holds what a learner works from and nothing of the instructor's: the lessons, the
+manifest, each handed-out level's folder (starter, tests, README, hints, answers template), the
+walkthrough notebook and a README with the learner's commands. ``solutions/``, the kit's own tests
+and corpus, and any instructor scenarios stay behind. Its manifest says ``"workspace": true``, so
+``crashcourse demo`` run inside it knows the solution column belongs to the instructor.
+
+It is made from the kit that came with the installed package (:func:`manifest.package_root`): the
+copy a wheel carries, or the checkout of an editable install.
+
+Making a workspace again never overwrites a file that is already there (it may be the learner's
+work in progress); the command lists what it left alone. ``--github-classroom`` adds a GitHub
+Classroom workflow that grades each task of each level with the points its tests carry.
+
+Nothing here imports a POSIX-only module: learners run this on macOS and Windows too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import os
+import stat
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Optional
+
+from grader import __version__
+from grader.levels import manifest as manifest_mod
+
+NOTEBOOK_FILES = ("02-checkpoints-walkthrough.ipynb", "checkpoint_loops.py")
+NOTEBOOK_LEVEL = 2  # the walkthrough opens exercises/level2/agent.py
+WORKFLOW_PATH = PurePosixPath(".github/workflows/classroom.yml")
+SKIP_PARTS = {"__pycache__", "checkpoints"}
+
+
+class WorkspaceError(Exception):
+    """The workspace cannot be made as asked; the message says why and what to do."""
+
+
+def parse_levels(text: Optional[str], kit: manifest_mod.Manifest) -> list:
+    """The levels named by ``--levels`` ("1,2", "2-4"), or every level present in the kit."""
+    present = [level.number for level in kit.existing()]
+    if not text:
+        return present
+    chosen: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                chosen.extend(range(low, high + 1))
+            else:
+                chosen.append(int(part))
+        except ValueError:
+            raise WorkspaceError(f"--levels {text!r}: write level numbers like 1,2 or 2-4") from None
+    unknown = sorted(set(chosen) - set(present))
+    if unknown:
+        raise WorkspaceError(f"--levels {text!r}: this kit has no level {', '.join(map(str, unknown))}; "
+                             f"the levels are {', '.join(map(str, present))}")
+    return sorted(set(chosen))
+
+
+# --- what goes in ---------------------------------------------------------------------------------
+
+
+def _files_under(folder: Path) -> list:
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and not SKIP_PARTS & set(rel.parts) and not any(p.startswith(".") for p in rel.parts) \
+                and not path.name.endswith((".pyc", ".pyo")):
+            out.append(path)
+    return out
+
+
+def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroom: bool = False,
+                    install: Optional[str] = None) -> dict:
+    """``{relative POSIX path: bytes}`` of the workspace for ``levels``, built from ``kit``."""
+    root = kit.root
+    files: dict[str, bytes] = {}
+    for path in _files_under(root / "lessons"):
+        files[path.relative_to(root).as_posix()] = path.read_bytes()
+    raw = json.loads((root / manifest_mod.MANIFEST_PATH).read_text(encoding="utf-8"))
+    raw["workspace"] = True
+    # Every level stays listed: the commands then say a level not handed out yet is "not in this copy".
+    files[manifest_mod.MANIFEST_PATH.as_posix()] = (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode()
+    handed = [kit.level(n) for n in levels]
+    for level in handed:
+        for path in _files_under(level.starter_dir):
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    if NOTEBOOK_LEVEL in levels:
+        for name in NOTEBOOK_FILES:
+            path = root / "notebooks" / name
+            if path.is_file():
+                files[f"notebooks/{name}"] = path.read_bytes()
+    spec = install or default_install()
+    files["README.md"] = workspace_readme(handed, spec, NOTEBOOK_LEVEL in levels).encode()
+    files[".gitignore"] = GITIGNORE.encode()
+    if github_classroom:
+        files[WORKFLOW_PATH.as_posix()] = classroom_workflow(handed, spec).encode()
+    return files
+
+
+def default_install() -> str:
+    return f"crashcourse=={__version__}"
+
+
+GITIGNORE = """\
+# What running the loop and the commands leaves behind; your own files are the ones to commit.
+__pycache__/
+checkpoints/
+.crashcourse/
+.hypothesis/
+.pytest_cache/
+.venv/
+"""
+
+
+def workspace_readme(levels: list, install: str, notebook: bool) -> str:
+    first = levels[0] if levels else None
+    rows = "\n".join(f"| {lv.number} | `{lv.folder}/{lv.files[0]}` | {lv.title} |" for lv in levels)
+    n = first.number if first else 1
+    start = (f"Read `lessons/02-checkpoints.md`, then `{first.folder}/{first.readme}`, and open "
+             f"`{first.folder}/{first.files[0]}`." if first else "Read `lessons/02-checkpoints.md`.")
+    notebook_part = ("""
+## The notebook
+
+`notebooks/02-checkpoints-walkthrough.ipynb` draws where crashes land in the level-2 loop, yours
+included. It needs Jupyter: `pip install "crashcourse[notebooks]"`, then
+`jupyter lab notebooks/02-checkpoints-walkthrough.ipynb` and run every cell.
+""" if notebook else "")
+    return f"""# Your crashcourse workspace
+
+This folder is yours. Each level is a small piece of broken code that saves an agent loop's
+checkpoint; your job is to fix it until a crash at any point leaves a file a resume can trust.
+The tests here are the grader: they run your code, crash it at every point, and tell you what a
+resume would have found on disk.
+
+## Set up once
+
+```
+python -m venv .venv
+source .venv/bin/activate        # on Windows: .venv\\Scripts\\activate
+pip install "{install}"
+```
+
+(If your instructor gave you a wheel file or a link instead, `pip install` that.)
+
+## Start
+
+{start} Then, from this folder:
+
+| command | what it does |
+|---|---|
+| `pytest {first.folder if first else "exercises/level1"}` | the grader: red until your code survives every crash |
+| `crashcourse check {n}` | the same tests, your crash matrix, and the first failure in full |
+| `crashcourse hint {n}` | a nudge: a question first, then where to look, then what to use |
+| `crashcourse watch {n}` | runs `check` again every time you save |
+| `crashcourse run {n}` | runs your loop once and shows the checkpoint it left |
+| `crashcourse demo` | the crash matrix of each starter as handed out |
+
+A level is done when `pytest exercises/levelN` passes. Levels in this workspace:
+
+| level | you edit | about |
+|---|---|---|
+{rows}
+
+Where a level has an `answers.md`, write your answers there: your instructor reads them.
+{notebook_part}
+## What is not here
+
+The solutions stay with your instructor: `crashcourse demo` shows the starter's column only, and
+says so. Getting more levels later with `crashcourse init` in this folder adds the new files and
+never touches one you already have.
+"""
+
+
+# --- the GitHub Classroom workflow ----------------------------------------------------------------
+
+
+@dataclass
+class ClassroomStep:
+    id: str
+    name: str
+    command: str
+    max_score: float
+
+
+def _marker_number(decorator: ast.expr, name: str) -> Optional[float]:
+    """N from ``@pytest.mark.<name>(N)`` or ``@pytest.mark.<name>(taskno=N)``."""
+    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+            and decorator.func.attr == name):
+        return None
+    values = list(decorator.args) + [kw.value for kw in decorator.keywords]
+    if values and isinstance(values[0], ast.Constant) and isinstance(values[0].value, (int, float)):
+        return float(values[0].value)
+    return None
+
+
+def task_tests(level: manifest_mod.Level) -> dict:
+    """``{task number: [(node id relative to the kit root, points)]}`` from the level's test markers."""
+    out: dict[int, list] = {}
+    for path in level.test_paths():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test")):
+                continue
+            task = next((t for d in node.decorator_list if (t := _marker_number(d, "task")) is not None), None)
+            points = next((p for d in node.decorator_list if (p := _marker_number(d, "points")) is not None), None)
+            if task is None or points is None:
+                continue
+            nodeid = f"{level.folder}/{path.name}::{node.name}"
+            out.setdefault(int(task), []).append((nodeid, points))
+    return out
+
+
+def _written_tasks(level: manifest_mod.Level) -> set:
+    try:
+        from grader.grading.judge import written_tasks
+    except ImportError:  # the judge needs POSIX; on Windows every task is graded by its tests
+        return set()
+    return written_tasks(level.starter_dir)
+
+
+def classroom_steps(levels: list) -> list:
+    """One graded step per task of each level: its tests, worth the points they carry."""
+    steps = []
+    for level in levels:
+        titles = dict(manifest_mod.readme_tasks(level.starter_dir / level.readme))
+        written = _written_tasks(level)
+        for task, tests in sorted(task_tests(level).items()):
+            if task in written:
+                continue  # written answers are read by the instructor, not scored here
+            ids = " ".join(f'"{nodeid}"' for nodeid, _ in tests)
+            title = titles.get(task, f"task {task}")
+            steps.append(ClassroomStep(
+                id=f"level{level.number}_task{task}", name=f"Level {level.number}, task {task}: {title}",
+                command=f"python -m pytest -q -p no:cacheprovider {ids}",
+                max_score=sum(points for _, points in tests)))
+    return steps
+
+
+def _q(text: str) -> str:
+    # A JSON string is a valid YAML double-quoted scalar.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def classroom_workflow(levels: list, install: str) -> str:
+    steps = classroom_steps(levels)
+    lines = [
+        "# GitHub Classroom autograding, written by `crashcourse init --github-classroom`.",
+        "# One graded step per task of each level: the task's tests, worth the points they carry.",
+        "name: Autograding Tests",
+        "'on':",
+        "- push",
+        "- repository_dispatch",
+        "permissions:",
+        "  checks: write",
+        "  actions: read",
+        "  contents: read",
+        "jobs:",
+        "  run-autograding-tests:",
+        "    runs-on: ubuntu-latest",
+        "    if: github.actor != 'github-classroom[bot]'",
+        "    steps:",
+        "    - name: Checkout code",
+        "      uses: actions/checkout@v4",
+        "    - name: Set up Python",
+        "      uses: actions/setup-python@v5",
+        "      with:",
+        "        python-version: '3.12'",
+        "    - name: Install the kit",
+        f"      run: python -m pip install {_q(install)}",
+    ]
+    for step in steps:
+        lines += [
+            f"    - name: {_q(step.name)}",
+            f"      id: {step.id}",
+            "      uses: classroom-resources/autograding-command-grader@v1",
+            "      with:",
+            f"        test-name: {_q(step.name)}",
+            "        setup-command: ''",
+            f"        command: {_q(step.command)}",
+            "        timeout: 10",
+            f"        max-score: {step.max_score:g}",
+        ]
+    lines += [
+        "    - name: Autograding Reporter",
+        "      uses: classroom-resources/autograding-grading-reporter@v1",
+        "      env:",
+    ]
+    lines += [f"        {step.id.upper()}_RESULTS: \"${{{{steps.{step.id}.outputs.result}}}}\"" for step in steps]
+    lines += ["      with:", f"        runners: {','.join(step.id for step in steps)}", ""]
+    return "\n".join(lines)
+
+
+# --- writing it -----------------------------------------------------------------------------------
+
+
+@dataclass
+class InitReport:
+    written: list
+    unchanged: list
+    kept: list  # there already, with other content: the learner's, left alone
+
+
+def write_workspace(target: Path, files: dict) -> InitReport:
+    report = InitReport([], [], [])
+    for rel, data in sorted(files.items()):
+        dest = target.joinpath(*PurePosixPath(rel).parts)
+        if dest.exists() or dest.is_symlink():
+            try:
+                same = dest.is_file() and dest.read_bytes() == data
+            except OSError:
+                same = False
+            (report.unchanged if same else report.kept).append(rel)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # "x": a file that appeared since the check above is still never overwritten.
+        with open(dest, "xb") as f:
+            f.write(data)
+        report.written.append(rel)
+    return report
+
+
+def _check_target(target: Path) -> None:
+    existing = target / manifest_mod.MANIFEST_PATH
+    if existing.is_file():
+        try:
+            raw = json.loads(existing.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raw = {}
+        if not raw.get("workspace"):
+            raise WorkspaceError(f"{target} holds the kit itself (its manifest is not a workspace's); a workspace "
+                                 "goes in a folder of its own, for example: crashcourse init ~/crashcourse-work")
+    if (target / "solutions").is_dir():
+        raise WorkspaceError(f"{target} has a solutions/ folder: it looks like the instructor's kit. Pick another "
+                             "folder for the workspace.")
+
+
+def _kit() -> manifest_mod.Manifest:
+    kit = manifest_mod.load(manifest_mod.package_root())
+    if kit.workspace:
+        raise WorkspaceError("CRASHCOURSE_ROOT points at a student's workspace; a workspace is made from the kit "
+                             "itself (unset CRASHCOURSE_ROOT, or point it at the kit)")
+    return kit
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    target = Path(args.dir)
+    try:
+        kit = _kit()
+        levels = parse_levels(args.levels, kit)
+        _check_target(target)
+        files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install)
+    except (WorkspaceError, manifest_mod.ManifestError) as exc:
+        print(f"crashcourse init: {exc}", file=sys.stderr)
+        return 2
+    target.mkdir(parents=True, exist_ok=True)
+    report = write_workspace(target, files)
+    where = os.path.relpath(target) if not os.path.relpath(target).startswith("..") else str(target)
+    print(f"Workspace {where}: levels {', '.join(map(str, levels))}; {len(report.written)} file(s) written.")
+    if report.unchanged:
+        print(f"  {len(report.unchanged)} file(s) were already there as handed out; left as they are.")
+    if report.kept:
+        print(f"  {len(report.kept)} file(s) were already there with other content, maybe your work; "
+              "skipped, never overwritten:")
+        for rel in report.kept:
+            print(f"    {rel}")
+        print("  To get the handed-out version of one, move yours aside and run this again.")
+    if args.github_classroom:
+        print(f"  {WORKFLOW_PATH} grades {len(classroom_steps([kit.level(n) for n in levels]))} task(s) on GitHub "
+              f"Classroom; it installs the kit with: pip install \"{args.install or default_install()}\"")
+    first = kit.level(levels[0]) if levels else None
+    if first is not None:
+        print(f"Next: cd {where} && pytest {first.folder}    (red until you fix {first.files[0]}; README.md "
+              "lists the other commands)")
+    return 0
+
+
+def build_handout(output: str, files: dict, top: Optional[str] = None) -> str:
+    """The workspace as a zip with one top folder, byte for byte the same each time."""
+    top = top or Path(output).stem or "crashcourse-workspace"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for rel, data in sorted(files.items()):
+            info = zipfile.ZipInfo(f"{top}/{rel}", date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = (0o644 | stat.S_IFREG) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    out = Path(output)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True)
+    # Written beside the target and renamed, so a half-written zip is never posted.
+    fd, tmp = tempfile.mkstemp(prefix=".handout-", suffix=".zip", dir=str(out.parent or Path(".")))
+    with os.fdopen(fd, "wb") as f:
+        f.write(buffer.getvalue())
+    os.replace(tmp, out)
+    return str(out)
+
+
+def cmd_handout(args: argparse.Namespace) -> int:
+    try:
+        kit = _kit()
+        levels = parse_levels(args.levels, kit)
+        files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install)
+    except (WorkspaceError, manifest_mod.ManifestError) as exc:
+        print(f"crashcourse handout: {exc}", file=sys.stderr)
+        return 2
+    out = build_handout(args.output, files)
+    print(f"wrote {out}: a workspace with levels {', '.join(map(str, levels))} ({len(files)} files, no solutions). "
+          f"Students unzip it and follow its README.md.")
+    return 0
+
+
+INIT_HELP = """\
+Lay out a learner's workspace in DIR: the lessons, each level's starter, tests, README, hints and
+answers template, the walkthrough notebook, and a README with the commands. No solutions.
+
+Running it again adds what is missing and never overwrites a file that is already there.
+
+examples:
+  crashcourse init my-course                    every level
+  crashcourse init my-course --levels 1,2       part of the course; add more later the same way
+  crashcourse init repo --github-classroom      also .github/workflows/classroom.yml
+"""
+
+HANDOUT_HELP = """\
+(instructors) Build the same workspace as `crashcourse init`, as a zip to post for students.
+"""
+
+
+def register(sub) -> None:
+    for name, handler, help_text, description in (
+            ("init", cmd_init, "lay out a learner's workspace (no solutions) in a folder", INIT_HELP),
+            ("handout", cmd_handout, "(instructors) the learner's workspace as a zip to post", HANDOUT_HELP)):
+        parser = sub.add_parser(name, help=help_text, description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == "init":
+            parser.add_argument("dir", metavar="DIR", help="the workspace folder (made if missing)")
+        else:
+            parser.add_argument("output", metavar="OUT.zip", help="the zip to write")
+        parser.add_argument("--levels", default=None, metavar="LIST",
+                            help="levels to hand out, like 1,2 or 2-4 (default: all)")
+        parser.add_argument("--github-classroom", action="store_true",
+                            help="also write .github/workflows/classroom.yml for GitHub Classroom autograding")
+        parser.add_argument("--install", default=None, metavar="SPEC",
+                            help=f"what the README and the workflow pip-install (default {default_install()}; "
+                                 "a wheel's URL or a git URL works too)")
+        parser.set_defaults(handler=handler)
+
