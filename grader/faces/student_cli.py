@@ -434,6 +434,10 @@ def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutc
 
 
 def _folder_for(level: manifest_mod.Level, path: Optional[str]) -> Path:
+    if path is None and level.root.resolve() == manifest_mod.PACKAGED_KIT.resolve():
+        # No workspace around: the files are the installed package's own copies, not the learner's.
+        _say("(No workspace here, so this reads the copy inside the installed package. For files of your own: "
+             "crashcourse init my-course && cd my-course)", sys.stderr)
     return Path(path).resolve() if path else level.starter_dir
 
 
@@ -711,6 +715,10 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     except manifest_mod.ManifestError as exc:
         _say(str(exc))
         return 1
+    if kit.workspace:
+        _say(f"selfcheck checks the kit itself, solutions included; {kit.root} is a learner's workspace, which has "
+             "none. Run it outside this folder (it then checks the installed kit).")
+        return 2
     paint = matrix.Painter()
     problems = [f"manifest: {p}" for p in manifest_mod.problems(kit)]
     notes = []

@@ -366,7 +366,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         return 2
     target.mkdir(parents=True, exist_ok=True)
     report = write_workspace(target, files)
-    where = os.path.relpath(target) if not os.path.relpath(target).startswith("..") else str(target)
+    try:
+        where = os.path.relpath(target)
+    except ValueError:  # Windows: another drive has no relative path
+        where = str(target)
+    if where.startswith(".."):
+        where = str(target)
     print(f"Workspace {where}: levels {', '.join(map(str, levels))}; {len(report.written)} file(s) written.")
     if report.unchanged:
         print(f"  {len(report.unchanged)} file(s) were already there as handed out; left as they are.")
