@@ -332,6 +332,8 @@ def write_workspace(target: Path, files: dict) -> InitReport:
 
 
 def _check_target(target: Path) -> None:
+    if target.exists() and not target.is_dir():
+        raise WorkspaceError(f"{target} is a file; a workspace needs a folder (a new one, or one made by init)")
     existing = target / manifest_mod.MANIFEST_PATH
     if existing.is_file():
         try:
