@@ -21,7 +21,8 @@ for step in steps:
     proc = subprocess.run(step["with"]["command"], shell=True, cwd=workspace, capture_output=True, text=True,
                           timeout=60 * float(step["with"]["timeout"]))
     if proc.returncode not in (0, 1):
-        sys.exit(f"{step['id']}: pytest could not run (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        sys.exit(f"{step['id']}: pytest could not run (exit {proc.returncode}):\n"
+                 f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     earned += points if proc.returncode == 0 else 0.0
     total += points
 print(f"level {level}: {earned:g} of {total:g} points")

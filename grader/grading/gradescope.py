@@ -106,7 +106,8 @@ def package_files(level: int) -> dict:
         raise SystemExit(f"crashcourse gradescope-package: there is no exercises/level{level}/ in {KIT_ROOT}")
     for path in sorted(level_dir.rglob("*")):
         rel = path.relative_to(level_dir)
-        if path.is_file() and not {"__pycache__", "checkpoints"} & set(rel.parts) and not any(p.startswith(".") for p in rel.parts):
+        leftover = {"__pycache__", "checkpoints"} & set(rel.parts) or any(p.startswith(".") for p in rel.parts)
+        if path.is_file() and not leftover:
             files[f"grader/kit/exercises/level{level}/{rel.as_posix()}"] = path.read_bytes()
     files["pyproject.toml"] = PACKAGE_PYPROJECT.format(
         version=grader.__version__, dependencies=json.dumps(_dependencies())).encode()

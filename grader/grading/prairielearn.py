@@ -38,14 +38,14 @@ def prairielearn_result(entry: dict) -> dict:
     if entry.get("status") == "error" and not scored:
         # Nothing could be run (no file, or a file that does not import): PrairieLearn then takes
         # no attempt from the student and shows the reason.
-        return {"gradable": False, "score": 0.0, "format_errors": [entry.get("error") or "the submission could not be graded"],
-                "message": entry.get("error") or ""}
+        reason = entry.get("error") or "the submission could not be graded"
+        return {"gradable": False, "score": 0.0, "format_errors": [reason], "message": reason}
     max_score = float(entry.get("max_score") or 0.0)
     score = float(entry.get("score") or 0.0)
     tests = []
     for t in entry.get("tests", []):
-        row = {"name": t["name"], "points": float(t.get("score") or 0.0), "max_points": float(t.get("max_score") or 0.0),
-               "output": t.get("output") or ""}
+        row = {"name": t["name"], "points": float(t.get("score") or 0.0),
+               "max_points": float(t.get("max_score") or 0.0), "output": t.get("output") or ""}
         if t.get("reason"):
             row["message"] = t["reason"]
         elif t.get("status") == "manual review":
@@ -85,7 +85,10 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     root = args.grade_root or os.environ.get("CRASHCOURSE_GRADE_ROOT") or "/grade"
     result = run_on_prairielearn(int(level), root, timeout=args.timeout, seed=args.seed, scenarios=args.scenarios)
-    shown = f"score {result['score']:.2f}" if result.get("gradable") else "not gradable: " + "; ".join(result["format_errors"])
+    if result.get("gradable"):
+        shown = f"score {result['score']:.2f}"
+    else:
+        shown = "not gradable: " + "; ".join(result["format_errors"])
     print(f"wrote {Path(root) / 'results' / 'results.json'} ({shown})", file=sys.stderr)
     return 0
 
