@@ -72,6 +72,11 @@ def test_making_it_again_keeps_the_learners_work_and_says_so(ws, capsys):
     assert mine.read_text() == "# my loop, half done\n"
     assert "exercises/level2/agent.py" in out and "never overwritten" in out
     assert (ws / "exercises" / "level3" / "agent.py").is_file()  # the new level arrived
+    # The README was the kit's, untouched: it now lists level 3. Once edited, it is the learner's.
+    assert "exercises/level3/agent.py" in (ws / "README.md").read_text()
+    (ws / "README.md").write_text("my notes\n")
+    assert cli.main(["init", str(ws), "--levels", "4"]) == 0
+    assert (ws / "README.md").read_text() == "my notes\n" and "README.md" in capsys.readouterr().out
 
 
 def test_init_will_not_turn_the_kit_itself_into_a_workspace(tmp_path, capsys):

@@ -9,8 +9,9 @@ and corpus, and any instructor scenarios stay behind. Its manifest says ``"works
 It is made from the kit that came with the installed package (:func:`manifest.package_root`): the
 copy a wheel carries, or the checkout of an editable install.
 
-Making a workspace again never overwrites a file that is already there (it may be the learner's
-work in progress); the command lists what it left alone. ``--github-classroom`` adds a GitHub
+Making a workspace again never overwrites a learner's file (it may be work in progress); the
+command lists what it left alone. Only the kit's own notes (README, .gitignore, workflow) are
+brought up to date, and only when they still hold exactly what an earlier init wrote. ``--github-classroom`` adds a GitHub
 Classroom workflow that grades each task of each level with the points its tests carry.
 
 Nothing here imports a POSIX-only module: learners run this on macOS and Windows too.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import io
 import json
 import os
@@ -128,13 +130,16 @@ def workspace_readme(levels: list, install: str, notebook: bool) -> str:
     first = levels[0] if levels else None
     rows = "\n".join(f"| {lv.number} | `{lv.folder}/{lv.files[0]}` | {lv.title} |" for lv in levels)
     n = first.number if first else 1
+    looped = next((lv for lv in levels if lv.function == "run_agent"), None)
+    run_row = (f"| `crashcourse run {looped.number}` | runs your level-{looped.number} loop once and shows the "
+               "checkpoint it left |\n" if looped else "")
     start = (f"Read `lessons/02-checkpoints.md`, then `{first.folder}/{first.readme}`, and open "
              f"`{first.folder}/{first.files[0]}`." if first else "Read `lessons/02-checkpoints.md`.")
     notebook_part = ("""
 ## The notebook
 
 `notebooks/02-checkpoints-walkthrough.ipynb` draws where crashes land in the level-2 loop, yours
-included. It needs Jupyter: `pip install "crashcourse[notebooks]"`, then
+included. It needs Jupyter and matplotlib (`pip install jupyter matplotlib`), then
 `jupyter lab notebooks/02-checkpoints-walkthrough.ipynb` and run every cell.
 """ if notebook else "")
     return f"""# Your crashcourse workspace
@@ -164,8 +169,7 @@ pip install "{install}"
 | `crashcourse check {n}` | the same tests, your crash matrix, and the first failure in full |
 | `crashcourse hint {n}` | a nudge: a question first, then where to look, then what to use |
 | `crashcourse watch {n}` | runs `check` again every time you save |
-| `crashcourse run {n}` | runs your loop once and shows the checkpoint it left |
-| `crashcourse demo` | the crash matrix of each starter as handed out |
+{run_row}| `crashcourse demo` | the crash matrix of each starter as handed out |
 
 A level is done when `pytest exercises/levelN` passes. Levels in this workspace:
 
@@ -178,8 +182,8 @@ Where a level has an `answers.md`, write your answers there: your instructor rea
 ## What is not here
 
 The solutions stay with your instructor: `crashcourse demo` shows the starter's column only, and
-says so. Getting more levels later with `crashcourse init` in this folder adds the new files and
-never touches one you already have.
+says so. When your instructor hands out more levels, `crashcourse init . --levels 3` (for
+example) run in this folder adds the new files and never touches one you already have.
 """
 
 
@@ -310,25 +314,63 @@ class InitReport:
     written: list
     unchanged: list
     kept: list  # there already, with other content: the learner's, left alone
+    updated: list  # the kit's own notes (README, workflow), untouched since init wrote them
+
+
+# Files that are the kit's notes about the workspace, not the learner's work: a later init may
+# bring them up to date (say, the README's list of levels), but only if nobody edited them since.
+REFRESHABLE = ("README.md", ".gitignore", WORKFLOW_PATH.as_posix())
+RECORD = PurePosixPath(".crashcourse/handed-out.json")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_workspace(target: Path, files: dict) -> InitReport:
-    report = InitReport([], [], [])
+    report = InitReport([], [], [], [])
+    record_path = target.joinpath(*RECORD.parts)
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
     for rel, data in sorted(files.items()):
         dest = target.joinpath(*PurePosixPath(rel).parts)
         if dest.exists() or dest.is_symlink():
             try:
-                same = dest.is_file() and dest.read_bytes() == data
+                current = dest.read_bytes() if dest.is_file() and not dest.is_symlink() else None
             except OSError:
-                same = False
-            (report.unchanged if same else report.kept).append(rel)
+                current = None
+            if current == data:
+                report.unchanged.append(rel)
+            elif rel in REFRESHABLE and current is not None and record.get(rel) == _digest(current):
+                tmp = dest.with_name(dest.name + ".crashcourse-new")
+                tmp.write_bytes(data)
+                os.replace(tmp, dest)
+                record[rel] = _digest(data)
+                report.updated.append(rel)
+            else:
+                report.kept.append(rel)
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         # "x": a file that appeared since the check above is still never overwritten.
         with open(dest, "xb") as f:
             f.write(data)
+        record[rel] = _digest(data)
         report.written.append(rel)
+    try:
+        record_path.parent.mkdir(parents=True, exist_ok=True)
+        record_path.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+    except OSError:
+        pass  # without the record, a later init only adds files; it never updates the README
     return report
+
+
+def handed_out(target: Path, kit: manifest_mod.Manifest) -> list:
+    """Levels whose folders a workspace at ``target`` already has."""
+    if not (target / manifest_mod.MANIFEST_PATH).is_file():
+        return []
+    return [level.number for level in kit.levels if (target / level.folder).is_dir()]
 
 
 def _check_target(target: Path) -> None:
@@ -360,8 +402,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     target = Path(args.dir)
     try:
         kit = _kit()
-        levels = parse_levels(args.levels, kit)
         _check_target(target)
+        # Levels handed out before stay in the README's list and the workflow.
+        requested = parse_levels(args.levels, kit)
+        levels = sorted(set(requested) | set(handed_out(target, kit)))
         files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install)
     except (WorkspaceError, manifest_mod.ManifestError) as exc:
         print(f"crashcourse init: {exc}", file=sys.stderr)
@@ -375,6 +419,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if where.startswith(".."):
         where = str(target)
     print(f"Workspace {where}: levels {', '.join(map(str, levels))}; {len(report.written)} file(s) written.")
+    if report.updated:
+        print(f"  brought up to date (you had not edited them): {', '.join(report.updated)}")
     if report.unchanged:
         print(f"  {len(report.unchanged)} file(s) were already there as handed out; left as they are.")
     if report.kept:
@@ -386,9 +432,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.github_classroom:
         print(f"  {WORKFLOW_PATH} grades {len(classroom_steps([kit.level(n) for n in levels]))} task(s) on GitHub "
               f"Classroom; it installs the kit with: pip install \"{args.install or default_install()}\"")
-    first = kit.level(levels[0]) if levels else None
+    first = kit.level(requested[0]) if requested else None
     if first is not None:
-        print(f"Next: cd {where} && pytest {first.folder}    (red until you fix {first.files[0]}; README.md "
+        go = "" if where == "." else f"cd {where} && "
+        print(f"Next: {go}pytest {first.folder}    (red until you fix {first.files[0]}; README.md "
               "lists the other commands)")
     return 0
 
