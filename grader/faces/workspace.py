@@ -89,7 +89,8 @@ def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroo
     root = kit.root
     files: dict[str, bytes] = {}
     for path in _files_under(root / "lessons"):
-        files[path.relative_to(root).as_posix()] = path.read_bytes()
+        if path.suffix != ".py":  # the lesson's pages and pictures; its table generator is the kit's
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
     raw = json.loads((root / manifest_mod.MANIFEST_PATH).read_text(encoding="utf-8"))
     raw["workspace"] = True
     # Every level stays listed: the commands then say a level not handed out yet is "not in this copy".
