@@ -209,6 +209,7 @@ def test_the_learners_commands_import_nothing_posix_only(ws, tmp_path):
     # watch runs check once, and check runs `pytest exercises/level2` in a child process (same env).
     watch = run(sys.executable, "-m", "grader", "watch", "2", "--max-checks", "1", "--examples", "1")
     assert "task 1" in watch.stdout and "Traceback" not in watch.stdout + watch.stderr, watch.stdout + watch.stderr
+    assert "checking exercises/level2/agent.py" in watch.stdout  # the workspace's file (else a whole path)
     hint = run(sys.executable, "-m", "grader", "hint", "2", "--task", "2")
     assert hint.returncode == 0 and "A question" in hint.stdout, hint.stdout + hint.stderr
     notebook = json.loads((ws / "notebooks" / "02-checkpoints-walkthrough.ipynb").read_text())
@@ -277,3 +278,14 @@ def test_each_classroom_step_runs_pytest_on_exact_test_ids():
     for step in workspace.classroom_steps([kit.level(2)]):
         words = shlex.split(step.command)
         assert words[:3] == ["python", "-m", "pytest"] and all("::" in w for w in words if w.startswith("exer"))
+
+
+def test_outside_a_workspace_the_learner_is_told_the_files_are_the_packages(monkeypatch, capsys):
+    from grader.faces import student_cli
+
+    level = manifest.load(KIT).level(2)
+    student_cli._folder_for(level, None)
+    assert "installed package" not in capsys.readouterr().err  # a checkout is the learner's own copy
+    monkeypatch.setattr(manifest, "PACKAGED_KIT", KIT)  # as if KIT were grader/kit inside a wheel
+    assert student_cli._folder_for(level, None) == level.starter_dir
+    assert "crashcourse init" in capsys.readouterr().err
