@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from grader import __version__
+from grader.atomicfile import write_atomic
 from grader.levels import manifest as manifest_mod
 
 NOTEBOOK_FILES = ("02-checkpoints-walkthrough.ipynb", "checkpoint_loops.py")
@@ -345,26 +346,55 @@ def write_workspace(target: Path, files: dict) -> InitReport:
             if current == data:
                 report.unchanged.append(rel)
             elif rel in REFRESHABLE and current is not None and record.get(rel) == _digest(current):
-                tmp = dest.with_name(dest.name + ".crashcourse-new")
-                tmp.write_bytes(data)
-                os.replace(tmp, dest)
+                write_atomic(dest, data, durable=False)
                 record[rel] = _digest(data)
                 report.updated.append(rel)
             else:
                 report.kept.append(rel)
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
-        # "x": a file that appeared since the check above is still never overwritten.
-        with open(dest, "xb") as f:
-            f.write(data)
+        if not _create_whole(dest, data):
+            report.kept.append(rel)  # it appeared since the check above: still never overwritten
+            continue
         record[rel] = _digest(data)
         report.written.append(rel)
     try:
         record_path.parent.mkdir(parents=True, exist_ok=True)
-        record_path.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        write_atomic(record_path, json.dumps(record, indent=1, sort_keys=True), durable=False)
     except OSError:
         pass  # without the record, a later init only adds files; it never updates the README
     return report
+
+
+def _create_whole(dest: Path, data: bytes) -> bool:
+    """Create ``dest`` holding ``data``, whole or not at all, and never over an existing file.
+
+    The bytes go to a temp file beside it first; a hard link then gives them the real name, which
+    fails if the name is taken. So a kill mid-way leaves no half-written starter that a later
+    ``init`` would keep as if it were the learner's own work. False: ``dest`` already existed.
+    """
+    tmp = dest.with_name(f".{dest.name}.crashcourse-new")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, dest)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: exclusive create, as close as it gets
+            try:
+                with open(dest, "xb") as f:
+                    f.write(data)
+            except FileExistsError:
+                return False
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def handed_out(target: Path, kit: manifest_mod.Manifest) -> list:
@@ -454,11 +484,7 @@ def build_handout(output: str, files: dict, top: Optional[str] = None) -> str:
     out = Path(output)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True)
-    # Written beside the target and renamed, so a half-written zip is never posted.
-    fd, tmp = tempfile.mkstemp(prefix=".handout-", suffix=".zip", dir=str(out.parent or Path(".")))
-    with os.fdopen(fd, "wb") as f:
-        f.write(buffer.getvalue())
-    os.replace(tmp, out)
+    write_atomic(out, buffer.getvalue())  # a half-written zip is never posted
     return str(out)
 
 
