@@ -27,7 +27,6 @@ import json
 import os
 import stat
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
