@@ -111,7 +111,8 @@ def main() -> None:
     print(f"  baseline: {n} x python -c pass:             {bare:7.1f} s  -> grade is {graded / bare:.1f}x this")
     print(f"  baseline: {n} x pytest one trivial test:    {pytest_scaled:7.1f} s  (from {args.pytest_sample} runs)"
           f"  -> grade is {graded / pytest_scaled:.2f}x this")
-    print(f"  results: {statuses}; temporary folders left: {len(leftovers)}")
+    print(f"  results: {statuses}; temporary folders left: {len(leftovers)}; "
+          f"isolation: {report.get('isolation', 'not reported')}")
     projected = graded * 200 / n
     print(f"  budget: 200 submissions under 60 s; {'measured' if n == 200 else 'projected from this run'}: "
           f"{projected:.0f} s -> {'met' if projected < 60 else 'NOT met'}")

@@ -1,23 +1,35 @@
 """``crashcourse grade`` on a folder of hostile level-2 submissions, run as an instructor would.
 
 One batch (``--jobs 2``, short timeouts, two generated conversations per property test) grades
-every file in ``tests/corpus/hostile`` plus the level's starter, then the test reads the report
-and checks each submission's status, score and reason, and that nothing was left behind: no
-process of the batch still alive, no file written outside its temporary folder, the submissions
-folder unchanged.
+every file in ``tests/corpus/hostile`` plus the level's starter and a few folders that are odd in
+themselves (a name with ``|`` and a newline, only ``x/x``, a zip that is not one, a zip bomb, a
+link in place of agent.py, an unreadable file). The test then reads the report and checks each
+submission's status, score and reason, and that nothing was left behind: no process of the batch
+still alive, no file written outside its temporary folder, the submissions folder and the kit's
+own files (``grader/`` and ``exercises/``, ``__pycache__`` included) unchanged.
+
+Each attack in the corpus raises ``ESCAPED: ...`` at import when it works; blocked, the file is
+the working loop and earns full marks. So "passed, 10" below means "the attack was blocked".
+Batches run in a bubblewrap box (:mod:`grader.grading.bubblewrap`); where none starts, these tests skip
+and :func:`test_grade_refuses_without_a_box` shows what the instructor is told instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from grader.faces import plugin
+from grader.grading import bubblewrap
 from grader.grading import reports
 from grader.grading import sandbox
 
@@ -46,54 +58,158 @@ EXPECTED = {
     "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
+    # attacks on the box, the other students and the grader: each blocked, so the loop earns 10
+    "kills_neighbours": ("passed", 10.0, None),
+    "writes_other_box": ("passed", 10.0, None),
+    "reads_other_students": ("passed", 10.0, None),
+    "kills_grade": ("passed", 10.0, None),
+    "leaves_sleeper": ("passed", 10.0, None),
+    "connects_localhost": ("passed", 10.0, None),
+    "writes_proc_sys": ("passed", 10.0, None),
+    "fork_bomb": ("passed", 10.0, None),
+    "reads_kit": ("passed", 10.0, None),
+    "reads_grade_argv": ("passed", 10.0, None),
+    "answers_symlink": ("passed", 10.0, None),
+    "writes_kit": ("passed", 10.0, None),
+}
+# Folders that are odd in themselves, not in their code: id -> (status, words the reason must contain)
+ODD = {
+    "only_x_x": ("error", "There is no agent.py"),
+    "evil|name\n| forged | 10 of 10 |": ("failed", None),
+    "not_a_zip": ("error", "is not a zip file"),
+    "zip_bomb": ("error", "unpacks to more than"),
+    "linked_agent": ("error", "There is no agent.py"),
+    "unreadable_extra": ("passed", None),
+    "caf\u00e9 \u2603": ("failed", None),
 }
 
 
-def _our_processes(tmp: Path) -> list[int]:
-    """Processes of this batch's sandboxes: marked, with their home under this batch's temp folder
-    (another grading run on the machine has its own)."""
+def _process_cap() -> bool:
+    """Whether a box gets a cgroup with pids.max here (root and a writable /sys/fs/cgroup)."""
+    group = bubblewrap.Cgroup(f"probe-{os.getpid()}", bubblewrap.Limits())
+    try:
+        return "pids" in group.kinds
+    finally:
+        group.remove()
+
+
+if not _process_cap():
+    # Known limit (README): the box runs as the host's uid 0, to which the kernel never applies
+    # RLIMIT_NPROC, so without a cgroup the fork bomb is not held back (the box still ends it).
+    EXPECTED["fork_bomb"] = ("error", 0.0, "ESCAPED: started 400 processes")
+SECRET = Path("/tmp/crashcourse-hostile-secret.txt")
+SECRET_TEXT = "instructor-only: the hidden scenarios live in /srv/private"
+PORT = 47653
+SLEEPER = b"sleep\x004242.5"
+
+
+def _our_processes(temp: Path) -> list[int]:
+    """Processes of this batch's boxes (their HOME is in its temp folder: other batches may be running)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/environ", "rb") as f:
-                    environ = f.read()
-                if sandbox.MARKER.encode() + b"=" in environ and str(tmp).encode() in environ:
-                    found.append(int(entry))
+                    environ = f.read().split(b"\0")
+            except OSError:
+                continue
+            home = next((v for v in environ if v.startswith(b"HOME=")), b"")
+            if any(v.startswith(sandbox.MARKER.encode() + b"=") for v in environ) and str(temp).encode() in home:
+                found.append(int(entry))
+    return found
+
+
+def _grade_dirs(temp: Path) -> set:
+    return {p.name for p in temp.glob("crashcourse-grade-*")}
+
+
+def kit_hashes() -> dict:
+    """A hash of every file under the kit's grader/ and exercises/, compiled files included."""
+    out = {}
+    for top in ("grader", "exercises"):
+        for path in sorted((KIT / top).rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(KIT))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _sleepers() -> list:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if f.read().rstrip(b"\0") == SLEEPER:
+                        found.append(int(entry))
             except OSError:
                 pass
     return found
 
 
-def _grade_dirs(tmp: Path) -> set:
-    return {p.name for p in tmp.glob("crashcourse-grade-*")}
+def _odd_folders(folder: Path) -> None:
+    starter = KIT / "exercises" / "level2" / "agent.py"
+    (folder / "only_x_x" / "x").mkdir(parents=True)
+    (folder / "only_x_x" / "x" / "x").write_text("print('hello')\n")
+    for name in ("evil|name\n| forged | 10 of 10 |", "caf\u00e9 \u2603"):
+        (folder / name).mkdir()
+        shutil.copy(starter, folder / name / "agent.py")
+    (folder / "not_a_zip.zip").write_bytes(b"PK\x03\x04 this is not a zip at all")
+    with zipfile.ZipFile(folder / "zip_bomb.zip", "w", zipfile.ZIP_DEFLATED) as z, z.open("agent.py", "w") as f:
+        zeros = bytes(1 << 20)
+        for _ in range(101):
+            f.write(zeros)
+    (folder / "linked_agent").mkdir()
+    (folder / "linked_agent" / "agent.py").symlink_to(KIT / "solutions" / "level2" / "agent.py")
+    (folder / "unreadable_extra").mkdir()
+    shutil.copy(CORPUS / "good.py", folder / "unreadable_extra" / "agent.py")
+    (folder / "unreadable_extra" / "notes.txt").write_text("private")
+    (folder / "unreadable_extra" / "notes.txt").chmod(0)
 
 
 @pytest.fixture(scope="module")
-def batch(tmp_path_factory, grading_env):
+def batch(tmp_path_factory):
+    if bubblewrap.check() is not None:
+        pytest.skip(f"no bubblewrap box here: {bubblewrap.check()}")
     folder = tmp_path_factory.mktemp("submissions")
     for name in EXPECTED:
         (folder / name).mkdir()
         source = KIT / "exercises" / "level2" / "agent.py" if name == "starter" else CORPUS / f"{name}.py"
         shutil.copy(source, folder / name / "agent.py")
+    _odd_folders(folder)
     for path in ESCAPES:
         path.unlink(missing_ok=True)
-    tmp = tmp_path_factory.mktemp("grading-tmp")  # this batch's own temp folder (TMPDIR)
-    before_dirs = _grade_dirs(tmp)
+    SECRET.write_text(SECRET_TEXT)
+    SECRET.chmod(0o600)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", PORT))
+    listener.listen(50)
+    hashes = kit_hashes()
+    temp = folder.parent / "grade-temp"  # this batch's own temp folder, where its boxes live
+    temp.mkdir()
+    before_dirs = _grade_dirs(temp)
     before = sandbox.tree_state([str(folder)])
     out = folder.parent / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", "2", "--jobs", "2",
-                           "--timeout", "6", "--examples", "2", "--output", str(out)],
-                          capture_output=True, text=True, timeout=240, cwd=KIT, env=grading_env(tmp))
+    try:
+        # The seed is the default one (same verdicts), given so that a submission could look for it.
+        proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", "2", "--jobs", "2",
+                               "--timeout", "6", "--examples", "2", "--seed", str(plugin.DEFAULT_SEED),
+                               "--output", str(out)], capture_output=True, text=True, timeout=240, cwd=KIT,
+                              # grade's own imports write no .pyc: any change under the kit is a box's doing
+                              env=dict(os.environ, TMPDIR=str(temp), PYTHONDONTWRITEBYTECODE="1"))
+    finally:
+        listener.close()
+        SECRET.unlink(missing_ok=True)
     assert proc.returncode == 0, proc.stderr
     return {"report": json.loads(out.read_text()), "stderr": proc.stderr, "folder": folder, "before": before,
-            "before_dirs": before_dirs, "tmp": tmp}
+            "before_dirs": before_dirs, "hashes": hashes, "temp": temp}
 
 
 def test_the_report_has_the_contract_shape(batch):
     report = batch["report"]
     assert report["level"] == 2
-    assert sorted(s["id"] for s in report["submissions"]) == sorted(EXPECTED)
+    assert report["isolation"] == "bubblewrap"
+    assert sorted(s["id"] for s in report["submissions"]) == sorted(list(EXPECTED) + list(ODD))
     for s in report["submissions"]:
         assert set(s) == {"id", "score", "max_score", "status", "error", "tests"}
         assert s["max_score"] == 10.0 or s["status"] == "error"
@@ -112,6 +228,62 @@ def test_each_submission_earns_what_its_code_earns(batch, student):
         assert words in text, text[:1500]
 
 
+@pytest.mark.parametrize("student", sorted(ODD))
+def test_an_odd_folder_is_graded_or_refused_with_a_reason(batch, student):
+    status, words = ODD[student]
+    got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
+    text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
+    assert got["status"] == status, text[:1500]
+    if words:
+        assert words in text, text[:1500]
+
+
+def test_no_attack_reports_an_escape(batch):
+    for s in batch["report"]["submissions"]:
+        if EXPECTED.get(s["id"], ("",))[0] == "error" and "ESCAPED" in (EXPECTED[s["id"]][2] or ""):
+            continue  # a known limit, expected above
+        text = (s["error"] or "") + "\n".join(t["output"] for t in s["tests"])
+        assert "ESCAPED" not in text, (s["id"], text[:1500])
+
+
+def test_a_linked_answers_md_does_not_bring_the_secret_into_the_report(batch):
+    assert SECRET_TEXT not in json.dumps(batch["report"])
+    got = {s["id"]: s for s in batch["report"]["submissions"]}["answers_symlink"]
+    answers = [t for t in got["tests"] if t["name"].startswith("answers.md")]
+    assert answers and answers[0]["status"] == "manual review"
+
+
+def test_the_judge_reads_a_box_file_without_following_a_link(tmp_path):
+    (tmp_path / "submission").mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET_TEXT)
+    (tmp_path / "submission" / "answers.md").symlink_to(secret)
+    data, why = bubblewrap.read_box_file(str(tmp_path), "submission/answers.md")
+    assert data is None and "symbolic link" in why
+    (tmp_path / "submission" / "answers.md").unlink()
+    (tmp_path / "submission" / "answers.md").write_bytes(b"x" * (bubblewrap.MAX_READ + 1))
+    data, why = bubblewrap.read_box_file(str(tmp_path), "submission/answers.md")
+    assert data is None and "at most" in why
+    os.mkfifo(tmp_path / "submission" / "fifo")
+    data, why = bubblewrap.read_box_file(str(tmp_path), "submission/fifo")
+    assert data is None and "not a regular file" in why
+    (tmp_path / "linked").symlink_to(tmp_path / "submission", target_is_directory=True)
+    (tmp_path / "submission" / "answers.md").write_text("mine")
+    assert bubblewrap.read_box_file(str(tmp_path), "linked/answers.md")[0] is None
+    assert bubblewrap.read_box_file(str(tmp_path), "submission/answers.md") == (b"mine", "")
+
+
+def test_the_kits_files_are_unchanged(batch):
+    assert kit_hashes() == batch["hashes"]
+
+
+def test_ids_cannot_forge_report_rows(batch):
+    md = reports.to_markdown(batch["report"])
+    assert not any(line.startswith("| forged") for line in md.splitlines())
+    assert "evil\\|name \\| forged \\| 10 of 10 \\|" in md
+    assert "NOT TAMPER-PROOF" not in md and "bubblewrap box" in md
+
+
 def test_fake_results_and_patched_pytest_earn_the_starters_score(batch):
     subs = {s["id"]: s for s in batch["report"]["submissions"]}
     starter = [t["status"] for t in subs["starter"]["tests"]]
@@ -120,10 +292,11 @@ def test_fake_results_and_patched_pytest_earn_the_starters_score(batch):
 
 
 def test_nothing_is_left_behind(batch):
-    assert _our_processes(batch["tmp"]) == [], "a process from the graded submissions is still running"
+    assert _our_processes(batch["temp"]) == [], "a process from the graded submissions is still running"
+    assert _sleepers() == [], "the process leaves_sleeper started outlived the batch"
     assert not any(p.exists() for p in ESCAPES), "a submission wrote outside its temporary folder"
     assert sandbox.tree_changes(batch["before"], sandbox.tree_state([str(batch["folder"])])) == []
-    assert _grade_dirs(batch["tmp"]) <= batch["before_dirs"], "a temporary grading folder was not removed"
+    assert _grade_dirs(batch["temp"]) <= batch["before_dirs"], "a temporary grading folder was not removed"
 
 
 def test_every_report_format_reads_back(batch, tmp_path):
@@ -132,11 +305,87 @@ def test_every_report_format_reads_back(batch, tmp_path):
     # The JSON contract carries no check ids (its shape is fixed), so a report rebuilt from it counts
     # none: `grade --format md` reads them from the batch itself (tests/test_check_registry.py).
     assert "| (none) | 0 | |" in md and "Could not be graded" in md
-    rows = reports.to_csv(report).splitlines()
-    assert rows[0].startswith("id,status,score,max_score,error,test_")
-    assert len(rows) == 1 + len(EXPECTED)
+    rows = list(__import__("csv").reader(reports.to_csv(report).splitlines(keepends=True)))
+    assert rows[0][:5] == ["id", "status", "score", "max_score", "error"] and rows[0][-1] == "isolation"
+    assert len(rows) == 1 + len(EXPECTED) + len(ODD)
+    assert all(row[-1] == "bubblewrap" for row in rows[1:])
     written = reports.write_gradescope(report, str(tmp_path / "gs"))
-    assert len(written) == len(EXPECTED)
+    assert len(written) == len(EXPECTED) + len(ODD)
     good = json.loads((tmp_path / "gs" / "good" / "results.json").read_text())
     assert good["score"] == 10.0
+    assert "bubblewrap box" in good["output"]
     assert all(t["status"] == "passed" for t in good["tests"] if t["max_score"])
+
+
+def test_grade_refuses_without_a_box(tmp_path):
+    """A bwrap that cannot make a box: grade says why and what to do, and grades nothing."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    (tmp_path / "subs" / "good").mkdir(parents=True)
+    shutil.copy(CORPUS / "good.py", tmp_path / "subs" / "good" / "agent.py")
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    out = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "subs"), "--level", "2",
+                           "--output", str(out)], capture_output=True, text=True, timeout=120, cwd=KIT, env=env)
+    assert proc.returncode == 2 and not out.exists()
+    assert "No permissions to create new namespace" in proc.stderr
+    assert "--no-box" in proc.stderr and "user namespaces" in proc.stderr
+    # Asked for explicitly, it grades, and the report says what that means.
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "subs"), "--level", "2",
+                           "--examples", "1", "--no-box", "--format", "md", "--output", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=KIT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: grading without a box" in proc.stderr
+    report = out.read_text()
+    assert "NOT TAMPER-PROOF (isolation: none)" in report and "| good | passed | 10 / 10 |" in report
+
+
+def test_the_reports_of_an_unboxed_batch_say_so():
+    batch = {"level": 2, "isolation": "none", "submissions": [
+        {"id": "a", "score": 1.0, "max_score": 1.0, "status": "passed", "error": None,
+         "tests": [{"name": "t", "status": "passed", "score": 1.0, "max_score": 1.0, "output": ""}]}]}
+    assert json.loads(reports.to_json(batch))["isolation"] == "none"
+    assert "NOT TAMPER-PROOF" in reports.to_markdown(batch)
+    assert reports.to_csv(batch).splitlines()[1].endswith("none (not tamper-proof)")
+    assert "NOT TAMPER-PROOF" in reports.gradescope_result(batch["submissions"][0], 0, "none")["output"]
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["ordinary process", "not dumpable"])
+def test_a_judge_cannot_be_read_by_another_process_of_its_user(tmp_path, protected):
+    """What grade and every judge do at start (PR_SET_DUMPABLE 0): another process of the same
+    ordinary user can no longer read its environment (an API key) or attach a debugger to it."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("needs root (to act as an ordinary user) and a system python3")
+    nobody = 65534
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from grader.grading import bubblewrap; "
+            f"{'bubblewrap.not_dumpable(); ' if protected else ''}print('ready', flush=True); time.sleep(30)")
+    target = subprocess.Popen([python, "-c", code, str(KIT)], stdout=subprocess.PIPE, text=True,
+                              env={"ANTHROPIC_API_KEY": "sk-instructor-only", "PATH": "/usr/bin:/bin"},
+                              preexec_fn=lambda: (os.setgid(nobody), os.setuid(nobody)))
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        peek = subprocess.run([python, "-c", f"print(open('/proc/{target.pid}/environ', 'rb').read())"],
+                              capture_output=True, text=True, timeout=30,
+                              preexec_fn=lambda: (os.setgid(nobody), os.setuid(nobody)))
+    finally:
+        target.kill()
+        target.wait()
+    assert ("sk-instructor-only" in peek.stdout) is not protected, peek.stdout + peek.stderr
+
+
+def test_a_box_binds_only_its_allowlist(monkeypatch):
+    """Read-only binds: /usr, Python, grader/ (and a level's tests when asked); never the kit root."""
+    level3 = str(KIT / "exercises" / "level3")
+    args = bubblewrap.command("/tmp/some-box", ["true"], cwd="/", limits=bubblewrap.Limits(), also=(level3,))
+    bound = [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"]
+    assert str(KIT / "grader") in bound and level3 in bound
+    assert not any(p == str(KIT) or (str(KIT).startswith(p + "/") and p not in ("/usr",)) for p in bound), bound
+    assert args[args.index("--bind") + 1] == "/tmp/some-box"
+    # A kit unpacked inside the Python installation is covered, then only grader/ shows through.
+    monkeypatch.setattr(bubblewrap, "KIT_PARENT", sys.prefix + "/src/kit")
+    args = bubblewrap.command("/tmp/some-box", ["true"], cwd="/", limits=bubblewrap.Limits())
+    assert args.index(sys.prefix + "/src/kit") < args.index(sys.prefix + "/src/kit/grader")
+    assert args[args.index(sys.prefix + "/src/kit") - 1] == "--tmpfs"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.grading import box as box_module
+from grader.grading import bubblewrap
 from grader.grading import scenarios as scenarios_module
 from grader.grading import stand_in
 from grader.grading import sandbox
@@ -27,13 +28,14 @@ def scenario_file(tmp_path):
     return path
 
 
-def grade(tmp_path, source: Path, scenarios: Path, monkeypatch) -> list:
+def grade(tmp_path, source: Path, scenarios: Path, monkeypatch, boxed: bool = False) -> list:
     root = Path(tempfile.mkdtemp(prefix="box-", dir=tmp_path))
     (root / "submission").mkdir(parents=True)
     (root / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(root / "tmp"))  # the only place the code may write
     shutil.copy(source, root / "submission" / "agent.py")
-    box = box_module.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20, hide=(str(scenarios),))
+    box = box_module.Box(str(root / "submission"), str(root), uuid.uuid4().hex, timeout=20, hide=(str(scenarios),),
+                         boxed=boxed)
     try:
         return scenarios_module.run_scenarios(str(scenarios), box)
     finally:
@@ -46,7 +48,8 @@ def test_a_private_scenario_fails_the_starter(tmp_path, scenario_file, monkeypat
     assert bad[0]["status"] == "failed" and "PARSE" in bad[0]["output"]
 
 
-def test_the_solution_passes_without_seeing_the_scenario_file(tmp_path, scenario_file, monkeypatch):
+@pytest.mark.parametrize("boxed", [False, True], ids=["bare sandbox", "bubblewrap box"])
+def test_the_solution_passes_without_seeing_the_scenario_file(tmp_path, scenario_file, monkeypatch, boxed):
     """The solution, plus code that fails on purpose if it can read the instructor's file."""
     spy = tmp_path / "spy" / "agent.py"
     spy.parent.mkdir()
@@ -69,9 +72,11 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
         raise RuntimeError("read the instructor's scenarios")
     return _real_run(task, tools, call_model, execute_tool, directory)
 """)
-    if not sandbox.read_only_view_available():
+    if boxed and bubblewrap.check() is not None:
+        pytest.skip(f"no bubblewrap box here: {bubblewrap.check()}")
+    if not boxed and not sandbox.read_only_view_available():
         pytest.skip("no mount namespaces here, so files cannot be hidden")
-    result = grade(tmp_path, spy, scenario_file, monkeypatch)
+    result = grade(tmp_path, spy, scenario_file, monkeypatch, boxed=boxed)
     assert [(t["name"], t["status"], t["max_score"]) for t in result] == [
         ("instructor scenario: refund audit", "passed", 2.0)], result[0]["output"]
 

@@ -3,7 +3,8 @@
 ``crashcourse grade SUBMISSIONS --level N`` grades every folder (or ``.zip``) in SUBMISSIONS with
 the level's own tests, ``exercises/levelN/test_*.py``, exactly as a student's ``pytest
 exercises/levelN`` would, but each submission in its own box (see :mod:`grader.grading.sandbox`) and
-with the verdict computed outside it (see :mod:`grader.grading.judge`).
+with the verdict computed outside it (see :mod:`grader.grading.judge`). The box is bubblewrap's
+(:mod:`grader.grading.bubblewrap`); :func:`box_or_refusal` checks at start-up that one starts here.
 
 How a batch runs: this process imports pytest, Hypothesis, the crash engine and the level's
 tests once, then forks one judge per submission (up to ``--jobs`` at a time), so no judge pays
@@ -28,6 +29,7 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+from grader.grading import bubblewrap
 from grader.grading import reports
 from grader.grading import sandbox
 from grader.levels.manifest import package_root
@@ -41,11 +43,13 @@ GRADE_HELP = """\
 Grade a folder of submissions with a level's tests, each one isolated and time-boxed.
 
 SUBMISSIONS holds one folder or .zip per student; its name (without .zip) is the student id.
-Each submission is copied into a fresh temporary folder, and its code runs in a separate process
-with a wall-clock limit, memory, CPU and file-size limits, a scrubbed environment and (as root) a
-read-only view of everything but its own folder. The tests run in another process, which the
-student's code cannot reach: printing fake results, exiting early or patching pytest earns what
-the code really earned.
+Each submission is copied into a fresh temporary folder, and its code runs in a bubblewrap box
+(install the `bubblewrap` package): no network, no other student's files, none of the kit but the
+grader itself, a small disk of its own, caps on time, memory and processes. The tests run in
+another process, which the student's code cannot reach: printing fake results, exiting early or
+patching pytest earns what the code really earned. Where no box can start, grade says what to
+install or enable and stops; --no-box grades anyway, and every report then says the grades are
+not tamper-proof.
 
 examples:
   crashcourse grade submissions/ --level 2                     JSON on stdout
@@ -88,6 +92,9 @@ def register(sub) -> None:
     grade.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     grade.add_argument("--fresh", action="store_true",
                        help="grade every submission again, ignoring (and replacing) the journal of an earlier run")
+    grade.add_argument("--no-box", action="store_true",
+                       help="grade even where no bubblewrap box can start: the code then runs without one, "
+                            "and every report says the grades are not tamper-proof")
     grade.set_defaults(handler=_grade)
 
     package = sub.add_parser("gradescope-package", help="(instructors) build the Gradescope autograder zip",
@@ -134,13 +141,16 @@ def _grade(args) -> int:
         return 2
     output = args.output or ("gradescope-results" if args.format == "gradescope" else None)
     progress = sys.stderr.isatty() and not args.no_progress
-    journal, refused = _open_journal(args, output)
+    boxed = box_or_refusal(args.no_box)
+    if boxed is None:
+        return 2
+    journal, refused = _open_journal(args, output, "bubblewrap" if boxed else "none")
     if refused:
         return 2
     try:
         batch = grade_batch(args.submissions, args.level, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
                             scenarios=args.scenarios, examples=args.examples, progress=progress,
-                            protect=[output] if output else [], journal=journal)
+                            protect=[output] if output else [], journal=journal, boxed=boxed)
     except KeyboardInterrupt:
         if journal is not None:
             print(f"\ncrashcourse grade: stopped. The submissions that finished are in {journal.path}; run the same "
@@ -161,7 +171,7 @@ def _grade(args) -> int:
     return 0
 
 
-def _open_journal(args, output: Optional[str]) -> tuple:
+def _open_journal(args, output: Optional[str], isolation: str = "none") -> tuple:
     """``(journal, refused)``: the batch's journal (None if none can be kept here), and whether an
     untrusted one is in the way (then the batch must not start)."""
     from grader.grading import batch_journal
@@ -169,6 +179,7 @@ def _open_journal(args, output: Optional[str]) -> tuple:
     path = batch_journal.journal_path(args.submissions, output, args.level)
     wanted = batch_journal.settings(args.level, level_folder(args.level), seed=args.seed, timeout=args.timeout,
                                     examples=args.examples, scenarios=args.scenarios)
+    wanted["isolation"] = isolation  # a grade from an unboxed run is not one a boxed run may take over
     try:
         journal = batch_journal.BatchJournal.open(path, wanted, fresh=args.fresh, submissions=args.submissions)
     except batch_journal.JournalRefused as exc:
@@ -199,6 +210,31 @@ def _close_journal(journal, batch: dict) -> None:
     journal.close()
 
 
+def box_or_refusal(no_box: bool) -> Optional[bool]:
+    """True if a bubblewrap box works here; False if not but the instructor passed ``--no-box``;
+    None (after saying why, and what to do) if grading must not start."""
+    bubblewrap.not_dumpable()  # nothing on this machine may read grade's memory or environment
+    problem = bubblewrap.check()
+    if problem is None:
+        if no_box:
+            print("crashcourse grade: note: a bubblewrap box works here, so every submission runs in one; "
+                  "--no-box only matters where none can start.", file=sys.stderr)
+        return True
+    if no_box:
+        print(f"crashcourse grade: warning: grading without a box, as --no-box asks. {problem}\n"
+              "Every report will say these grades are not tamper-proof.", file=sys.stderr)
+        return False
+    print(f"crashcourse grade: no box for the submissions' code. {problem}\n"
+          "Without a box, a submission could change its own grade or another student's. Fix the above, "
+          "or grade anyway with --no-box (every report then says the grades are not tamper-proof).",
+          file=sys.stderr)
+    return None
+
+
+class NoBox(RuntimeError):
+    """Grading was asked for with a box, and no box starts here (the message says what to do)."""
+
+
 # -- a batch ----------------------------------------------------------------------------------------
 
 def discover(folder: str) -> list[tuple[str, Path]]:
@@ -207,10 +243,12 @@ def discover(folder: str) -> list[tuple[str, Path]]:
     for entry in sorted(Path(folder).iterdir()):
         if entry.name.startswith("."):
             continue
+        # A name that is not UTF-8 would break every report: its odd bytes become U+FFFD in the id.
+        name = entry.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         if entry.is_dir() and not entry.is_symlink():
-            out.append((entry.name, entry))
-        elif entry.is_file() and entry.suffix.lower() == ".zip":
-            out.append((entry.stem, entry))
+            out.append((name, entry))
+        elif entry.is_file() and not entry.is_symlink() and entry.suffix.lower() == ".zip":
+            out.append((name[:-4], entry))
     return out
 
 
@@ -225,6 +263,7 @@ def unpack(source: Path, target: Path) -> Optional[str]:
                 if len(members) > MAX_FILES or sum(m.file_size for m in members) > MAX_UNZIPPED:
                     return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB or {MAX_FILES} files"
                 target.mkdir(parents=True)
+                budget = MAX_UNZIPPED
                 for m in members:
                     name = m.filename.replace("\\", "/")
                     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -238,7 +277,12 @@ def unpack(source: Path, target: Path) -> Optional[str]:
                         continue
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     with z.open(m) as src, open(dest, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
+                        # The sizes a zip declares can lie (a zip bomb): count what really comes out.
+                        while chunk := src.read(1 << 20):
+                            budget -= len(chunk)
+                            if budget < 0:
+                                return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB"
+                            dst.write(chunk)
         except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
             return f"{source.name} is not a zip file the grader can read ({exc})"
     # Links are dropped: one pointing at an instructor's file would let the grader itself read it
@@ -251,9 +295,11 @@ def unpack(source: Path, target: Path) -> Optional[str]:
     # A zip of the folder rather than of its files: look inside the one folder it holds.
     inside = [p for p in target.iterdir() if not p.name.startswith(".")]
     if len(inside) == 1 and inside[0].is_dir() and not list(target.glob("*.py")):
-        for p in list(inside[0].iterdir()):
+        # Renamed aside first: the folder may hold a file of its own name (x/x).
+        aside = inside[0].rename(target / f".crashcourse-unpacking-{uuid.uuid4().hex}")
+        for p in list(aside.iterdir()):
             p.rename(target / p.name)
-        inside[0].rmdir()
+        aside.rmdir()
     return None
 
 
@@ -327,17 +373,31 @@ class Job:
 
 def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float = 60.0, seed: Optional[int] = None,
                 scenarios: Optional[str] = None, examples: Optional[int] = None, progress: bool = False,
-                protect: tuple = (), journal=None) -> dict:
-    """Grade every submission in the folder; returns ``{"level", "submissions", "notes"}``.
+                protect: tuple = (), journal=None, boxed: Optional[bool] = None, unboxed: str = "none") -> dict:
+    """Grade every submission in the folder; returns ``{"level", "isolation", "submissions", "notes"}``.
 
     With a :class:`grader.grading.batch_journal.BatchJournal`, submissions it already holds (same
     files) are taken from it, and each one graded here is appended to it the moment it finishes.
+
+    ``boxed``: True runs each submission in a bubblewrap box (:mod:`grader.grading.bubblewrap`); False runs
+    it without one (``isolation`` is then ``unboxed``, and the reports say the grades are not
+    tamper-proof); None uses a box and raises :class:`NoBox` if none starts here.
     """
     level_dir = level_folder(level)
+    if boxed is None:
+        problem = bubblewrap.check()
+        if problem is not None:
+            raise NoBox(problem)
+        boxed = True
+    bubblewrap.not_dumpable()
     entries = discover(submissions)
     notes = []
-    read_only = sandbox.read_only_view_available()
-    if not read_only:
+    if boxed:
+        note = bubblewrap.cap_note()
+        if note:
+            notes.append(note)
+    read_only = False if boxed else sandbox.read_only_view_available()
+    if not boxed and not read_only:
         notes.append("a read-only view of the file system was not available here (it needs root and mount "
                      "namespaces); the grader checked afterwards that the submissions folder did not change instead")
     preload(level_dir, seed, examples)
@@ -375,7 +435,7 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
                 student, source = queue.pop(0)
                 _trace_start(student)
                 job = _start(student, source, level_dir, timeout, seed, scenarios, examples, read_only,
-                             [j.fd for j in running.values()], hide=hidden, config=config)
+                             [j.fd for j in running.values()], hide=hidden, config=config, boxed=boxed)
                 if job.result is not None:
                     _finish(job)
                     finished(job.result)
@@ -422,7 +482,7 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
         for result in done:
             result.setdefault("warnings", []).append("the submissions folder changed while this batch ran")
     done.sort(key=lambda r: r["id"])
-    return {"level": level, "submissions": done, "notes": notes}
+    return {"level": level, "isolation": "bubblewrap" if boxed else unboxed, "submissions": done, "notes": notes}
 
 
 def _trace_start(student: str) -> None:
@@ -439,10 +499,13 @@ def _error(student: str, reason: str) -> dict:
 
 
 def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, scenarios, examples, read_only,
-           other_fds: list, hide: list = (), config=None) -> Job:
+           other_fds: list, hide: list = (), config=None, boxed: bool = False) -> Job:
     root = tempfile.mkdtemp(prefix="crashcourse-grade-")
     job = Job(student, source, root)
-    problem = unpack(source, Path(root) / "submission")
+    try:
+        problem = unpack(source, Path(root) / "submission")
+    except Exception as exc:  # noqa: BLE001 - one odd folder must not stop the batch
+        problem = f"the grader could not copy this submission ({type(exc).__name__}: {exc})"
     if problem:
         job.result = _error(student, problem)
         return job
@@ -462,11 +525,15 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, sc
             for std in (0, 1, 2):
                 os.dup2(null, std)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            bubblewrap.not_dumpable()
+            if boxed:
+                # Its own mount namespace, with a size-capped tmpfs as the box's only writable folder.
+                bubblewrap.private_disk(root, bubblewrap.Limits().disk)
             from grader.grading.judge import run_judge
             started = time.monotonic()
             result = run_judge(str(level_dir), os.path.join(root, "submission"), root, job.token, seed=seed,
                                timeout=timeout, scenarios=scenarios, examples=examples, student=student,
-                               read_only=read_only, hide=tuple(hide), config=config)
+                               read_only=read_only, hide=tuple(hide), config=config, boxed=boxed)
             result["seconds"] = time.monotonic() - started
             data = json.dumps(result).encode()
         except BaseException as exc:  # noqa: BLE001 - whatever happens, the batch hears about it

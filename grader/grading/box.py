@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from grader.engine.recorder import real_os
+from grader.grading import bubblewrap
 from grader.grading import sandbox
 from grader.grading.wire import HEADER, MAX_MESSAGE, reply_size, request_frame, unframe
 
@@ -38,14 +39,16 @@ class Box:
     """One submission's sandbox as the judge sees it: the folder, the deadline, the worker."""
 
     def __init__(self, folder: str, root: str, token: str, timeout: float, limits: Optional[sandbox.Limits] = None,
-                 read_only: Optional[bool] = None, hide: tuple = ()):
+                 read_only: Optional[bool] = None, hide: tuple = (), boxed: bool = False, tests: tuple = ()):
         self.hide = tuple(hide)
+        self.boxed = boxed  # a bubblewrap box (grader.grading.bubblewrap); otherwise the bare sandbox
+        self.tests = tuple(tests)  # folders a fault-injection run needs beside the code, read-only
         self.folder = os.path.realpath(folder)
         self.root = os.path.realpath(root)
         self.token = token
         self.timeout = timeout
         self.spent = 0.0  # seconds spent waiting on the submission's code (the judge's own work is free)
-        self.limits = limits or sandbox.Limits(cpu_seconds=int(timeout) + 10)
+        self.limits = limits or (bubblewrap.Limits if boxed else sandbox.Limits)(cpu_seconds=int(timeout) + 10)
         self.read_only = read_only
         self.worker: Optional[Worker] = None
         self.generation = 0
@@ -107,7 +110,8 @@ class Worker:
         to_worker_r, self.to_worker = os.pipe()
         self.from_worker, from_worker_w = os.pipe()
         self.out_r, out_w = os.pipe()
-        extra = f", '--pytest', {json.dumps(pytest_args)!r}" if pytest_args is not None else ""
+        # The pytest arguments (they hold the seed) go down the pipe, never on a command line.
+        extra = ", '--pytest', 'pipe'" if pytest_args is not None else ""
         # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
         # the site-packages folders are still on the path, for a submission that imports a library.
         code = (f"import sys, site; sys.path[:0] = [{KIT_PARENT!r}]; sys.path += site.getsitepackages(); "
@@ -118,13 +122,22 @@ class Worker:
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins the args name (see LEAN)
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code], pass_fds=(to_worker_r, from_worker_w),
-                                     stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
-                                     cwd=cwd or env["HOME"],
-                                     start_new_session=True,
-                                     preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only, box.hide))
+        argv = [sys.executable, "-I", "-S", "-c", code]
+        self.cgroup = None
+        if box.boxed:
+            self.cgroup, self.proc = bubblewrap.start(box, argv, (to_worker_r, from_worker_w), out_w, env,
+                                                      cwd or env["HOME"], tests=pytest_args is not None)
+        else:
+            self.proc = subprocess.Popen(argv, pass_fds=(to_worker_r, from_worker_w),
+                                         stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
+                                         cwd=cwd or env["HOME"], start_new_session=True,
+                                         preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only,
+                                                                        box.hide))
         for fd in (to_worker_r, from_worker_w, out_w):
             os.close(fd)
+        if pytest_args is not None:
+            blob = json.dumps(pytest_args).encode()
+            os.write(self.to_worker, len(blob).to_bytes(4, "big") + blob)
         os.set_blocking(self.to_worker, False)
         for fd in (self.from_worker, self.out_r):
             with contextlib.suppress(OSError, AttributeError):
@@ -227,6 +240,8 @@ class Worker:
             self.proc.wait(timeout=5)
         # Anything still alive now was started by the submission and outlived it: a stray.
         killed = sandbox.kill_tree(self.box.token, root_pid=self.proc.pid, session=self.proc.pid)
+        if self.cgroup is not None:
+            self.cgroup.remove()
         # Whatever it printed before it stopped is part of its output.
         if self.out_r is not None:
             with contextlib.suppress(OSError):

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 import grader
 from grader.atomicfile import make_folder, write_atomic
+from grader.grading.bubblewrap import check
 from grader.grading.reports import gradescope_result, write_gradescope_result
 from grader.levels.manifest import package_root
 
@@ -37,7 +38,7 @@ SETUP_SH = """#!/usr/bin/env bash
 # Runs once, when Gradescope builds the autograder image.
 set -euo pipefail
 apt-get update -qq
-apt-get install -y -qq python3 python3-pip python3-venv > /dev/null
+apt-get install -y -qq python3 python3-pip python3-venv bubblewrap > /dev/null
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet /autograder/source/kit
 """
@@ -149,11 +150,16 @@ def run_on_gradescope(level: int, submission: str, results: str, *, grade_batch:
     """Grade the one submission Gradescope hands over (with ``grade_batch``, which
     :mod:`grader.grading.batch` passes in) and write its results.json."""
     started = time.monotonic()
+    # Gradescope gives each submission a container of its own, where Docker's seccomp profile may
+    # refuse the namespaces a box needs: then the code runs in that container without a box, and
+    # the student's output says so.
+    boxed = check() is None
     with tempfile.TemporaryDirectory(prefix="crashcourse-gradescope-") as folder:
         shutil.copytree(submission, os.path.join(folder, "student"), symlinks=True)
-        batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios)
+        batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios, boxed=boxed,
+                            unboxed="the Gradescope container only")
     entry = batch["submissions"][0]
-    result = gradescope_result(entry, time.monotonic() - started)
+    result = gradescope_result(entry, time.monotonic() - started, batch["isolation"])
     make_folder(os.path.dirname(os.path.abspath(results)))
     write_gradescope_result(results, result)
     return 0

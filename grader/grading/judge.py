@@ -9,8 +9,9 @@ Two processes grade each submission, and only one of them runs student code:
   ``pytest_crashcourse_submission`` hook, so the ``submission`` fixture hands out a
   :class:`~grader.grading.stand_in.RemoteSubmission` and ``submission.load("agent.py")`` returns a
   stand-in module whose functions run somewhere else. Pass or fail, points, and the report are decided here, from data.
-* The **worker** (:mod:`grader.grading.worker`) is a separate process in the sandbox of
-  :mod:`grader.grading.sandbox`. It imports the student's file and calls its functions when asked. When
+* The **worker** (:mod:`grader.grading.worker`) is a separate process in a bubblewrap box
+  (:mod:`grader.grading.bubblewrap`; with ``--no-box``, the bare sandbox of :mod:`grader.grading.sandbox`).
+  It imports the student's file and calls its functions when asked. When
   the judge's crash engine is recording (``explore_loop``), the worker records the file operations
   with the same :class:`~grader.engine.recorder.Recorder` and streams them back as plain JSON; the judge
   appends them to its own recorder in order. The scripted model and tools stay in the judge: the
@@ -75,6 +76,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from grader.grading import bubblewrap
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.outcomes import Outcome, Outcomes
 from grader.grading.scenarios import run_scenarios
@@ -194,7 +196,8 @@ def prepare_config(level_dir: str, seed: Optional[int] = None, examples: Optiona
 
 def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optional[int] = None,
               timeout: float = 60.0, scenarios: Optional[str] = None, examples: Optional[int] = None,
-              student: str = "", read_only: Optional[bool] = None, hide: tuple = (), config: Any = None) -> dict:
+              student: str = "", read_only: Optional[bool] = None, hide: tuple = (), config: Any = None,
+              boxed: bool = False) -> dict:
     """Grade one submission folder with the level's tests. Returns the submission's report entry.
 
     ``config``: a configuration from :func:`prepare_config` (same level, seed and examples), which
@@ -206,7 +209,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     kit_root = level.parent.parent
     # Hidden from the student's code: the instructor's scenarios and the kit's solutions.
     hide = tuple(hide) + ((scenarios,) if scenarios else ()) + (str(kit_root / "solutions"),)
-    box = Box(folder, root, token, timeout, read_only=read_only, hide=hide)
+    box = Box(folder, root, token, timeout, read_only=read_only, hide=hide, boxed=boxed, tests=(str(level),))
     scratch = os.path.join(box.root, "tmp")
     os.makedirs(scratch, exist_ok=True)
     import tempfile
@@ -264,9 +267,12 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
                       "checks": list(entry.get("checks") or []),
                       "reason": _shorten(reason, box, names) if reason else None})
     if (level / "answers.md").exists():
-        answers = Path(box.folder) / "answers.md"
-        text = answers.read_text(encoding="utf-8", errors="replace")[:OUTPUT_SHOWN] if answers.exists() \
-            else "(the submission has no answers.md)"
+        # Through O_NOFOLLOW, a regular file only, 64 KiB at most: never a link to someone else's file.
+        data, why = bubblewrap.read_box_file(box.root, os.path.relpath(box.folder, box.root) + "/answers.md")
+        if data is not None:
+            text = data.decode("utf-8", "replace")[:OUTPUT_SHOWN]
+        else:
+            text = "(the submission has no answers.md)" if why.startswith("there is no") else f"({why})"
         tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
                       "max_score": 0.0, "output": text, "task": None, "reason": None})
     scored = [t for t in tests if t["status"] != "manual review"]

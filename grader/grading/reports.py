@@ -7,6 +7,11 @@ Every writer takes the batch as :func:`grader.grading.batch.grade_batch` returns
 where each test is ``{"name", "status", "score", "max_score", "output"}`` (plus ``reason``, the
 sandbox's own account of a hang or a crash, which the writers fold into the output, and ``checks``,
 the qualified ids of :mod:`grader.levels.registry` the failing test recorded as tripped).
+
+A batch from ``grade_batch`` also says under which ``isolation`` the code ran (``"bubblewrap"``, or
+``"none"`` when the instructor graded with ``--no-box``); every format carries it, and says plainly
+when the grades are not tamper-proof. Everything a submission controls (its id above all) is
+escaped where a format gives characters a meaning: table cells in Markdown, formulas in CSV.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import re
 from collections import Counter
+from typing import Optional
 
 from grader.atomicfile import make_folder, write_atomic
 from grader.levels import registry
@@ -24,8 +30,23 @@ from grader.levels import registry
 FORMATS = ("json", "gradescope", "csv", "md")
 
 
+BOXED = "bubblewrap"
+
+
+def isolation_note(isolation: str) -> str:
+    """One sentence on what held while the code ran, for every report."""
+    if isolation == BOXED:
+        return ("Isolation: each submission's code ran in its own bubblewrap box (no network, no other "
+                "student's files, no kit or instructor files but the grader itself, verdicts computed outside).")
+    if isolation.startswith("the Gradescope container"):
+        return (f"NOT TAMPER-PROOF (isolation: {isolation}): this code ran in its own container but without a "
+                "box, beside the grader, so it could have changed its own grade.")
+    return (f"NOT TAMPER-PROOF (isolation: {isolation}): the submissions' code ran without a box, so a "
+            "submission could have changed its own grade or another student's, or read files it should not.")
+
+
 def contract(batch: dict) -> dict:
-    """Exactly the shape DESIGN.md section 7 fixes, nothing more."""
+    """Exactly the shape DESIGN.md section 7 fixes, plus ``isolation`` beside ``level`` when the batch says it."""
     subs = []
     for s in batch["submissions"]:
         tests = []
@@ -37,6 +58,8 @@ def contract(batch: dict) -> dict:
                           "max_score": float(t["max_score"]), "output": output})
         subs.append({"id": s["id"], "score": float(s["score"]), "max_score": float(s["max_score"]),
                      "status": s["status"], "error": s.get("error"), "tests": tests})
+    if "isolation" in batch:
+        return {"level": batch["level"], "isolation": batch["isolation"], "submissions": subs}
     return {"level": batch["level"], "submissions": subs}
 
 
@@ -44,8 +67,8 @@ def to_json(batch: dict) -> str:
     return json.dumps(contract(batch), indent=2, ensure_ascii=False) + "\n"
 
 
-def gradescope_result(submission: dict, seconds: float = 0.0) -> dict:
-    """One student's results.json in Gradescope's autograder format."""
+def gradescope_result(submission: dict, seconds: float = 0.0, isolation: Optional[str] = None) -> dict:
+    """One student's results.json in Gradescope's autograder format (``isolation``: a line in its output)."""
     tests = []
     for i, t in enumerate(contract({"level": 0, "submissions": [submission]})["submissions"][0]["tests"], 1):
         entry = {"name": t["name"], "number": str(i), "score": t["score"], "max_score": t["max_score"],
@@ -61,6 +84,8 @@ def gradescope_result(submission: dict, seconds: float = 0.0) -> dict:
         summary = f"The grader could not run your code: {submission.get('error')}"
     else:
         summary = f"{submission['score']:g} of {submission['max_score']:g} points from the automatic checks."
+    if isolation is not None:
+        summary += "\n" + isolation_note(isolation)
     return {"score": float(submission["score"]), "execution_time": round(seconds), "output": summary,
             "stdout_visibility": "hidden", "visibility": "visible", "tests": tests}
 
@@ -72,7 +97,7 @@ def write_gradescope(batch: dict, folder: str) -> list[str]:
         target = os.path.join(folder, _safe(s["id"]))
         make_folder(target)
         path = os.path.join(target, "results.json")
-        write_gradescope_result(path, gradescope_result(s, s.get("seconds", 0.0)))
+        write_gradescope_result(path, gradescope_result(s, s.get("seconds", 0.0), batch.get("isolation")))
         written.append(path)
     return written
 
@@ -102,21 +127,37 @@ def test_names(batch: dict) -> list[str]:
     return names
 
 
+def cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as text: one line, and never read as a formula."""
+    text = " ".join(str(text).split())
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def to_csv(batch: dict) -> str:
-    """A row per student, a column per test (its points, or ``manual review``)."""
+    """A row per student, a column per test (its points, or ``manual review``), and the isolation last."""
     names = test_names(batch)
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["id", "status", "score", "max_score", "error"] + names)
+    isolation = batch.get("isolation")
+    writer.writerow(["id", "status", "score", "max_score", "error"] + [cell(n) for n in names]
+                    + (["isolation"] if isolation is not None else []))
     for s in batch["submissions"]:
         by_name = {t["name"]: t for t in s.get("tests", [])}
-        row = [s["id"], s["status"], f"{s['score']:g}", f"{s['max_score']:g}", (s.get("error") or "").splitlines()[0]
-               if s.get("error") else ""]
+        row = [cell(s["id"]), s["status"], f"{s['score']:g}", f"{s['max_score']:g}",
+               cell((s.get("error") or "").splitlines()[0]) if s.get("error") else ""]
         for name in names:
             t = by_name.get(name)
             row.append("" if t is None else ("manual review" if t["status"] == "manual review" else f"{t['score']:g}"))
+        if isolation is not None:
+            row.append(isolation if isolation == BOXED else f"{isolation} (not tamper-proof)")
         writer.writerow(row)
     return out.getvalue()
+
+
+def md(text: str) -> str:
+    """Text a submission controls, safe inside a Markdown table cell or list item: one line, no markup."""
+    text = " ".join(str(text).split())
+    return re.sub(r"([\\`*_{}\[\]<>|~])", r"\\\1", text)
 
 
 def tripped(test: dict) -> set:
@@ -139,6 +180,9 @@ def to_markdown(batch: dict) -> str:
     subs = batch["submissions"]
     n = len(subs)
     lines = [f"# Level {batch['level']}: {n} submission{'s' if n != 1 else ''}", ""]
+    if "isolation" in batch:
+        lines += [("" if batch["isolation"] == BOXED else "**") + isolation_note(batch["isolation"])
+                  + ("" if batch["isolation"] == BOXED else "**"), ""]
     if not n:
         return "\n".join(lines + ["Nothing to grade."]) + "\n"
     status = Counter(s["status"] for s in subs)
@@ -181,12 +225,12 @@ def to_markdown(batch: dict) -> str:
         lines += ["## Could not be graded", ""]
         reasons = Counter((e or "").splitlines()[0][:160] for _, e in problems)
         for reason, count in reasons.most_common():
-            who = ", ".join(i for i, e in problems if (e or "").splitlines()[0][:160] == reason)
-            lines.append(f"- {count}x {reason} ({who})")
+            who = ", ".join(md(i) for i, e in problems if (e or "").splitlines()[0][:160] == reason)
+            lines.append(f"- {count}x {md(reason)} ({who})")
         lines.append("")
     lines += ["## Students", "", "| id | status | score |", "|---|---|---|"]
     for s in subs:
-        lines.append(f"| {s['id']} | {s['status']} | {s['score']:g} / {s['max_score']:g} |")
+        lines.append(f"| {md(s['id'])} | {s['status']} | {s['score']:g} / {s['max_score']:g} |")
     return "\n".join(lines) + "\n"
 
 

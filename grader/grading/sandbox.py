@@ -1,6 +1,11 @@
-"""Process isolation for ``crashcourse grade``: one box per submission, and nothing left afterwards.
+"""The bare sandbox: what isolates a submission's code under ``crashcourse grade --no-box``.
 
-What a box is (Linux):
+``crashcourse grade`` runs each worker in a bubblewrap box (:mod:`grader.grading.bubblewrap`). Where none
+can start and the instructor passed ``--no-box``, this module's rlimits, session and (as root)
+read-only mount view are all there is, and every report says the grades are not tamper-proof.
+Its process sweep (:func:`kill_tree`) and :func:`tree_state` serve both.
+
+What the bare sandbox is (Linux):
 
 * a fresh temporary root ``S`` per submission, holding the copy of the student's folder, a home,
   a temp dir, and every scratch directory the tests create (the judge points ``tempfile`` there);

@@ -71,8 +71,9 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
 
 
 # Fails loudly if the grader let the instructor's environment, or their home folder, through.
+# (PWD is set by bubblewrap to the box's own working folder.)
 _ALLOWED = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "CRASHCOURSE_SANDBOX",
-            "LC_CTYPE"}
+            "LC_CTYPE", "PWD"}
 _LEAKED = sorted(set(os.environ) - _ALLOWED)
 if _LEAKED or os.environ.get("HOME", "").startswith("/root"):
     raise RuntimeError(f"the grader leaked {_LEAKED} or HOME={os.environ.get('HOME')}")
