@@ -2,9 +2,9 @@
 
 ``crashcourse grade SUBMISSIONS --level N`` grades every folder (or ``.zip``) in SUBMISSIONS with
 the level's own tests, ``exercises/levelN/test_*.py``, exactly as a student's ``pytest
-exercises/levelN`` would, but each submission in its own box (see :mod:`grader.grading.sandbox`) and
-with the verdict computed outside it (see :mod:`grader.grading.judge`). The box is bubblewrap's
-(:mod:`grader.grading.bubblewrap`); :func:`box_or_refusal` checks at start-up that one starts here.
+exercises/levelN`` would, but each submission in its own bubblewrap box (see
+:mod:`grader.grading.bubblewrap`) and with the verdict computed outside it (see
+:mod:`grader.grading.judge`). :func:`box_or_refusal` checks at start-up that a box starts here.
 
 How a batch runs: this process imports pytest, Hypothesis, the crash engine and the level's
 tests once, then forks one judge per submission (up to ``--jobs`` at a time), so no judge pays
