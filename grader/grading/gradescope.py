@@ -159,7 +159,7 @@ def run_on_gradescope(level: int, submission: str, results: str, *, grade_batch:
         batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios, boxed=boxed,
                             unboxed="the Gradescope container only")
     entry = batch["submissions"][0]
-    result = gradescope_result(entry, time.monotonic() - started, batch["isolation"])
+    result = gradescope_result(entry, time.monotonic() - started, batch.get("isolation"))
     make_folder(os.path.dirname(os.path.abspath(results)))
     write_gradescope_result(results, result)
     return 0
