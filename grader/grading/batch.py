@@ -373,7 +373,8 @@ class Job:
 
 def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float = 60.0, seed: Optional[int] = None,
                 scenarios: Optional[str] = None, examples: Optional[int] = None, progress: bool = False,
-                protect: tuple = (), journal=None, boxed: Optional[bool] = None, unboxed: str = "none") -> dict:
+                protect: tuple = (), journal=None, boxed: Optional[bool] = None, unboxed: str = "none",
+                require_box: bool = True) -> dict:
     """Grade every submission in the folder; returns ``{"level", "isolation", "submissions", "notes"}``.
 
     With a :class:`grader.grading.batch_journal.BatchJournal`, submissions it already holds (same
@@ -381,14 +382,15 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
 
     ``boxed``: True runs each submission in a bubblewrap box (:mod:`grader.grading.bubblewrap`); False runs
     it without one (``isolation`` is then ``unboxed``, and the reports say the grades are not
-    tamper-proof); None uses a box and raises :class:`NoBox` if none starts here.
+    tamper-proof); None uses a box if one starts here, and otherwise raises :class:`NoBox`, or with
+    ``require_box=False`` grades without one.
     """
     level_dir = level_folder(level)
     if boxed is None:
         problem = bubblewrap.check()
-        if problem is not None:
+        if problem is not None and require_box:
             raise NoBox(problem)
-        boxed = True
+        boxed = problem is None
     bubblewrap.not_dumpable()
     entries = discover(submissions)
     notes = []
