@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.engine.crash_models import crash_states
-from grader.engine.explore import explore_loop
+from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
 from grader.engine.recorder import Op
 from grader.engine.scripted import from_turns, support_tickets
 from grader.engine.loader import import_file
@@ -41,7 +41,8 @@ EXERCISE_TESTS = load(ROOT / "exercises" / "level3" / "test_agent.py", "tests")
 
 def explore(agent_file, models, scenario=None):
     run = load(agent_file).run_agent
-    return explore_loop(run, scenario or support_tickets(7), models=models, timeout=20)
+    return explore_loop(run, scenario or support_tickets(7), models=models, timeout=20, directory=NESTED_FOLDER,
+                        before=parent_exists)
 
 
 def failed_checks(agent_file, tmp_path):
@@ -83,6 +84,7 @@ EXPECTED = {
     "wrong_syncs_the_parent_only": {"M4/M5"},
     "wrong_swallows_fsync_errors": {"fsync-error"},
     "wrong_crashes_on_windows": {"windows"},
+    "wrong_ignores_directory": {"killed", "M3", "M4/M5"},  # never wrote where it was told: every model says so
 }
 
 

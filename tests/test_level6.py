@@ -17,6 +17,7 @@ import pytest
 from grader.levels.journal import (AMPLIFICATION_LIMIT, ByteReport, LoaderFailure, LoaderReader, bytes_by_turn,
                             check_loaded, explore_journal, history_sizes, long_conversation, sampled_points,
                             shared_reference_saves)
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.engine.crash_models import CrashState
 from grader.engine.checkpoint import reference_saves
 from grader.engine.recorder import Op
@@ -40,8 +41,8 @@ ODD = from_turns("tâche ☕ with odd results", [("t", {"n": 0, "x": [None, 1.5,
 
 def short(path):
     out = set()
-    for scenario in (support_tickets(7), ODD):
-        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario).tripped
+    for scenario, folder in ((support_tickets(7), NESTED_FOLDER), (ODD, ABSOLUTE_FOLDER)):
+        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario, directory=folder).tripped
     return out
 
 
@@ -63,6 +64,7 @@ EXPECTED = {
     "wrong/journal_without_save_point_a.py": ({"TRACE"}, None),
     "wrong/journal_left_in_the_buffer.py": ({"TRACE", "WHOLE", "FRESH"}, None),
     "wrong/journal_forgets_pending.py": ({"PAIRING"}, None),
+    "wrong/journal_ignores_directory.py": ({"TRACE", "ERROR"}, None),
     "wrong/loader_refuses_a_fresh_snapshot.py": ({"PARSE"}, None),
 }
 

@@ -17,7 +17,7 @@ import warnings
 import pytest
 
 from grader.engine.conversations import generated
-from grader.engine.explore import explore_loop
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -37,7 +37,8 @@ def run_agent(submission):
 def crash(run_agent, crashcourse_seed, once):
     """``crash(models)``: your loop on the course's task, every crash state under ``models`` checked."""
     return lambda models: once(("tickets", tuple(models)), lambda: explore_loop(
-        run_agent, support_tickets(crashcourse_seed), models=models, timeout=STUDENT_TIMEOUT))
+        run_agent, support_tickets(crashcourse_seed), models=models, timeout=STUDENT_TIMEOUT,
+        directory=NESTED_FOLDER, before=parent_exists))
 
 
 @pytest.mark.task(taskno=1)
@@ -200,6 +201,7 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
 
     examples = request.config._crashcourse_examples
     for scenario in generated(crashcourse_seed, examples):
-        exploration = explore_loop(run_agent, scenario, models=POWER_CUT, timeout=STUDENT_TIMEOUT)
+        exploration = explore_loop(run_agent, scenario, models=POWER_CUT, timeout=STUDENT_TIMEOUT,
+                                   directory=ABSOLUTE_FOLDER, before=parent_exists)
         assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS",
                                    "DURABLE"], rerun)

@@ -36,6 +36,45 @@ from grader.engine.scripted import Scenario, clone
 
 POWER_MODELS = ("M3", "M4", "M5")
 
+# The folders the levels hand the loop instead of the default "checkpoints", so code that ignores
+# `directory` is caught: a nested relative path with a space in it, and an absolute path (which
+# ABSOLUTE_FOLDER stands for; it becomes a folder inside the run's temporary directory).
+NESTED_FOLDER = os.path.join("run data", "check points")
+ABSOLUTE_FOLDER = "<absolute>/saved state"
+
+
+def folder_in(workdir: str, directory: str) -> str:
+    """The ``directory`` argument the loop is given: ``directory`` itself, or for ABSOLUTE_FOLDER an
+    absolute path inside ``workdir``."""
+    if directory.startswith("<absolute>/"):
+        return os.path.join(workdir, "elsewhere", directory[len("<absolute>/"):])
+    return directory
+
+
+def parent_exists(directory: str) -> None:
+    """``before=`` hook: the folder around the checkpoint folder is there before the run starts.
+
+    Level 3 uses it with NESTED_FOLDER: a loop that makes "check points" must fsync its parent
+    ("run data"), which the lesson asks for; a parent that was already there needs nothing.
+    """
+    parent = os.path.dirname(directory)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+
+
+def written_elsewhere(ops: list, ckpt_dir: str, workdir: str) -> str:
+    """Where a loop that never wrote ``ckpt_dir``/checkpoint.json put its checkpoint instead, in words."""
+    target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
+    places = []
+    for op in ops:
+        for path in ((op.dest,) if op.kind in ("rename", "link") else (op.path,) if op.kind == "open" else ()):
+            if path and path != target and os.path.basename(path) == CHECKPOINT_NAME and path not in places:
+                places.append(path)
+    if not places:
+        return ""
+    shown = [os.path.relpath(p, workdir) if p.startswith(workdir + os.sep) else p for p in places[:2]]
+    return f" It wrote {' and '.join(repr(p) for p in shown)} (relative to the folder it ran in) instead."
+
 
 class LoopTimeout(Exception):
     """The loop under test did not finish in time (a hang, or an endless loop).
@@ -142,6 +181,8 @@ class Exploration:
     seconds: float = 0.0
     # Broken states past the cap on kept violations, counted by invariant so totals stay exact.
     over_cap: dict = field(default_factory=dict)
+    folder: str = ""     # the checkpoint folder the loop was given (absolute)
+    workdir: str = ""    # the folder it ran in
 
     @property
     def ok(self) -> bool:
@@ -412,9 +453,10 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
         if workdir is None:
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
         workdir = os.path.realpath(workdir)
+        directory = folder_in(workdir, directory)
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
         result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
-                             error=error, returned=returned)
+                             error=error, returned=returned, folder=os.path.join(workdir, directory), workdir=workdir)
         # A trace with holes (result.unseen) gives no verdict: the crash states rebuilt from it
         # would blame the learner for operations the recorder simply did not see.
         if error is None and not result.unseen:
@@ -465,12 +507,21 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     windows = (windows or windows_for)(ops, scenario.task)
     checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
-    if reader is None and not any(op.kind == "rename" and op.dest == target or op.path == target for op in ops if op.kind != "model_end"):
+    if reader is None and not any(op.kind in ("rename", "link") and op.dest == target or op.path == target
+                                  for op in ops if op.kind != "model_end"):
+        workdir = os.path.dirname(os.path.dirname(ckpt_dir))
+        for root in recorder.watch:
+            if ckpt_dir.startswith(root + os.sep):
+                workdir = root
+        given = os.path.relpath(ckpt_dir, workdir) if not ckpt_dir.startswith(os.path.join(workdir, "elsewhere")) \
+            else ckpt_dir
         result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
-                        f"({os.path.basename(ckpt_dir)!r}). Does save_checkpoint use its `directory` argument?")
+                        f"({given!r}).{written_elsewhere(ops, ckpt_dir, workdir)} Does save_checkpoint use its "
+                        "`directory` argument, and does run_agent pass it on?")
         return
     for op in ops:
-        if op.kind == "rename" and op.dest == target and os.path.dirname(op.path) != ckpt_dir:
+        # A temp folder inside the checkpoint's own folder is on the same file system: renaming out of it is fine.
+        if op.kind == "rename" and op.dest == target and not op.path.startswith(ckpt_dir + os.sep):
             w = windows[op.index]
             result.violations.append(Violation(
                 "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},

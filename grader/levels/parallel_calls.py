@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import Exploration, Violation, check_trace, record_run
+from grader.engine.explore import Exploration, Violation, check_trace, folder_in, record_run
 from grader.engine.invariants import Finding, Window, parse_cached
 from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
@@ -554,6 +554,7 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
         if workdir is None:
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
         workdir = os.path.realpath(workdir)
+        directory = folder_in(workdir, directory)
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout)
         result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
                              error=error, returned=returned)
