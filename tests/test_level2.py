@@ -51,9 +51,10 @@ def tripped(module, seed=0):
     """The invariants (plus ERROR/UNSEEN) the loop breaks on the course's task and on a 0-turn conversation."""
     out = set()
     # The folders the level's tests use: nested with a space, and absolute.
-    for scenario, folder in ((support_tickets(seed), NESTED_FOLDER),
-                             (from_turns("Say hello", [], "Hello.", seed=seed), ABSOLUTE_FOLDER)):
-        out |= explore_loop(module.run_agent, scenario, directory=folder).tripped
+    # The course's task is also run a second time in each folder a crash left leftovers in (RERUN).
+    for scenario, folder, again in ((support_tickets(seed), NESTED_FOLDER, True),
+                                    (from_turns("Say hello", [], "Hello.", seed=seed), ABSOLUTE_FOLDER, False)):
+        out |= explore_loop(module.run_agent, scenario, directory=folder, rerun=again).tripped
     return out
 
 

@@ -42,7 +42,7 @@ EXERCISE_TESTS = load(ROOT / "exercises" / "level3" / "test_agent.py", "tests")
 def explore(agent_file, models, scenario=None):
     run = load(agent_file).run_agent
     return explore_loop(run, scenario or support_tickets(7), models=models, timeout=20, directory=NESTED_FOLDER,
-                        before=parent_exists)
+                        before=parent_exists, rerun=scenario is None and tuple(models) == ("M1", "M2"))
 
 
 def failed_checks(agent_file, tmp_path):

@@ -41,7 +41,7 @@ def tripped(path):
     run = load(path).run_agent
     out = set()
     for scenario, folder in ((SCENARIO, NESTED_FOLDER), (TWINS, "checkpoints"), (NOTHING, ABSOLUTE_FOLDER)):
-        out |= explore_parallel(run, scenario, timeout=20, directory=folder).tripped
+        out |= explore_parallel(run, scenario, timeout=20, directory=folder, rerun=scenario is SCENARIO).tripped
     return out
 
 

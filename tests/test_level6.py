@@ -41,8 +41,9 @@ ODD = from_turns("tâche ☕ with odd results", [("t", {"n": 0, "x": [None, 1.5,
 
 def short(path):
     out = set()
-    for scenario, folder in ((support_tickets(7), NESTED_FOLDER), (ODD, ABSOLUTE_FOLDER)):
-        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario, directory=folder).tripped
+    for scenario, folder, again in ((support_tickets(7), NESTED_FOLDER, True), (ODD, ABSOLUTE_FOLDER, False)):
+        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario, directory=folder,
+                               rerun=again).tripped
     return out
 
 
@@ -54,7 +55,9 @@ def long(path, turns=LONG):
 # name -> (what the short runs trip, what the long run trips; None: no long run here)
 EXPECTED = {
     "right/append_only_os_calls.py": (set(), set()),
-    "right/pathlib_sequence_numbers.py": (set(), set()),
+    "right/journal_in_wal_subfolder.py": (set(), set()),
+    # Right until a second run began in the folder a crash left: its sequence numbers start over.
+    "wrong/sequence_numbers_restart_each_run.py": ({"RERUN"}, None),
     "right/checksummed_lines.py": (set(), set()),
     "wrong/starter_whole_history.py": (set(), {"BYTES"}),
     "wrong/compacts_every_four_saves.py": (set(), {"BYTES"}),

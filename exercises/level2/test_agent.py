@@ -26,7 +26,7 @@ def run_agent(submission):
 def tickets(run_agent, crashcourse_seed, once):
     """Your loop on the course's task, with every crash state checked (run once, read by each test)."""
     return once("tickets", lambda: explore_loop(run_agent, support_tickets(crashcourse_seed), models=MODELS,
-                                                timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER))
+                                                timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER, rerun=True))
 
 
 @pytest.mark.task(taskno=1)
@@ -46,8 +46,9 @@ def test_the_loop_still_finishes_the_task(tickets, request):
 @pytest.mark.task(taskno=2)
 @pytest.mark.points(3)
 def test_a_crash_mid_save_never_leaves_half_a_file(tickets, request):
-    """Wherever the process dies, checkpoint.json is one whole save: never torn, never a mix."""
-    assert_holds(tickets, ["PARSE", "WHOLE"], rerun_command(request),
+    """Wherever the process dies, checkpoint.json is one whole save: never torn, never a mix, and the
+    next run in the folder the crash left (a temp file in it) saves just as well."""
+    assert_holds(tickets, ["PARSE", "WHOLE", "RERUN"], rerun_command(request),
                  also_about="Think about where the new bytes go while they are being written.")
 
 

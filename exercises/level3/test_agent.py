@@ -38,7 +38,7 @@ def crash(run_agent, crashcourse_seed, once):
     """``crash(models)``: your loop on the course's task, every crash state under ``models`` checked."""
     return lambda models: once(("tickets", tuple(models)), lambda: explore_loop(
         run_agent, support_tickets(crashcourse_seed), models=models, timeout=STUDENT_TIMEOUT,
-        directory=NESTED_FOLDER, before=parent_exists))
+        directory=NESTED_FOLDER, before=parent_exists, rerun=tuple(models) == KILLED))
 
 
 @pytest.mark.task(taskno=1)
@@ -46,7 +46,7 @@ def crash(run_agent, crashcourse_seed, once):
 def test_a_killed_process_still_leaves_a_whole_current_file(crash, request):
     """Level 2's guarantees still hold: whole saves, at both save points, counters right."""
     exploration = crash(KILLED)
-    assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"],
+    assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS", "RERUN"],
                  rerun_command(request))
     require(exploration.returned is not None, "run_agent returned None; it should return the final state")
 

@@ -28,7 +28,7 @@ def run_agent(submission):
 def tickets(run_agent, crashcourse_seed, once):
     """Your loop on the course's task with parallel calls, every crash state checked (run once, read by each test)."""
     return once("tickets", lambda: explore_parallel(run_agent, parallel_tickets(crashcourse_seed), models=MODELS,
-                                                    timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER))
+                                                    timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER, rerun=True))
 
 
 @pytest.mark.task(taskno=1)
@@ -63,7 +63,7 @@ def test_each_result_is_on_disk_before_the_next_call_starts(tickets, request):
 @pytest.mark.points(2)
 def test_no_result_is_lost_or_doubled_and_the_counts_agree(tickets, request):
     """Every save is whole, each result appears once, and turns counts the results recorded."""
-    assert_holds(tickets, ["PARSE", "WHOLE", "ONCE", "COUNTS", "ATOMIC-DIR"], rerun_command(request))
+    assert_holds(tickets, ["PARSE", "WHOLE", "ONCE", "COUNTS", "ATOMIC-DIR", "RERUN"], rerun_command(request))
 
 
 @pytest.mark.task(taskno=4)

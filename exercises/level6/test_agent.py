@@ -35,7 +35,7 @@ def tickets(run_agent, load_checkpoint, crashcourse_seed, once):
     """Your loop on the course's task, every crash state read back through your loader (run once)."""
     return once("tickets", lambda: explore_journal(run_agent, load_checkpoint, support_tickets(crashcourse_seed),
                                                    models=MODELS, timeout=STUDENT_TIMEOUT,
-                                                   directory=NESTED_FOLDER).crashes)
+                                                   directory=NESTED_FOLDER, rerun=True).crashes)
 
 
 @pytest.mark.task(taskno=1)
@@ -53,7 +53,7 @@ def test_the_loop_finishes_and_the_loader_reads_the_final_state(tickets, request
 @pytest.mark.points(2)
 def test_every_crash_state_loads_as_one_whole_save(tickets, request):
     """Wherever the process dies, your loader returns one whole save: never an error, a mix, or an older one."""
-    assert_holds(tickets, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR"], rerun_command(request),
+    assert_holds(tickets, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "RERUN"], rerun_command(request),
                  also_about="What does your loader do with the last piece of a file that a crash cut short?")
 
 

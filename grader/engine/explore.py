@@ -441,11 +441,13 @@ def _operation_words(ops: list[Op], state: CrashState) -> str:
 def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                  directory: str = "checkpoints", timeout: Optional[float] = 20, workdir: Optional[str] = None,
                  max_violations: int = 200, before: Optional[Callable[[str], None]] = None,
-                 **plug: Any) -> Exploration:
+                 rerun: bool = False, **plug: Any) -> Exploration:
     """Run ``run`` on ``scenario`` once, then check every crash state under ``models``.
 
     ``plug`` holds :func:`check_trace`'s optional keywords (``windows``, ``checker``, ``reader``,
-    ``sample``, ``same``), which levels with another protocol use to judge the same trace.
+    ``sample``, ``same``), which levels with another protocol use to judge the same trace. With
+    ``rerun``, each distinct crash state that leaves leftovers is also the starting folder of a
+    second run (see :func:`rerun_after_crashes`).
     """
     models = tuple(models)
     started = time.perf_counter()
@@ -462,8 +464,100 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
         if error is None and not result.unseen:
             ckpt_dir = os.path.join(workdir, directory)
             check_trace(result, recorder, ckpt_dir, scenario, max_violations, **plug)
+            if rerun and not result.violations and result.error is None:
+                def check(again: Exploration, rec: Recorder, folder: str, skip: Callable) -> None:
+                    check_trace(again, rec, folder, scenario, max_violations, skip=skip, **plug)
+                rerun_after_crashes(result, recorder, run, scenario, ckpt_dir, directory, check, timeout=timeout,
+                                    before=before, reader=plug.get("reader"))
     result.seconds = time.perf_counter() - started
     return result
+
+
+RERUNS = 4  # at most this many second runs per exploration: one per kind of leftover, the largest of each
+
+
+def leftover_states(ops: list, initial: dict, initial_dirs: Iterable[str], ckpt_dir: str) -> list:
+    """The crash states (M1, and M2 with any file torn) that leave files besides checkpoint.json.
+
+    Distinct leftovers only: states are grouped by the names they leave and, for each group, the
+    one with the most leftover bytes is kept (a long torn temp file is what a save that does not
+    truncate trips over). At most :data:`RERUNS`, earliest group first.
+    """
+    groups: dict = {}
+    for state in crash_models.crash_states(ops, initial, ckpt_dir, CHECKPOINT_NAME, ("M1", "M2"), initial_dirs):
+        extra = state.leftovers
+        if not extra:
+            continue
+        key = tuple(sorted(extra))
+        size = sum(map(len, extra.values()))
+        if key not in groups or size > groups[key][0]:
+            groups[key] = (size, state)
+    return [state for _, state in list(groups.values())[:RERUNS]]
+
+
+def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, scenario: Scenario, ckpt_dir: str,
+                        directory: str, check: Callable, *, timeout: Optional[float] = 20,
+                        before: Optional[Callable[[str], None]] = None, reader: Optional[Callable] = None,
+                        windows: Optional[list] = None) -> None:
+    """Crash, then run again: start ``run`` a second time in each folder a crash left with leftovers.
+
+    The second run's own crash states are checked with ``check`` (the level's rules), except those
+    where the checkpoint still reads as it did before the second run began (the first run's file is
+    a fine thing to find until the new run replaces it). A second run that fails, or leaves a state
+    that breaks a rule, is a RERUN violation naming the first crash and what it left.
+    """
+    ops = result.ops
+    windows = windows if windows is not None else windows_for(ops, scenario.task)
+    relative = os.path.relpath(ckpt_dir, result.workdir)
+    for state in leftover_states(ops, recorder.initial, recorder.initial_dirs, ckpt_dir):
+        with tempfile.TemporaryDirectory(prefix="crashcourse-rerun-") as again_dir:
+            again_dir = os.path.realpath(again_dir)
+            folder_arg = directory if not os.path.isabs(directory) else os.path.join(again_dir, relative)
+
+            def lay_out(folder: str, state: CrashState = state) -> None:
+                if before is not None:
+                    before(folder)
+                os.makedirs(folder, exist_ok=True)
+                for sub in state.dirs:
+                    os.makedirs(os.path.join(folder, sub), exist_ok=True)
+                for name, data in state.files.items():
+                    os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
+                    with open(os.path.join(folder, name), "wb") as f:
+                        f.write(data)
+
+            rec, _returned, error, _ = record_run(run, scenario, again_dir, folder_arg, timeout=timeout, before=lay_out)
+            folder = os.path.join(again_dir, folder_arg)
+            found = ""
+            if rec.unseen:
+                continue  # the first run's trace was whole; a hole now is reported by the first exploration's kind
+            if error is not None:
+                found = f"the second run stopped with {error.splitlines()[0]}"
+            else:
+                again = Exploration(scenario.name, ("M1", "M2"), ops=rec.ops, returned=_returned, folder=folder,
+                                    workdir=again_dir)
+                start = crash_models.CrashState(0, "M1", dict(state.files), dirs=state.dirs)
+                before_bytes = reader(start) if reader is not None else state.read(CHECKPOINT_NAME)
+                check(again, rec, folder, lambda raw: raw == before_bytes)
+                if again.error is not None:
+                    found = f"the second run {again.error}"
+                elif again.violations:
+                    v = again.violations[0]
+                    found = (f"{v.where}, {v.operation}, the second run broke {v.invariant}: {v.detail}"
+                             + ("; on disk then: " + "; ".join(f"{n}: {describe_bytes(d)}" for n, d in
+                                                               sorted(v.files.items())) if v.files else ""))
+            if not found:
+                continue
+            names = ", ".join(sorted(state.leftovers))
+            result.violations.append(Violation(
+                "RERUN", state.model, state.point, windows[state.point].words(), _operation_words(ops, state),
+                dict(state.files),
+                f"this crash left {names} behind; the loop was then run again in that folder, and {found}",
+                "the next run in this folder trips over what the crash left, and so will every run after it until "
+                "someone cleans the folder by hand. A save must not count on an empty folder: empty a temp file as "
+                "you open it (\"w\" mode, or O_TRUNC) rather than append to it or require it to be new (\"x\"), "
+                "and never let a new run's saves read or extend files an earlier run left"))
+            return  # one leftover that breaks the second run is the lesson; more would repeat it
+
 
 
 _VERDICTS: dict = {}
@@ -492,15 +586,16 @@ def shared_verdicts(ops: list[Op], task: str) -> Optional[dict]:
 def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
                 max_violations: int = 200, *, windows: Optional[Callable] = None, checker: Optional[Callable] = None,
                 reader: Optional[Callable] = None, sample: Optional[Callable[[list], Any]] = None,
-                same: Optional[Callable[[Any, Any], bool]] = None) -> None:
+                same: Optional[Callable[[Any, Any], bool]] = None, skip: Optional[Callable[[Any], bool]] = None) -> None:
     """Check each crash state of the trace against its window.
 
     The keywords let a level judge the trace by its own rules: ``windows(ops, task)`` in place of
     :func:`windows_for`, ``checker(raw, window, parsed)`` in place of :func:`~grader.engine.invariants.check`,
     ``reader(state)`` to turn a crash state's files into what the checker reads (then the loop need
     not write checkpoint.json itself), ``sample(ops)`` returning the crash points to check (a long
-    run may check a subset), and
-    ``same(got, want)`` to compare the state run_agent returned with the protocol's final state.
+    run may check a subset),
+    ``same(got, want)`` to compare the state run_agent returned with the protocol's final state, and
+    ``skip(raw)`` true for what needs no check (a second run finding the first run's file).
     """
     ops = recorder.ops
     default_rules = windows is None and checker is None and reader is None
@@ -545,6 +640,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         result.states += 1
         points.add(state.point)
         raw = reader(state) if reader is not None else state.read(CHECKPOINT_NAME)
+        if skip is not None and skip(raw):
+            continue
         window = windows[state.point]
         key = (window.signature(), raw)
         if key in cache:

@@ -421,7 +421,7 @@ class JournalExploration:
 
 def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenario, *,
                     models: Iterable[str] = ("M1", "M2"), timeout: Optional[float] = 20, sample: bool = False,
-                    measure: bool = False, directory: str = "checkpoints") -> JournalExploration:
+                    measure: bool = False, directory: str = "checkpoints", rerun: bool = False) -> JournalExploration:
     """Run ``run`` on ``scenario``, then read every crash state (a sample of them with ``sample``) with
     ``load``, and with ``measure`` judge the bytes the run wrote."""
     computed: list = []
@@ -435,7 +435,8 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     with tempfile.TemporaryDirectory(prefix="crashcourse-load-") as scratch:
         reader = LoaderReader(load, scratch)
         crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=check_loaded,
-                               windows=windows, sample=sampled_points if sample else None, directory=directory)
+                               windows=windows, sample=sampled_points if sample else None, directory=directory,
+                               rerun=rerun)
     crashes.violations = [LoaderViolation(**vars(v)) for v in crashes.violations]
     inside = crashes.folder + os.sep
     if crashes.error is None and not any(op.kind == "write" and (op.path or "").startswith(inside)
