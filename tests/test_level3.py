@@ -29,7 +29,7 @@ SHIPPED = {
 
 def submission_file(name):
     return SHIPPED.get(name, CORPUS / name / "agent.py")
-KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"}
+KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS", "RERUN"}
 
 
 def load(path, name="agent"):
@@ -58,8 +58,11 @@ def failed_checks(agent_file, tmp_path):
     (tmp_path / "eio").mkdir()
     if EXERCISE_TESTS.problem_where_folders_cannot_be_opened(lambda: load(agent_file), tmp_path / "win"):
         failed.add("windows")
-    if EXERCISE_TESTS.problem_when_fsync_fails(lambda: load(agent_file), tmp_path / "eio"):
-        failed.add("fsync-error")
+    for fault in EXERCISE_TESTS.FSYNC_FAULTS:
+        (tmp_path / "eio" / fault).mkdir()
+        if EXERCISE_TESTS.problem_when_fsync_fails(lambda: load(agent_file), tmp_path / "eio" / fault, fault):
+            failed.add("fsync-error")
+            break
     if failed & {"killed", "M3", "M4/M5"}:
         return failed  # the generated conversations would only repeat those findings
     big = "ünïcode ☕ " * 1500
@@ -85,6 +88,12 @@ EXPECTED = {
     "wrong_swallows_fsync_errors": {"fsync-error"},
     "wrong_crashes_on_windows": {"windows"},
     "wrong_ignores_directory": {"killed", "M3", "M4/M5"},  # never wrote where it was told: every model says so
+    "right_fsync_bound_as_default": set(),  # fsync bound at import is swapped in the defaults and seen
+    "right_o_sync_temp": set(),  # O_SYNC writes are durable when they return
+    "wrong_os_sync_cannot_report_errors": {"fsync-error"},  # durable (sync honoured), but deaf to EIO
+    "wrong_temp_without_o_trunc": {"killed"},  # RERUN: the next run writes over a torn temp
+    "wrong_retries_fsync": {"fsync-error"},  # fails once, then succeeds: a retry hides the lost data
+    "wrong_swallows_folder_fsync_error": {"fsync-error"},
 }
 
 

@@ -56,6 +56,8 @@ EXPECTED = {
     "wrong/one_user_message_per_result.py": {"ERROR"},
     "wrong/overwrite_in_place.py": {"PARSE"},
     "wrong/save_ignores_directory.py": {"ERROR"},
+    "wrong/temp_in_append_mode.py": {"RERUN"},
+    "wrong/tools_in_a_thread_pool.py": {"KEPT"},
     "wrong/turns_per_model_turn.py": {"COUNTS"},
     "wrong/results_message_appended_per_result.py": {"ONCE"},
     "wrong/pending_as_one_object.py": {"FIELDS", "PAIRING", "TRACE"},

@@ -68,6 +68,7 @@ EXPECTED = {
     "wrong/journal_left_in_the_buffer.py": ({"TRACE", "WHOLE", "FRESH"}, None),
     "wrong/journal_forgets_pending.py": ({"PAIRING"}, None),
     "wrong/journal_ignores_directory.py": ({"TRACE", "ERROR"}, None),
+    "wrong/snapshot_temp_opened_exclusively.py": ({"RERUN"}, None),
     "wrong/loader_refuses_a_fresh_snapshot.py": ({"PARSE"}, None),
 }
 

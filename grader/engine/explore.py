@@ -33,6 +33,7 @@ from grader.engine.invariants import INVARIANTS, Window, check
 from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
+from grader.engine.turnstile import Turnstile
 
 POWER_MODELS = ("M3", "M4", "M5")
 
@@ -333,18 +334,25 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
     # namespaces: a submission's own `from os import replace` is recorded too, not just reported.
     recorder = Recorder(watch=[workdir], namespaces=namespaces_of(run))
 
+    # Calls from a loop's own threads go one at a time, in a fixed order (see grader.engine.turnstile).
+    turnstile = Turnstile()
+
     def call_model(**kwargs: Any) -> dict:
-        n = model.calls + 1
-        recorder.event("model_start", n)
-        response = model(**kwargs)
-        recorder.event("model_end", (n, clone(response)))
-        return response
+        def call() -> dict:
+            n = model.calls + 1
+            recorder.event("model_start", n)
+            response = model(**kwargs)
+            recorder.event("model_end", (n, clone(response)))
+            return response
+        return turnstile(("model", len(kwargs.get("messages") or ())), call)
 
     def execute_tool(name: str, tool_input: Any) -> str:
-        recorder.event("tool_start", (name, clone(tool_input)))
-        result = tools(name, tool_input)
-        recorder.event("tool_end", (name, result))
-        return result
+        def call() -> str:
+            recorder.event("tool_start", (name, clone(tool_input)))
+            result = tools(name, tool_input)
+            recorder.event("tool_end", (name, result))
+            return result
+        return turnstile(("tool", name, tool_input), call)
 
     returned, error = None, None
     if hung_before(run):
