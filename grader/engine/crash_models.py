@@ -115,6 +115,7 @@ class FileSystem:
         self.handles: dict[int, _Inode] = {}
         self.sync_handles: set = set()
         self.track = track_durability
+        self.linked_renames: list = []  # renames that did nothing: both names were links to one file
 
     def links(self, inode: _Inode) -> int:
         """How many names point at ``inode`` (its link count)."""
@@ -181,7 +182,7 @@ class FileSystem:
                 self._synced(inode)
         elif kind == "rename":
             if op.path in self.names and self.names.get(op.dest) is self.names[op.path]:
-                pass  # POSIX: a rename between two links of one file does nothing; both names stay
+                self.linked_renames.append(op)  # POSIX: a rename between two links of one file does nothing
             elif op.path in self.dirs:
                 prefix = op.path + os.sep
                 for name in [n for n in self.names if n.startswith(prefix)]:

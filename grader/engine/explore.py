@@ -668,6 +668,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         result.violations.append(Violation(invariant, state.model, state.point, window.words(),
                                            _operation_words(ops, state), dict(state.files), detail, finding.resume))
     result.points = len(points)
+    if result.violations:
+        _explain_links(result, recorder)
     if result.returned is not None and not result.violations:
         final = windows[-1].allowed
         try:
@@ -679,6 +681,20 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
                 "WHOLE", "none", len(ops), "after run_agent returned", "with no crash at all", {},
                 "run_agent returned a state that differs from the one the protocol's loop ends with",
                 "a caller that reads the returned state sees the wrong conversation or counters"))
+
+
+def _explain_links(result: Exploration, recorder: Recorder) -> None:
+    """Name the hard link when a rename did nothing because both names were one file."""
+    fs = crash_models.FileSystem(recorder.initial, recorder.initial_dirs)
+    for op in result.ops:
+        fs.apply(op)
+        if fs.linked_renames:
+            first = fs.linked_renames[0]
+            v = result.violations[0]
+            v.detail += (f"; note that {first.describe()} did nothing: both names were hard links to one file "
+                         "(os.link made them so), so every write to the temp name went straight into "
+                         f"{CHECKPOINT_NAME} itself, and opening the temp name with \"w\" emptied it")
+            return
 
 
 @dataclass
