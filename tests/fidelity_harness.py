@@ -64,8 +64,10 @@ def _same_op(said: str, op) -> bool:
     return len(parts) >= 6 and parts[:2] == ["KILLED", "AFTER"] and parts[2] == str(op.index) \
         and parts[3] == op.kind and parts[-1] == str(len(op.data))
 # What a kill between two operations can show. (ATOMIC-DIR is about a temp file on another file
-# system, where a rename is a copy: on one file system no kill can show it.)
-KILLED = {"PARSE", "FIELDS", "WHOLE", "TRACE", "PAIRING", "FRESH", "COUNTS", "KEPT", "ONCE"}
+# system, where a rename is a copy: on one file system no kill can show it.
+# ONCE (a tool run twice with no crash at all) is about the calls, not the disk: no folder shows it.)
+KILLED = {"PARSE", "FIELDS", "WHOLE", "TRACE", "PAIRING", "FRESH", "COUNTS", "KEPT"}
+RERUNS = 4  # second runs at most, from the folders the engine starts its own from (explore.RERUNS)
 
 
 def corpus(levels=(2, 3, 5, 6)) -> list:
@@ -203,7 +205,7 @@ class Agreement:
 
 
 def measure(level: int, name: str, path: str, most: Optional[int] = None, rerun_most: Optional[int] = 12,
-            tmp: Optional[str] = None) -> Agreement:
+            tmp: Optional[str] = None, reruns: int = RERUNS) -> Agreement:
     """The engine and the kills, side by side, for one submission (``most`` kills at most)."""
     result = Agreement(level, name)
     own_tmp = tmp is None
@@ -234,8 +236,20 @@ def measure(level: int, name: str, path: str, most: Optional[int] = None, rerun_
         writes = [op for op in ops if op.kind == "write" and os.path.basename(op.path or "") != "checkpoint.json"]
         if writes:
             points = sorted(set(points) | {max(writes, key=lambda op: len(op.data)).index + 1})
+        # And the points whose folders the engine starts its own second runs from (the largest
+        # leftover of each kind, as grader.engine.explore.leftover_states picks them), so both sides
+        # run again from the same folders.
+        groups: dict = {}
+        for k, state in predicted.items():
+            extra = state.leftovers
+            if k and extra:
+                key = tuple(sorted(_RANDOM.sub(b"*", n.encode()) for n in extra))
+                size = sum(map(len, extra.values()))
+                if key not in groups or size > groups[key][0]:
+                    groups[key] = (size, k)
+        rerun_points = [k for _, k in list(groups.values())[:reruns]]
+        points = sorted(set(points) | set(rerun_points))
         outcomes = kill(level, path, points, os.path.join(tmp, "kills"), env)
-        leftover = (0, None)
         for k in points:
             status, said = outcomes.get(k, (0, ""))
             where = f"kill after operation {k} ({ops[k - 1].describe()})"
@@ -253,14 +267,10 @@ def measure(level: int, name: str, path: str, most: Optional[int] = None, rerun_
             found = rules.finding(files, dirs, windows[k])
             if found:
                 result.real.add(found)
-            # The second run starts from the kill that left the most bytes besides checkpoint.json
-            # (a long torn temp file is what a save that does not truncate trips over).
-            extra = sum(len(d) for n, d in files.items() if n != "checkpoint.json")
-            if extra and extra > leftover[0]:
-                leftover = (extra, os.path.join(tmp, "kills", str(k), FOLDER))
-        leftover_dir = leftover[1]
-        if leftover_dir is not None and rerun_most:
-            again(result, rules, run, path, leftover_dir, rerun_most, tmp, env)
+        if rerun_most:
+            for n, k in enumerate(k for k in rerun_points if k in outcomes):
+                again(result, rules, run, path, os.path.join(tmp, "kills", str(k), FOLDER), rerun_most,
+                      os.path.join(tmp, f"again-{n}"), env)
     finally:
         if own_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -269,6 +279,7 @@ def measure(level: int, name: str, path: str, most: Optional[int] = None, rerun_
 
 def again(result: Agreement, rules: Rules, run, path: str, leftover_dir: str, most: int, tmp: str, env: dict) -> None:
     """Start the loop again, for real, in a folder a kill left, and kill it at sampled points."""
+    os.makedirs(tmp, exist_ok=True)
     files, dirs = folder_left(os.path.dirname(leftover_dir))
     old = rules.finding  # what the folder read as before the second run: fine to find until replaced
     before = _read_as(rules, files, dirs)
@@ -287,8 +298,12 @@ def again(result: Agreement, rules: Rules, run, path: str, leftover_dir: str, mo
     windows = rules.windows(ops)
     # The points of the second run up to its first save into checkpoint.json (the save that meets the
     # leftover), at most ``most`` of them, and its end.
-    target = os.path.join(predict_dir, FOLDER, "checkpoint.json")
-    first = next((op.index + 1 for op in ops if op.kind in ("rename", "link") and op.dest == target), len(ops))
+    inside = os.path.join(predict_dir, FOLDER) + os.sep
+    first = next((op.index + 1 for op in ops if op.kind in ("rename", "link") and (op.dest or "").startswith(inside)),
+                 None)
+    if first is None:  # a journal that only appends: its first write is its first save
+        first = next((op.index + 1 for op in ops if op.kind == "write" and (op.path or "").startswith(inside)),
+                     len(ops))
     points = sorted(set(range(max(1, first + 1 - most), first + 1)) | {len(ops)})
     outcomes = kill(rules.level, path, points, os.path.join(tmp, "kills-again"), env, start_from=leftover_dir)
     for k, (status, said) in outcomes.items():

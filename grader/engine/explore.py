@@ -541,8 +541,9 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
             if error is not None:
                 found = f"the second run stopped with {error.splitlines()[0]}"
             else:
-                again = Exploration(scenario.name, ("M1", "M2"), ops=rec.ops, returned=_returned, folder=folder,
-                                    workdir=again_dir)
+                # The second run is judged under the first one's models (M1, M2 where the level uses it).
+                again = Exploration(scenario.name, tuple(m for m in result.models if m in ("M1", "M2")) or ("M1",),
+                                    ops=rec.ops, returned=_returned, folder=folder, workdir=again_dir)
                 start = crash_models.CrashState(0, "M1", dict(state.files), dirs=state.dirs)
                 before_bytes = reader(start) if reader is not None else state.read(CHECKPOINT_NAME)
                 check(again, rec, folder, lambda raw: raw == before_bytes)
