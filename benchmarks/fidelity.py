@@ -37,6 +37,8 @@ LIMITS = """## Known limits (where kills cannot speak, or the model leaves somet
 - **ATOMIC-DIR** (a temp file in another folder, renamed over the checkpoint) is about a rename
   between two file systems, which is a copy that a crash can tear. The kills run on one file system,
   where that rename is atomic, so they cannot show it; the table leaves ATOMIC-DIR out of both sides.
+- **Findings with no crash at all** (a tool run twice by the loop itself, a returned state that is
+  not the saved one) are about the calls, not the disk: the table compares crash states only.
 - **A second run happens in the same process** in the engine (the kills use a new one). Code that
   names its temp file after `os.getpid()` therefore meets its own leftover in the engine and not
   for real (a new process has a new pid), except when the pid is reused. The corpus uses uuid names.

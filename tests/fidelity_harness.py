@@ -64,9 +64,8 @@ def _same_op(said: str, op) -> bool:
     return len(parts) >= 6 and parts[:2] == ["KILLED", "AFTER"] and parts[2] == str(op.index) \
         and parts[3] == op.kind and parts[-1] == str(len(op.data))
 # What a kill between two operations can show. (ATOMIC-DIR is about a temp file on another file
-# system, where a rename is a copy: on one file system no kill can show it.
-# ONCE (a tool run twice with no crash at all) is about the calls, not the disk: no folder shows it.)
-KILLED = {"PARSE", "FIELDS", "WHOLE", "TRACE", "PAIRING", "FRESH", "COUNTS", "KEPT"}
+# system, where a rename is a copy: on one file system no kill can show it.)
+KILLED = {"PARSE", "FIELDS", "WHOLE", "TRACE", "PAIRING", "FRESH", "COUNTS", "KEPT", "ONCE"}
 RERUNS = 4  # second runs at most, from the folders the engine starts its own from (explore.RERUNS)
 
 
@@ -120,12 +119,16 @@ class Rules:
         return None if found is None else found.invariant
 
     def engine(self, run) -> set:
-        """The engine's own verdict under M1, with the second runs: the invariants it says break."""
+        """The engine's own verdict under M1, with the second runs: the invariants broken in some crash
+        state (findings with no crash at all, such as a tool run twice or the returned state, are about
+        the calls, not the disk, and no folder can show them)."""
         if self.level == 5:
-            return parallel_calls.explore_parallel(run, self.scenario, models=("M1",), rerun=True).tripped
-        if self.level == 6:
-            return journal.explore_journal(run, self.reader.load, self.scenario, models=("M1",), rerun=True).tripped
-        return explore_loop(run, self.scenario, models=("M1",), rerun=True).tripped
+            found = parallel_calls.explore_parallel(run, self.scenario, models=("M1",), rerun=True)
+        elif self.level == 6:
+            found = journal.explore_journal(run, self.reader.load, self.scenario, models=("M1",), rerun=True).crashes
+        else:
+            found = explore_loop(run, self.scenario, models=("M1",), rerun=True)
+        return {v.invariant for v in found.violations if v.model != "none"} | (found.tripped & {"ERROR", "UNSEEN"})
 
 
 def folder_left(workdir: str) -> tuple:
@@ -196,7 +199,7 @@ class Agreement:
 
     @property
     def kills_say(self) -> set:
-        return self.real | ({"RERUN"} if self.rerun_real else set())
+        return (self.real & KILLED) | ({"RERUN"} if self.rerun_real & (KILLED | {"ERROR"}) else set())
 
     @property
     def agrees(self) -> bool:
