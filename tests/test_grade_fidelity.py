@@ -3,9 +3,9 @@ sandboxed worker, as the level tests hold them in-process:
 
 - a level-5 loop that runs a turn's tools in a thread pool, graded ten times in one batch, gets the
   same score and the same failure text every time (only the submission's own name differs);
-- level 2's new corpus cases (a folder that is not the default, a leftover temp file and a second
-  run, hard links, O_TMPFILE, a temporary folder inside the checkpoint folder) pass or fail as
-  their VERDICT line says, and each failure names its real cause.
+- a sample of level 2's new corpus cases (a folder that is not the default, a leftover temp file and
+  a second run, a hard link, O_TMPFILE, a temporary folder inside the checkpoint folder) pass or
+  fail as their VERDICT line says, and each failure names its real cause.
 """
 
 from __future__ import annotations
@@ -24,15 +24,12 @@ import pytest
 KIT = Path(__file__).resolve().parent.parent
 CORPUS = KIT / "tests" / "corpus"
 THREADED = CORPUS / "level5" / "wrong" / "tools_in_a_thread_pool.py"
-# The level-2 cases added for issue 18, with words their failure text must contain.
+# Some of the level-2 cases added for issue 18 (the others are held in-process by tests/test_level2.py),
+# with words their failure text must contain.
 LEVEL2 = {
-    "w20_save_overwrites_its_directory": "never wrote checkpoint.json in the directory it was given",
     "w21_run_agent_forgets_the_folder": "It wrote 'checkpoints/checkpoint.json'",
-    "w22_temp_without_o_trunc": "RERUN broken",
-    "w23_temp_in_append_mode": "RERUN broken",
     "w24_temp_opened_exclusively": "FileExistsError",
-    "w25_hard_link_kept_then_rewritten": "PARSE broken",
-    "c09_link_on_first_save": "",
+    "w25_hard_link_kept_then_rewritten": "did nothing: both names were hard links to one file",
     "c10_o_tmpfile_then_linkat": "",
     "c11_temporary_directory_inside": "",
 }

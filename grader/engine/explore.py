@@ -595,7 +595,8 @@ def shared_verdicts(ops: list[Op], task: str) -> Optional[dict]:
 def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
                 max_violations: int = 200, *, windows: Optional[Callable] = None, checker: Optional[Callable] = None,
                 reader: Optional[Callable] = None, sample: Optional[Callable[[list], Any]] = None,
-                same: Optional[Callable[[Any, Any], bool]] = None, skip: Optional[Callable[[Any], bool]] = None) -> None:
+                same: Optional[Callable[[Any, Any], bool]] = None,
+                skip: Optional[Callable[[Any], bool]] = None) -> None:
     """Check each crash state of the trace against its window.
 
     The keywords let a level judge the trace by its own rules: ``windows(ops, task)`` in place of
