@@ -137,7 +137,7 @@ def folder_left(workdir: str) -> tuple:
     files, dirs = {}, []
     if not os.path.isdir(folder):
         return files, ()
-    for dirpath, dirnames, filenames in os.walk(folder):
+    for dirpath, _dirnames, filenames in os.walk(folder):
         rel = os.path.relpath(dirpath, folder)
         if rel != ".":
             dirs.append(rel)
@@ -309,7 +309,7 @@ def again(result: Agreement, rules: Rules, run, path: str, leftover_dir: str, mo
                      len(ops))
     points = sorted(set(range(max(1, first + 1 - most), first + 1)) | {len(ops)})
     outcomes = kill(rules.level, path, points, os.path.join(tmp, "kills-again"), env, start_from=leftover_dir)
-    for k, (status, said) in outcomes.items():
+    for k, (_status, said) in outcomes.items():
         if not said.startswith("KILLED AFTER"):
             if "ERROR" in said:
                 result.rerun_real.add("ERROR")

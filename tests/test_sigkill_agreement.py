@@ -145,7 +145,7 @@ def test_a_slice_of_the_corpus_agrees_with_real_kills(tmp_path):
         return item, fidelity_harness.measure(level, rel, os.path.join(HERE, "corpus", rel), most=5, rerun_most=4,
                                               reruns=1, tmp=str(work))
     results = [one(item) for item in SLICE.items()]  # one at a time: a recorded run changes the working folder
-    for ((level, rel), want), row in results:
+    for ((_level, rel), want), row in results:
         assert row.kills >= 5 and row.same_folder == row.kills, (rel, row.differences[:5])
         assert row.engine_m1 == want, (rel, row.engine)
         assert row.agrees, (rel, row.engine_m1, row.kills_say, row.differences[:5])

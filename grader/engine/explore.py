@@ -546,7 +546,7 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
                                     ops=rec.ops, returned=_returned, folder=folder, workdir=again_dir)
                 start = crash_models.CrashState(0, "M1", dict(state.files), dirs=state.dirs)
                 before_bytes = reader(start) if reader is not None else state.read(CHECKPOINT_NAME)
-                check(again, rec, folder, lambda raw: raw == before_bytes)
+                check(again, rec, folder, lambda raw, before=before_bytes: raw == before)
                 if again.error is not None:
                     found = f"the second run {again.error}"
                 elif again.violations:

@@ -298,7 +298,7 @@ class LoaderReader:
             while os.sep in parent:
                 parent = os.path.dirname(parent)
                 wanted_dirs.add(parent)
-        for dirpath, dirnames, filenames in os.walk(directory, topdown=False):
+        for dirpath, _dirnames, filenames in os.walk(directory, topdown=False):
             rel_dir = os.path.relpath(dirpath, directory)
             for name in filenames:
                 rel = name if rel_dir == "." else os.path.join(rel_dir, name)
