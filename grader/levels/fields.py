@@ -676,7 +676,7 @@ def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, r
 
 
 def check_load_versions(module: Any, seed: int = 0) -> Optional[str]:
-    """load_checkpoint raises UnsupportedVersion for version 2, version 0 and a missing version."""
+    """load_checkpoint raises UnsupportedVersion for version 2, version 0, true, 1.0 and a missing version."""
     _, unsupported, problem = _exceptions(module)
     if problem:
         return problem
