@@ -3,10 +3,13 @@
 Used by the kit's agreement tests, never by learners::
 
     python tests/crash_child.py VARIANT WORKDIR [--kill-after K,K,...] [--seed N] [--trace FILE]
+    python tests/crash_child.py file WORKDIR --level N --file AGENT.PY [--start-from FOLDER] [--kill-after ...]
 
 VARIANT is ``solution`` (the level-2 solution as shipped) or the name of a file in
-``corpus/save_checkpoint/`` whose ``save_checkpoint`` replaces the solution's. The loop runs on
-the course's scripted task in WORKDIR/checkpoints.
+``corpus/save_checkpoint/`` whose ``save_checkpoint`` replaces the solution's; ``file`` runs a
+whole agent.py of level N (2, 3, 5 or 6) on that level's scripted task. The loop runs in
+WORKDIR/checkpoints; with ``--start-from`` that folder first gets a copy of FOLDER (what an
+earlier, killed run left), so the run is the second one after a crash.
 
 With ``--kill-after``, for each K this process forks a child (imports are paid once), and the
 child runs the loop in WORKDIR/K/checkpoints and kills itself with SIGKILL the moment the recorder
@@ -20,8 +23,10 @@ With ``--trace FILE`` the recorded operations are written to FILE as JSON after 
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -34,6 +39,14 @@ from grader.engine.scripted import support_tickets  # noqa: E402
 
 SOLUTION = os.path.join(ROOT, "solutions", "level2", "agent.py")
 CORPUS = os.path.join(HERE, "corpus", "save_checkpoint")
+
+
+def scenario_for(level, seed):
+    """The scripted task a level's tests run its loop on (level 5: several calls per turn)."""
+    if level == 5:
+        from grader.levels.parallel_calls import parallel_tickets
+        return parallel_tickets(seed)
+    return support_tickets(seed)
 
 
 def load(path, name):
@@ -66,7 +79,7 @@ def kill_after(k, report_fd):
     recorder_module.Recorder.add = add_then_maybe_die
 
 
-def run_killed(run, k, workdir, seed):
+def run_killed(run, k, workdir, seed, scenario=None, start_from=None):
     """Fork; the child runs the loop until operation k and dies by SIGKILL. Returns (status, its last words)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -75,7 +88,14 @@ def run_killed(run, k, workdir, seed):
         try:
             kill_after(k, write_end)
             os.makedirs(workdir)
-            record_run(run, support_tickets(seed), workdir, "checkpoints", timeout=None)
+            lay_out = None
+            if start_from:
+                def lay_out(folder):
+                    shutil.copytree(start_from, folder, dirs_exist_ok=True)
+            _, _, error, _ = record_run(run, scenario or support_tickets(seed), workdir, "checkpoints", timeout=None,
+                                        before=lay_out)
+            if error:
+                os.write(write_end, ("ERROR " + error.splitlines()[0]).encode())
         finally:
             os._exit(3)  # the run ended (or failed) before operation k
     os.close(write_end)
@@ -97,13 +117,20 @@ def main():
     parser.add_argument("--kill-after", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trace", default=None)
+    parser.add_argument("--level", type=int, default=2)
+    parser.add_argument("--file", default=None)
+    parser.add_argument("--start-from", default=None)
     args = parser.parse_args()
-    run = loop_for(args.variant)
+    run = load(args.file, "agent_under_test").run_agent if args.variant == "file" else loop_for(args.variant)
+    # tempfile tries out the system temp folder the first time it is used (it writes a probe file);
+    # the predicting process has done so long before, so do it here too, before any operation counts.
+    tempfile.gettempdir()
+    scenario = scenario_for(args.level, args.seed)
     workdir = os.path.realpath(args.workdir)
     if args.kill_after is not None:
         for k in (int(x) for x in args.kill_after.split(",")):
-            status, said = run_killed(run, k, os.path.join(workdir, str(k)), args.seed)
-            print(k, status, said, flush=True)
+            status, said = run_killed(run, k, os.path.join(workdir, str(k)), args.seed, scenario, args.start_from)
+            print(k, status, said.replace("\n", " "), flush=True)
         return 0
     recorder, _, error, _ = record_run(run, support_tickets(args.seed), workdir, "checkpoints", timeout=None)
     if error:

@@ -621,6 +621,87 @@ def nothing_recorded_for_reads(d):
     expect_clean(rec, "reads")
 
 
+@check
+def a_rename_between_two_links_of_one_file_does_nothing(d):
+    """Hard links share one inode: rename(a, b) between them is a no-op, and a write through the temp
+    name empties and rewrites the checkpoint itself (issue 18)."""
+    p = os.path.join(d, "checkpoint.json")
+    tmp = p + ".tmp"
+
+    def save_twice():
+        with open(tmp, "w") as f:
+            f.write('{"turns": 1}')
+        os.link(tmp, p)
+        with open(tmp, "w") as f:  # tmp and checkpoint.json are one file
+            f.write('{"turns": 2}')
+        os.replace(tmp, p)          # POSIX: does nothing, both names stay
+    rec = record(d, save_twice)
+    expect_clean(rec, "links")
+    expect(os.path.exists(tmp), "the kernel kept both names after rename between two links")
+    opened = next(op for op in rec.ops if op.kind == "open" and op.index > 2)
+    state = m1_after(rec, d, opened.index)
+    expect(state.get("checkpoint.json") == b"", f"after the second open, checkpoint.json must be empty "
+                                                f"in the model too, got {state.get('checkpoint.json')!r}")
+    last = m1_after(rec, d, len(rec.ops) - 1)
+    expect(set(last) == {"checkpoint.json", "checkpoint.json.tmp"}, f"both names must stay: {sorted(last)}")
+
+
+@check
+def sync_flags_and_os_sync_are_recorded(d):
+    """O_SYNC on an open is recorded (each write durable on return), and os.sync() is an operation."""
+    p = os.path.join(d, "checkpoint.json")
+
+    def save():
+        fd = os.open(p + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_SYNC)
+        os.write(fd, b'{"ok": 1}')
+        os.close(fd)
+        os.sync()
+        os.replace(p + ".tmp", p)
+    rec = record(d, save)
+    expect_clean(rec, "sync")
+    opened = next(op for op in rec.ops if op.kind == "open")
+    expect("sync" in opened.flags, f"the O_SYNC flag was dropped: {opened.flags}")
+    expect(any(op.kind == "sync" for op in rec.ops), "os.sync() was not recorded")
+    power = [s for s in crash_states(rec.ops, rec.initial, d, models=("M3",), initial_dirs=rec.initial_dirs)]
+    expect(all(s.files.get("checkpoint.json") in (None, b'{"ok": 1}') for s in power),
+           "an O_SYNC write must survive a power cut once it has returned")
+
+
+@check
+def an_o_tmpfile_has_no_name_until_linked(d):
+    """os.open(folder, O_TMPFILE) makes no file named after the folder; linkat through /proc names it."""
+    if not hasattr(os, "O_TMPFILE"):
+        return
+
+    def save():
+        fd = os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o644)
+        os.write(fd, b"{}")
+        folder = os.open(d, os.O_RDONLY)
+        os.link(f"/proc/self/fd/{fd}", "checkpoint.json", dst_dir_fd=folder)
+        os.close(folder)
+        os.close(fd)
+    rec = record(d, save)
+    expect_clean(rec, "O_TMPFILE")
+    names = [set(m1_after(rec, d, i)) for i in range(len(rec.ops))]
+    expect(all(n <= {"checkpoint.json"} for n in names), f"a crash state showed a name for the O_TMPFILE file: {names}")
+    expect(names[-1] == {"checkpoint.json"} and m1_after(rec, d, len(rec.ops) - 1)["checkpoint.json"] == b"{}",
+           "linkat did not give the file its name and bytes")
+
+
+@check
+def fsync_bound_as_a_default_is_recorded(d):
+    """`def save(..., _sync=os.fsync)` binds fsync at import; the recorder swaps the default while it runs."""
+    p = os.path.join(d, "checkpoint.json")
+    namespace = {"__name__": "bound_default", "os": os, "p": p}
+    exec("def save(_sync=os.fsync):\n    with open(p, 'w') as f:\n        f.write('{}')\n        f.flush()\n"
+         "        _sync(f.fileno())\n", namespace)
+    real_default = namespace["save"].__defaults__[0]
+    with Recorder(watch=[d], namespaces=[namespace]) as rec:
+        namespace["save"]()
+    expect(any(op.kind == "fsync" for op in rec.ops), "an fsync bound as a default argument was not recorded")
+    expect(namespace["save"].__defaults__[0] is real_default, "the default must be the real fsync again afterwards")
+
+
 def run_all(names=None):
     """Run every check (or the named ones) in a fresh temp dir each; return the failure messages."""
     failures = []

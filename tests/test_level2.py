@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine.explore import explore_loop
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop
 from grader.engine.scripted import from_turns, support_tickets
 from grader.engine.loader import import_file
 
@@ -50,8 +50,11 @@ def spliced(base, donor, names):
 def tripped(module, seed=0):
     """The invariants (plus ERROR/UNSEEN) the loop breaks on the course's task and on a 0-turn conversation."""
     out = set()
-    for scenario in (support_tickets(seed), from_turns("Say hello", [], "Hello.", seed=seed)):
-        out |= explore_loop(module.run_agent, scenario).tripped
+    # The folders the level's tests use: nested with a space, and absolute.
+    # The course's task is also run a second time in each folder a crash left leftovers in (RERUN).
+    for scenario, folder, again in ((support_tickets(seed), NESTED_FOLDER, True),
+                                    (from_turns("Say hello", [], "Hello.", seed=seed), ABSOLUTE_FOLDER, False)):
+        out |= explore_loop(module.run_agent, scenario, directory=folder, rerun=again).tripped
     return out
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.engine.crash_models import crash_states
-from grader.engine.explore import explore_loop
+from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
 from grader.engine.recorder import Op
 from grader.engine.scripted import from_turns, support_tickets
 from grader.engine.loader import import_file
@@ -29,7 +29,7 @@ SHIPPED = {
 
 def submission_file(name):
     return SHIPPED.get(name, CORPUS / name / "agent.py")
-KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"}
+KILLED_INVARIANTS = {"PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS", "RERUN"}
 
 
 def load(path, name="agent"):
@@ -41,7 +41,8 @@ EXERCISE_TESTS = load(ROOT / "exercises" / "level3" / "test_agent.py", "tests")
 
 def explore(agent_file, models, scenario=None):
     run = load(agent_file).run_agent
-    return explore_loop(run, scenario or support_tickets(7), models=models, timeout=20)
+    return explore_loop(run, scenario or support_tickets(7), models=models, timeout=20, directory=NESTED_FOLDER,
+                        before=parent_exists, rerun=scenario is None and tuple(models) == ("M1", "M2"))
 
 
 def failed_checks(agent_file, tmp_path):
@@ -57,8 +58,11 @@ def failed_checks(agent_file, tmp_path):
     (tmp_path / "eio").mkdir()
     if EXERCISE_TESTS.problem_where_folders_cannot_be_opened(lambda: load(agent_file), tmp_path / "win"):
         failed.add("windows")
-    if EXERCISE_TESTS.problem_when_fsync_fails(lambda: load(agent_file), tmp_path / "eio"):
-        failed.add("fsync-error")
+    for fault in EXERCISE_TESTS.FSYNC_FAULTS:
+        (tmp_path / "eio" / fault).mkdir()
+        if EXERCISE_TESTS.problem_when_fsync_fails(lambda: load(agent_file), tmp_path / "eio" / fault, fault):
+            failed.add("fsync-error")
+            break
     if failed & {"killed", "M3", "M4/M5"}:
         return failed  # the generated conversations would only repeat those findings
     big = "ünïcode ☕ " * 1500
@@ -83,6 +87,13 @@ EXPECTED = {
     "wrong_syncs_the_parent_only": {"M4/M5"},
     "wrong_swallows_fsync_errors": {"fsync-error"},
     "wrong_crashes_on_windows": {"windows"},
+    "wrong_ignores_directory": {"killed", "M3", "M4/M5"},  # never wrote where it was told: every model says so
+    "right_fsync_bound_as_default": set(),  # fsync bound at import is swapped in the defaults and seen
+    "right_o_sync_temp": set(),  # O_SYNC writes are durable when they return
+    "wrong_os_sync_cannot_report_errors": {"fsync-error"},  # durable (sync honoured), but deaf to EIO
+    "wrong_temp_without_o_trunc": {"killed"},  # RERUN: the next run writes over a torn temp
+    "wrong_retries_fsync": {"fsync-error"},  # fails once, then succeeds: a retry hides the lost data
+    "wrong_swallows_folder_fsync_error": {"fsync-error"},
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine.explore import explore_loop
+from grader.engine.explore import NESTED_FOLDER, explore_loop
 from grader.engine.checkpoint import reference_saves, snapshot
 from grader.levels.resume import (CHECKS, KeyedTools, ResumedModel, b_only_writer, check_refusals,
                                    check_turn_cap, explore_resume, matches_under_policy, reference_writer)
@@ -45,7 +45,7 @@ def failed_checks(resume_file):
     resume, error = module.resume_agent, module.CheckpointError
     scenario = support_tickets(SEED)
     found = set()
-    tripped = explore_resume(resume, scenario, checkpoint_error=error).tripped
+    tripped = explore_resume(resume, scenario, checkpoint_error=error, directory=NESTED_FOLDER).tripped
     if check_refusals(resume, scenario, checkpoint_error=error) or "REFUSE" in tripped:
         found.add("1 refuse")
     if "COUNTS" in tripped:
@@ -76,6 +76,8 @@ EXPECTED = {
     "wrong_drops_pending": {"3 pending", "5 cap"},
     "wrong_restarts_counters": {"2 counts", "4 saved", "5 cap", "6 b-only"},  # a finished file: returned != saved
     "wrong_any_version": {"1 refuse"},
+    "wrong_version_true_or_float": {"1 refuse"},
+    "wrong_ignores_directory": {"3 pending"},  # refuses the good file it was pointed at (RESUME)
     "wrong_missing_file_starts_over": {"1 refuse", "6 b-only"},
     "wrong_deletes_bad_file": {"1 refuse"},
     "wrong_error_result_not_flagged": {"3 pending", "5 cap"},

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.engine.invariants import INVARIANTS
 from grader.levels.parallel_calls import (ParallelWindow, check_parallel, explore_parallel, from_parallel_turns, normalize,
                              parallel_tickets, parallel_windows, state_after)
@@ -39,8 +40,8 @@ NOTHING = from_parallel_turns("nothing to do", [], name="no tool calls")
 def tripped(path):
     run = load(path).run_agent
     out = set()
-    for scenario in (SCENARIO, TWINS, NOTHING):
-        out |= explore_parallel(run, scenario, timeout=20).tripped
+    for scenario, folder in ((SCENARIO, NESTED_FOLDER), (TWINS, "checkpoints"), (NOTHING, ABSOLUTE_FOLDER)):
+        out |= explore_parallel(run, scenario, timeout=20, directory=folder, rerun=scenario is SCENARIO).tripped
     return out
 
 
@@ -54,6 +55,9 @@ EXPECTED = {
     "wrong/pending_grows_as_calls_start.py": {"PAIRING"},
     "wrong/one_user_message_per_result.py": {"ERROR"},
     "wrong/overwrite_in_place.py": {"PARSE"},
+    "wrong/save_ignores_directory.py": {"ERROR"},
+    "wrong/temp_in_append_mode.py": {"RERUN"},
+    "wrong/tools_in_a_thread_pool.py": {"KEPT"},
     "wrong/turns_per_model_turn.py": {"COUNTS"},
     "wrong/results_message_appended_per_result.py": {"ONCE"},
     "wrong/pending_as_one_object.py": {"FIELDS", "PAIRING", "TRACE"},

@@ -17,6 +17,7 @@ import pytest
 from grader.levels.journal import (AMPLIFICATION_LIMIT, ByteReport, LoaderFailure, LoaderReader, bytes_by_turn,
                             check_loaded, explore_journal, history_sizes, long_conversation, sampled_points,
                             shared_reference_saves)
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.engine.crash_models import CrashState
 from grader.engine.checkpoint import reference_saves
 from grader.engine.recorder import Op
@@ -40,8 +41,9 @@ ODD = from_turns("tâche ☕ with odd results", [("t", {"n": 0, "x": [None, 1.5,
 
 def short(path):
     out = set()
-    for scenario in (support_tickets(7), ODD):
-        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario).tripped
+    for scenario, folder, again in ((support_tickets(7), NESTED_FOLDER, True), (ODD, ABSOLUTE_FOLDER, False)):
+        out |= explore_journal(load(path).run_agent, load(path).load_checkpoint, scenario, directory=folder,
+                               rerun=again).tripped
     return out
 
 
@@ -53,7 +55,9 @@ def long(path, turns=LONG):
 # name -> (what the short runs trip, what the long run trips; None: no long run here)
 EXPECTED = {
     "right/append_only_os_calls.py": (set(), set()),
-    "right/pathlib_sequence_numbers.py": (set(), set()),
+    "right/journal_in_wal_subfolder.py": (set(), set()),
+    # Right until a second run began in the folder a crash left: its sequence numbers start over.
+    "wrong/sequence_numbers_restart_each_run.py": ({"RERUN"}, None),
     "right/checksummed_lines.py": (set(), set()),
     "wrong/starter_whole_history.py": (set(), {"BYTES"}),
     "wrong/compacts_every_four_saves.py": (set(), {"BYTES"}),
@@ -63,6 +67,8 @@ EXPECTED = {
     "wrong/journal_without_save_point_a.py": ({"TRACE"}, None),
     "wrong/journal_left_in_the_buffer.py": ({"TRACE", "WHOLE", "FRESH"}, None),
     "wrong/journal_forgets_pending.py": ({"PAIRING"}, None),
+    "wrong/journal_ignores_directory.py": ({"TRACE", "ERROR"}, None),
+    "wrong/snapshot_temp_opened_exclusively.py": ({"RERUN"}, None),
     "wrong/loader_refuses_a_fresh_snapshot.py": ({"PARSE"}, None),
 }
 

@@ -122,3 +122,30 @@ def test_a_real_kill_leaves_the_predicted_crash_state(tmp_path):
     # of the JSON died in Python's buffer. The simulator predicted it; the kill confirms it.
     renames = sum(1 for op in predictions["fail_replace_inside_with"][0] if op.kind == "rename")
     assert torn_seen == renames >= 3, f"{torn_seen} of {renames} kills after a rename found a short checkpoint"
+
+
+# -- the differential harness, a fast slice (benchmarks/fidelity.py runs the whole corpus) -----------
+
+import fidelity_harness  # noqa: E402
+
+SLICE = {
+    # (level, corpus path): what the engine and the kills must both say
+    (2, "level2/w25_hard_link_kept_then_rewritten.py"): {"PARSE"},   # a link kept, rewritten in place
+    (2, "level2/c10_o_tmpfile_then_linkat.py"): set(),               # O_TMPFILE + linkat is a save
+    (2, "level2/w23_temp_in_append_mode.py"): {"RERUN"},             # the next run appends to a torn temp
+    (6, "level6/right/journal_in_wal_subfolder.py"): set(),          # files at any depth
+}
+
+
+def test_a_slice_of_the_corpus_agrees_with_real_kills(tmp_path):
+    def one(item):
+        (level, rel), want = item
+        work = tmp_path / rel.replace("/", "_")
+        work.mkdir()
+        return item, fidelity_harness.measure(level, rel, os.path.join(HERE, "corpus", rel), most=5, rerun_most=4,
+                                              reruns=1, tmp=str(work))
+    results = [one(item) for item in SLICE.items()]  # one at a time: a recorded run changes the working folder
+    for ((_level, rel), want), row in results:
+        assert row.kills >= 5 and row.same_folder == row.kills, (rel, row.differences[:5])
+        assert row.engine_m1 == want, (rel, row.engine)
+        assert row.agrees, (rel, row.engine_m1, row.kills_say, row.differences[:5])

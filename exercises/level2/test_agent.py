@@ -9,7 +9,7 @@ the crash landed, what was on disk, and what a resume would have run into.
 import pytest
 
 from grader.engine.conversations import generated
-from grader.engine.explore import explore_loop
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -26,7 +26,7 @@ def run_agent(submission):
 def tickets(run_agent, crashcourse_seed, once):
     """Your loop on the course's task, with every crash state checked (run once, read by each test)."""
     return once("tickets", lambda: explore_loop(run_agent, support_tickets(crashcourse_seed), models=MODELS,
-                                                timeout=STUDENT_TIMEOUT))
+                                                timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER, rerun=True))
 
 
 @pytest.mark.task(taskno=1)
@@ -46,8 +46,9 @@ def test_the_loop_still_finishes_the_task(tickets, request):
 @pytest.mark.task(taskno=2)
 @pytest.mark.points(3)
 def test_a_crash_mid_save_never_leaves_half_a_file(tickets, request):
-    """Wherever the process dies, checkpoint.json is one whole save: never torn, never a mix."""
-    assert_holds(tickets, ["PARSE", "WHOLE"], rerun_command(request),
+    """Wherever the process dies, checkpoint.json is one whole save: never torn, never a mix, and the
+    next run in the folder the crash left (a temp file in it) saves just as well."""
+    assert_holds(tickets, ["PARSE", "WHOLE", "RERUN"], rerun_command(request),
                  also_about="Think about where the new bytes go while they are being written.")
 
 
@@ -85,6 +86,7 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
 
     examples = request.config._crashcourse_examples
     for scenario in generated(crashcourse_seed, examples):
-        exploration = explore_loop(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
+        exploration = explore_loop(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT,
+                                   directory=ABSOLUTE_FOLDER)
         assert_holds(exploration, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"],
                      rerun)

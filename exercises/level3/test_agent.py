@@ -17,7 +17,7 @@ import warnings
 import pytest
 
 from grader.engine.conversations import generated
-from grader.engine.explore import explore_loop
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -37,7 +37,8 @@ def run_agent(submission):
 def crash(run_agent, crashcourse_seed, once):
     """``crash(models)``: your loop on the course's task, every crash state under ``models`` checked."""
     return lambda models: once(("tickets", tuple(models)), lambda: explore_loop(
-        run_agent, support_tickets(crashcourse_seed), models=models, timeout=STUDENT_TIMEOUT))
+        run_agent, support_tickets(crashcourse_seed), models=models, timeout=STUDENT_TIMEOUT,
+        directory=NESTED_FOLDER, before=parent_exists, rerun=tuple(models) == KILLED))
 
 
 @pytest.mark.task(taskno=1)
@@ -45,7 +46,7 @@ def crash(run_agent, crashcourse_seed, once):
 def test_a_killed_process_still_leaves_a_whole_current_file(crash, request):
     """Level 2's guarantees still hold: whole saves, at both save points, counters right."""
     exploration = crash(KILLED)
-    assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS"],
+    assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS", "RERUN"],
                  rerun_command(request))
     require(exploration.returned is not None, "run_agent returned None; it should return the final state")
 
@@ -130,40 +131,90 @@ def problem_where_folders_cannot_be_opened(load, workdir):
         os.chdir(old)
 
 
-def problem_when_fsync_fails(load, workdir):
-    """Save once, then save again while fsync (or fdatasync) of a file reports an I/O error (EIO).
-    Returns what went wrong, or None."""
-    real = {name: getattr(os, name) for name in ("fsync", "fdatasync") if hasattr(os, name)}
-    failed = []
+FSYNC_FAULTS = ("file, always", "file, once", "folder, always", "folder, once")
+
+
+def problem_when_fsync_fails(load, workdir, fault="file, always"):
+    """Save once, then save again while fsync (or fdatasync) reports an I/O error (EIO). Returns what
+    went wrong, or None.
+
+    ``fault`` says which fsync fails and how often: of the file or of the folder, every time or only
+    the first time (then it succeeds). "Once" is the trap: on Linux a failed fsync may have dropped
+    the data, and a second fsync then reports success, so trying again proves nothing. A write to a
+    file opened with O_SYNC is its own fsync: in the file modes it fails with EIO as well.
+    """
+    real = {name: getattr(os, name) for name in ("fsync", "fdatasync", "open", "write", "sync") if hasattr(os, name)}
+    on_file = fault.startswith("file")
+    once = fault.endswith("once")
+    failed, synced_opens, whole_syncs = [], set(), []
+
+    def fails_now(fd):
+        if _is_directory(fd) == on_file:
+            return False
+        return not (once and failed)
 
     def failing_fsync(fd):
         fd = fd.fileno() if hasattr(fd, "fileno") else fd
-        if not _is_directory(fd):
+        if fails_now(fd):
             failed.append(fd)
             raise OSError(errno.EIO, "Input/output error")
         return real["fsync"](fd)
+
+    def noting_open(path, flags, *args, **kwargs):
+        fd = real["open"](path, flags, *args, **kwargs)
+        if flags & (getattr(os, "O_SYNC", 0) | getattr(os, "O_DSYNC", 0)):
+            synced_opens.add(fd)
+        return fd
+
+    def noting_sync():
+        whole_syncs.append(True)
+        return real["sync"]()
+
+    def failing_write(fd, data):
+        if fd in synced_opens and on_file and fails_now(fd):
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real["write"](fd, data)
 
     old = os.getcwd()
     os.chdir(workdir)
     try:
         module = load()
         module.save_checkpoint(dict(SAMPLE), "checkpoints")
-        for name in real:
-            setattr(os, name, failing_fsync)
+        os.fsync = failing_fsync
+        if "fdatasync" in real:
+            os.fdatasync = failing_fsync
+        os.open, os.write = noting_open, failing_write
+        if "sync" in real:
+            os.sync = noting_sync
         module = load()
         try:
             module.save_checkpoint(dict(SAMPLE, turns=2, tokensUsed=300), "checkpoints")
         except OSError:
             pass
         else:
+            what = "the file it wrote" if on_file else "the folder"
             if not failed:
+                if not on_file:
+                    return None  # no folder fsync at all: the power-cut models (M5) already say so
+                if whole_syncs:
+                    return ("save_checkpoint made its data durable with os.sync(), which cannot report an I/O "
+                            "error: the disk refused the data and the save returned as if it were safe. fsync the "
+                            "file instead (it raises OSError on EIO)")
                 return ("save_checkpoint never called os.fsync on the file it wrote, so its data may still be only "
                         "in the operating system's cache when the save returns")
-            return ("fsync reported an I/O error, yet save_checkpoint returned as if the save were safe. The "
-                    "caller will go on and run the next tool, trusting a save that may not be on disk")
+            if once:
+                return (f"fsync of {what} reported an I/O error; save_checkpoint tried again, the second fsync "
+                        "reported success, and it returned as if the save were safe. On Linux a failed fsync may "
+                        "already have dropped the data, and the retry only says nothing new failed since. After "
+                        "EIO, raise: do not retry")
+            return (f"fsync of {what} reported an I/O error, yet save_checkpoint returned as if the save were safe. "
+                    "The caller will go on and run the next tool, trusting a save that may not be on disk")
         finally:
             for name, fn in real.items():
                 setattr(os, name, fn)
+        if not on_file:
+            return None  # the rename came before the folder's fsync: raising is all that can be asked
         with open(os.path.join("checkpoints", "checkpoint.json"), encoding="utf-8") as f:
             on_disk = json.load(f)
         if on_disk != SAMPLE:
@@ -187,9 +238,13 @@ def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path):
 @pytest.mark.task(taskno=4)
 @pytest.mark.points(1)
 def test_a_failed_fsync_is_not_swallowed(submission, tmp_path):
-    """If fsync of the temp file fails, save_checkpoint raises and the previous checkpoint stays."""
-    problem = problem_when_fsync_fails(lambda: submission.load("agent.py"), tmp_path)
-    require(problem is None, problem)
+    """If fsync of the temp file or of the folder fails, once or every time, save_checkpoint raises (it
+    does not retry), and after a failed file fsync the previous checkpoint stays."""
+    for fault in FSYNC_FAULTS:
+        folder = tmp_path / fault.replace(", ", "-")
+        folder.mkdir()
+        problem = problem_when_fsync_fails(lambda: submission.load("agent.py"), folder, fault)
+        require(problem is None, f"When {fault.replace(', ', ' fsync fails ')}: {problem}")
 
 
 @pytest.mark.task(taskno=5)
@@ -200,6 +255,7 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
 
     examples = request.config._crashcourse_examples
     for scenario in generated(crashcourse_seed, examples):
-        exploration = explore_loop(run_agent, scenario, models=POWER_CUT, timeout=STUDENT_TIMEOUT)
+        exploration = explore_loop(run_agent, scenario, models=POWER_CUT, timeout=STUDENT_TIMEOUT,
+                                   directory=ABSOLUTE_FOLDER, before=parent_exists)
         assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS",
                                    "DURABLE"], rerun)

@@ -11,6 +11,7 @@ what your resume did, and what was wrong with it.
 import pytest
 
 from grader.engine.conversations import generated
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.faces.assertions import STUDENT_TIMEOUT, fail, require
 from grader.faces.plugin import rerun_command
 from grader.levels.resume import b_only_writer, check_refusals, check_turn_cap, explore_resume
@@ -34,7 +35,7 @@ def resumed(resume_module, crashcourse_seed, once):
     """Your resume_agent, run from every crash state of the course's task (once, read by each test)."""
     return once("resumed", lambda: explore_resume(resume_module.resume_agent, support_tickets(crashcourse_seed),
                                                   checkpoint_error=resume_module.CheckpointError,
-                                                  timeout=STUDENT_TIMEOUT))
+                                                  timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER))
 
 
 def assert_resumes(exploration, checks, rerun, also_about=""):
@@ -125,5 +126,6 @@ def test_every_crash_state_of_generated_conversations(resume_module, crashcourse
     examples = request.config._crashcourse_examples
     for scenario in generated(crashcourse_seed, examples, max_turns=4):
         exploration = explore_resume(resume_module.resume_agent, scenario,
-                                     checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
+                                     checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT,
+                                     directory=ABSOLUTE_FOLDER)
         assert_resumes(exploration, ["REFUSE", "COUNTS", "PAIRING", "ONCE", "RESUME", "SAVED"], rerun)

@@ -11,6 +11,7 @@ import pytest
 
 from grader.engine.conversations import generated
 
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.levels.parallel_calls import explore_parallel, parallel_tickets
 from grader.faces.plugin import rerun_command
@@ -27,7 +28,7 @@ def run_agent(submission):
 def tickets(run_agent, crashcourse_seed, once):
     """Your loop on the course's task with parallel calls, every crash state checked (run once, read by each test)."""
     return once("tickets", lambda: explore_parallel(run_agent, parallel_tickets(crashcourse_seed), models=MODELS,
-                                                    timeout=STUDENT_TIMEOUT))
+                                                    timeout=STUDENT_TIMEOUT, directory=NESTED_FOLDER, rerun=True))
 
 
 @pytest.mark.task(taskno=1)
@@ -62,7 +63,7 @@ def test_each_result_is_on_disk_before_the_next_call_starts(tickets, request):
 @pytest.mark.points(2)
 def test_no_result_is_lost_or_doubled_and_the_counts_agree(tickets, request):
     """Every save is whole, each result appears once, and turns counts the results recorded."""
-    assert_holds(tickets, ["PARSE", "WHOLE", "ONCE", "COUNTS", "ATOMIC-DIR"], rerun_command(request))
+    assert_holds(tickets, ["PARSE", "WHOLE", "ONCE", "COUNTS", "ATOMIC-DIR", "RERUN"], rerun_command(request))
 
 
 @pytest.mark.task(taskno=4)
@@ -73,6 +74,7 @@ def test_every_crash_state_of_generated_conversations(run_agent, crashcourse_see
 
     examples = request.config._crashcourse_examples
     for scenario in generated(crashcourse_seed, examples, "parallel"):
-        exploration = explore_parallel(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
+        exploration = explore_parallel(run_agent, scenario, models=MODELS, timeout=STUDENT_TIMEOUT,
+                                       directory=ABSOLUTE_FOLDER)
         assert_holds(exploration, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "KEPT", "FRESH",
                                    "COUNTS", "ONCE"], rerun)

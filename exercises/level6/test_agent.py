@@ -9,6 +9,7 @@ writes come from the same recording, counted exactly, on a task of 200 turns.
 import pytest
 
 from grader.engine.conversations import generated
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, fail, require
 from grader.levels.journal import LONG_TURNS, explore_journal, long_conversation
 from grader.faces.plugin import rerun_command
@@ -33,7 +34,8 @@ def load_checkpoint(submission):
 def tickets(run_agent, load_checkpoint, crashcourse_seed, once):
     """Your loop on the course's task, every crash state read back through your loader (run once)."""
     return once("tickets", lambda: explore_journal(run_agent, load_checkpoint, support_tickets(crashcourse_seed),
-                                                   models=MODELS, timeout=STUDENT_TIMEOUT).crashes)
+                                                   models=MODELS, timeout=STUDENT_TIMEOUT,
+                                                   directory=NESTED_FOLDER, rerun=True).crashes)
 
 
 @pytest.mark.task(taskno=1)
@@ -51,7 +53,7 @@ def test_the_loop_finishes_and_the_loader_reads_the_final_state(tickets, request
 @pytest.mark.points(2)
 def test_every_crash_state_loads_as_one_whole_save(tickets, request):
     """Wherever the process dies, your loader returns one whole save: never an error, a mix, or an older one."""
-    assert_holds(tickets, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR"], rerun_command(request),
+    assert_holds(tickets, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "RERUN"], rerun_command(request),
                  also_about="What does your loader do with the last piece of a file that a crash cut short?")
 
 
@@ -82,5 +84,6 @@ def test_every_crash_state_of_generated_conversations(run_agent, load_checkpoint
 
     examples = request.config._crashcourse_examples
     for scenario in generated(crashcourse_seed, examples):
-        exploration = explore_journal(run_agent, load_checkpoint, scenario, models=MODELS, timeout=STUDENT_TIMEOUT)
+        exploration = explore_journal(run_agent, load_checkpoint, scenario, models=MODELS, timeout=STUDENT_TIMEOUT,
+                                      directory=ABSOLUTE_FOLDER)
         assert_holds(exploration.crashes, KILLED, rerun)

@@ -33,8 +33,48 @@ from grader.engine.invariants import INVARIANTS, Window, check
 from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
+from grader.engine.turnstile import Turnstile
 
 POWER_MODELS = ("M3", "M4", "M5")
+
+# The folders the levels hand the loop instead of the default "checkpoints", so code that ignores
+# `directory` is caught: a nested relative path with a space in it, and an absolute path (which
+# ABSOLUTE_FOLDER stands for; it becomes a folder inside the run's temporary directory).
+NESTED_FOLDER = os.path.join("run data", "check points")
+ABSOLUTE_FOLDER = "<absolute>/saved state"
+
+
+def folder_in(workdir: str, directory: str) -> str:
+    """The ``directory`` argument the loop is given: ``directory`` itself, or for ABSOLUTE_FOLDER an
+    absolute path inside ``workdir``."""
+    if directory.startswith("<absolute>/"):
+        return os.path.join(workdir, "elsewhere", directory[len("<absolute>/"):])
+    return directory
+
+
+def parent_exists(directory: str) -> None:
+    """``before=`` hook: the folder around the checkpoint folder is there before the run starts.
+
+    Level 3 uses it with NESTED_FOLDER: a loop that makes "check points" must fsync its parent
+    ("run data"), which the lesson asks for; a parent that was already there needs nothing.
+    """
+    parent = os.path.dirname(directory)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+
+
+def written_elsewhere(ops: list, ckpt_dir: str, workdir: str) -> str:
+    """Where a loop that never wrote ``ckpt_dir``/checkpoint.json put its checkpoint instead, in words."""
+    target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
+    places = []
+    for op in ops:
+        for path in ((op.dest,) if op.kind in ("rename", "link") else (op.path,) if op.kind == "open" else ()):
+            if path and path != target and os.path.basename(path) == CHECKPOINT_NAME and path not in places:
+                places.append(path)
+    if not places:
+        return ""
+    shown = [os.path.relpath(p, workdir) if p.startswith(workdir + os.sep) else p for p in places[:2]]
+    return f" It wrote {' and '.join(repr(p) for p in shown)} (relative to the folder it ran in) instead."
 
 
 class LoopTimeout(Exception):
@@ -142,6 +182,8 @@ class Exploration:
     seconds: float = 0.0
     # Broken states past the cap on kept violations, counted by invariant so totals stay exact.
     over_cap: dict = field(default_factory=dict)
+    folder: str = ""     # the checkpoint folder the loop was given (absolute)
+    workdir: str = ""    # the folder it ran in
 
     @property
     def ok(self) -> bool:
@@ -292,18 +334,25 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
     # namespaces: a submission's own `from os import replace` is recorded too, not just reported.
     recorder = Recorder(watch=[workdir], namespaces=namespaces_of(run))
 
+    # Calls from a loop's own threads go one at a time, in a fixed order (see grader.engine.turnstile).
+    turnstile = Turnstile()
+
     def call_model(**kwargs: Any) -> dict:
-        n = model.calls + 1
-        recorder.event("model_start", n)
-        response = model(**kwargs)
-        recorder.event("model_end", (n, clone(response)))
-        return response
+        def call() -> dict:
+            n = model.calls + 1
+            recorder.event("model_start", n)
+            response = model(**kwargs)
+            recorder.event("model_end", (n, clone(response)))
+            return response
+        return turnstile(("model", len(kwargs.get("messages") or ())), call)
 
     def execute_tool(name: str, tool_input: Any) -> str:
-        recorder.event("tool_start", (name, clone(tool_input)))
-        result = tools(name, tool_input)
-        recorder.event("tool_end", (name, result))
-        return result
+        def call() -> str:
+            recorder.event("tool_start", (name, clone(tool_input)))
+            result = tools(name, tool_input)
+            recorder.event("tool_end", (name, result))
+            return result
+        return turnstile(("tool", name, tool_input), call)
 
     returned, error = None, None
     if hung_before(run):
@@ -400,11 +449,13 @@ def _operation_words(ops: list[Op], state: CrashState) -> str:
 def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                  directory: str = "checkpoints", timeout: Optional[float] = 20, workdir: Optional[str] = None,
                  max_violations: int = 200, before: Optional[Callable[[str], None]] = None,
-                 **plug: Any) -> Exploration:
+                 rerun: bool = False, **plug: Any) -> Exploration:
     """Run ``run`` on ``scenario`` once, then check every crash state under ``models``.
 
     ``plug`` holds :func:`check_trace`'s optional keywords (``windows``, ``checker``, ``reader``,
-    ``sample``, ``same``), which levels with another protocol use to judge the same trace.
+    ``sample``, ``same``), which levels with another protocol use to judge the same trace. With
+    ``rerun``, each distinct crash state that leaves leftovers is also the starting folder of a
+    second run (see :func:`rerun_after_crashes`).
     """
     models = tuple(models)
     started = time.perf_counter()
@@ -412,16 +463,110 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
         if workdir is None:
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
         workdir = os.path.realpath(workdir)
+        directory = folder_in(workdir, directory)
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
         result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
-                             error=error, returned=returned)
+                             error=error, returned=returned, folder=os.path.join(workdir, directory), workdir=workdir)
         # A trace with holes (result.unseen) gives no verdict: the crash states rebuilt from it
         # would blame the learner for operations the recorder simply did not see.
         if error is None and not result.unseen:
             ckpt_dir = os.path.join(workdir, directory)
             check_trace(result, recorder, ckpt_dir, scenario, max_violations, **plug)
+            if rerun and not result.violations and result.error is None:
+                def check(again: Exploration, rec: Recorder, folder: str, skip: Callable) -> None:
+                    check_trace(again, rec, folder, scenario, max_violations, skip=skip, **plug)
+                rerun_after_crashes(result, recorder, run, scenario, ckpt_dir, directory, check, timeout=timeout,
+                                    before=before, reader=plug.get("reader"))
     result.seconds = time.perf_counter() - started
     return result
+
+
+RERUNS = 4  # at most this many second runs per exploration: one per kind of leftover, the largest of each
+
+
+def leftover_states(ops: list, initial: dict, initial_dirs: Iterable[str], ckpt_dir: str) -> list:
+    """The crash states (M1, and M2 with any file torn) that leave files besides checkpoint.json.
+
+    Distinct leftovers only: states are grouped by the names they leave and, for each group, the
+    one with the most leftover bytes is kept (a long torn temp file is what a save that does not
+    truncate trips over). At most :data:`RERUNS`, earliest group first.
+    """
+    groups: dict = {}
+    for state in crash_models.crash_states(ops, initial, ckpt_dir, CHECKPOINT_NAME, ("M1", "M2"), initial_dirs):
+        extra = state.leftovers
+        if not extra:
+            continue
+        key = tuple(sorted(extra))
+        size = sum(map(len, extra.values()))
+        if key not in groups or size > groups[key][0]:
+            groups[key] = (size, state)
+    return [state for _, state in list(groups.values())[:RERUNS]]
+
+
+def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, scenario: Scenario, ckpt_dir: str,
+                        directory: str, check: Callable, *, timeout: Optional[float] = 20,
+                        before: Optional[Callable[[str], None]] = None, reader: Optional[Callable] = None,
+                        windows: Optional[list] = None) -> None:
+    """Crash, then run again: start ``run`` a second time in each folder a crash left with leftovers.
+
+    The second run's own crash states are checked with ``check`` (the level's rules), except those
+    where the checkpoint still reads as it did before the second run began (the first run's file is
+    a fine thing to find until the new run replaces it). A second run that fails, or leaves a state
+    that breaks a rule, is a RERUN violation naming the first crash and what it left.
+    """
+    ops = result.ops
+    windows = windows if windows is not None else windows_for(ops, scenario.task)
+    relative = os.path.relpath(ckpt_dir, result.workdir)
+    for state in leftover_states(ops, recorder.initial, recorder.initial_dirs, ckpt_dir):
+        with tempfile.TemporaryDirectory(prefix="crashcourse-rerun-") as again_dir:
+            again_dir = os.path.realpath(again_dir)
+            folder_arg = directory if not os.path.isabs(directory) else os.path.join(again_dir, relative)
+
+            def lay_out(folder: str, state: CrashState = state) -> None:
+                if before is not None:
+                    before(folder)
+                os.makedirs(folder, exist_ok=True)
+                for sub in state.dirs:
+                    os.makedirs(os.path.join(folder, sub), exist_ok=True)
+                for name, data in state.files.items():
+                    os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
+                    with open(os.path.join(folder, name), "wb") as f:
+                        f.write(data)
+
+            rec, _returned, error, _ = record_run(run, scenario, again_dir, folder_arg, timeout=timeout, before=lay_out)
+            folder = os.path.join(again_dir, folder_arg)
+            found = ""
+            if rec.unseen:
+                continue  # the first run's trace was whole; a hole now is reported by the first exploration's kind
+            if error is not None:
+                found = f"the second run stopped with {error.splitlines()[0]}"
+            else:
+                # The second run is judged under the first one's models (M1, M2 where the level uses it).
+                again = Exploration(scenario.name, tuple(m for m in result.models if m in ("M1", "M2")) or ("M1",),
+                                    ops=rec.ops, returned=_returned, folder=folder, workdir=again_dir)
+                start = crash_models.CrashState(0, "M1", dict(state.files), dirs=state.dirs)
+                before_bytes = reader(start) if reader is not None else state.read(CHECKPOINT_NAME)
+                check(again, rec, folder, lambda raw, before=before_bytes: raw == before)
+                if again.error is not None:
+                    found = f"the second run {again.error}"
+                elif again.violations:
+                    v = again.violations[0]
+                    found = (f"{v.where}, {v.operation}, the second run broke {v.invariant}: {v.detail}"
+                             + ("; on disk then: " + "; ".join(f"{n}: {describe_bytes(d)}" for n, d in
+                                                               sorted(v.files.items())) if v.files else ""))
+            if not found:
+                continue
+            names = ", ".join(sorted(state.leftovers))
+            result.violations.append(Violation(
+                "RERUN", state.model, state.point, windows[state.point].words(), _operation_words(ops, state),
+                dict(state.files),
+                f"this crash left {names} behind; the loop was then run again in that folder, and {found}",
+                "the next run in this folder trips over what the crash left, and so will every run after it until "
+                "someone cleans the folder by hand. A save must not count on an empty folder: empty a temp file as "
+                "you open it (\"w\" mode, or O_TRUNC) rather than append to it or require it to be new (\"x\"), "
+                "and never let a new run's saves read or extend files an earlier run left"))
+            return  # one leftover that breaks the second run is the lesson; more would repeat it
+
 
 
 _VERDICTS: dict = {}
@@ -450,27 +595,38 @@ def shared_verdicts(ops: list[Op], task: str) -> Optional[dict]:
 def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
                 max_violations: int = 200, *, windows: Optional[Callable] = None, checker: Optional[Callable] = None,
                 reader: Optional[Callable] = None, sample: Optional[Callable[[list], Any]] = None,
-                same: Optional[Callable[[Any, Any], bool]] = None) -> None:
+                same: Optional[Callable[[Any, Any], bool]] = None,
+                skip: Optional[Callable[[Any], bool]] = None) -> None:
     """Check each crash state of the trace against its window.
 
     The keywords let a level judge the trace by its own rules: ``windows(ops, task)`` in place of
     :func:`windows_for`, ``checker(raw, window, parsed)`` in place of :func:`~grader.engine.invariants.check`,
     ``reader(state)`` to turn a crash state's files into what the checker reads (then the loop need
     not write checkpoint.json itself), ``sample(ops)`` returning the crash points to check (a long
-    run may check a subset), and
-    ``same(got, want)`` to compare the state run_agent returned with the protocol's final state.
+    run may check a subset),
+    ``same(got, want)`` to compare the state run_agent returned with the protocol's final state, and
+    ``skip(raw)`` true for what needs no check (a second run finding the first run's file).
     """
     ops = recorder.ops
     default_rules = windows is None and checker is None and reader is None
     windows = (windows or windows_for)(ops, scenario.task)
     checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
-    if reader is None and not any(op.kind == "rename" and op.dest == target or op.path == target for op in ops if op.kind != "model_end"):
+    if reader is None and not any(op.kind in ("rename", "link") and op.dest == target or op.path == target
+                                  for op in ops if op.kind != "model_end"):
+        workdir = os.path.dirname(os.path.dirname(ckpt_dir))
+        for root in recorder.watch:
+            if ckpt_dir.startswith(root + os.sep):
+                workdir = root
+        given = os.path.relpath(ckpt_dir, workdir) if not ckpt_dir.startswith(os.path.join(workdir, "elsewhere")) \
+            else ckpt_dir
         result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
-                        f"({os.path.basename(ckpt_dir)!r}). Does save_checkpoint use its `directory` argument?")
+                        f"({given!r}).{written_elsewhere(ops, ckpt_dir, workdir)} Does save_checkpoint use its "
+                        "`directory` argument, and does run_agent pass it on?")
         return
     for op in ops:
-        if op.kind == "rename" and op.dest == target and os.path.dirname(op.path) != ckpt_dir:
+        # A temp folder inside the checkpoint's own folder is on the same file system: renaming out of it is fine.
+        if op.kind == "rename" and op.dest == target and not op.path.startswith(ckpt_dir + os.sep):
             w = windows[op.index]
             result.violations.append(Violation(
                 "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},
@@ -494,6 +650,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         result.states += 1
         points.add(state.point)
         raw = reader(state) if reader is not None else state.read(CHECKPOINT_NAME)
+        if skip is not None and skip(raw):
+            continue
         window = windows[state.point]
         key = (window.signature(), raw)
         if key in cache:
@@ -512,6 +670,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         result.violations.append(Violation(invariant, state.model, state.point, window.words(),
                                            _operation_words(ops, state), dict(state.files), detail, finding.resume))
     result.points = len(points)
+    if result.violations:
+        _explain_links(result, recorder)
     if result.returned is not None and not result.violations:
         final = windows[-1].allowed
         try:
@@ -523,6 +683,20 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
                 "WHOLE", "none", len(ops), "after run_agent returned", "with no crash at all", {},
                 "run_agent returned a state that differs from the one the protocol's loop ends with",
                 "a caller that reads the returned state sees the wrong conversation or counters"))
+
+
+def _explain_links(result: Exploration, recorder: Recorder) -> None:
+    """Name the hard link when a rename did nothing because both names were one file."""
+    fs = crash_models.FileSystem(recorder.initial, recorder.initial_dirs)
+    for op in result.ops:
+        fs.apply(op)
+        if fs.linked_renames:
+            first = fs.linked_renames[0]
+            v = result.violations[0]
+            v.detail += (f"; note that {first.describe()} did nothing: both names were hard links to one file "
+                         "(os.link made them so), so every write to the temp name went straight into "
+                         f"{CHECKPOINT_NAME} itself, and opening the temp name with \"w\" emptied it")
+            return
 
 
 @dataclass

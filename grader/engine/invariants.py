@@ -26,6 +26,8 @@ INVARIANTS = {
     "ATOMIC-DIR": "the temp file lives in the checkpoint's own directory (a rename across file systems is a copy)",
     "DURABLE": "once a save has returned, no power cut rolls the file back past it",
     "RESUME": "resuming from the file ends in the same transcript as a run that never crashed",
+    "RERUN": "a second run, started in the folder a crash left (a torn or stale temp file in it), saves as well "
+             "as the first",
     # Level 5 (several tool_use blocks per turn) and level 6 (bytes written per turn).
     "KEPT": "a tool result that came back is on disk before the loop starts another tool or calls the model",
     "ONCE": "each tool call the model named runs once, and its result is recorded once",

@@ -10,7 +10,8 @@ import os
 from typing import Any, Optional
 
 # Kinds of operation that change what a crash would leave behind (the others only mark time).
-FS_KINDS = frozenset({"open", "write", "truncate", "fsync", "rename", "unlink", "mkdir", "rmdir", "link", "close"})
+FS_KINDS = frozenset({"open", "write", "truncate", "fsync", "sync", "rename", "unlink", "mkdir", "rmdir", "link",
+                      "close"})
 
 
 class Op:
@@ -48,6 +49,10 @@ class Op:
         name = short_name(self.path)
         if self.kind == "open":
             api = f"{self.api or 'open'}()"
+            if "tmpfile" in self.flags:
+                return f"{api} made a nameless O_TMPFILE file in {short_name(os.path.dirname(self.path))}"
+            if "sync" in self.flags:
+                api += " with O_SYNC (each write durable on return)"
             if "create" in self.flags and "existed" not in self.flags:
                 return f"{api} created {name}"
             return f"{api} opened {name} for writing" + (" and emptied it" if "trunc" in self.flags else "")
@@ -57,12 +62,16 @@ class Op:
             return f"{self.api} of {name} to {self.size} bytes"
         if self.kind == "fsync":
             return f"{self.api} of {'the directory ' if self.is_dir else ''}{name}"
+        if self.kind == "sync":
+            return f"{self.api}() (every file and folder made durable)"
         if self.kind == "rename":
             return f"{self.api}({name} -> {short_name(self.dest)})"
         if self.kind in ("unlink", "mkdir", "rmdir", "close"):
             return f"{self.api} of {name}"
         if self.kind == "link":
-            return f"{self.api}({name} -> {short_name(self.dest)})"
+            if "tmpfile" in self.flags:
+                return f"{self.api}(the O_TMPFILE file -> {short_name(self.dest)})"
+            return f"{self.api}({name} -> {short_name(self.dest)}), a second name for the same file"
         if self.kind == "flush":
             return f"flush of {name}"
         if self.kind == "model_start":

@@ -36,11 +36,16 @@ _real = {
     "os.replace": os.replace, "os.rename": os.rename, "os.remove": os.remove, "os.unlink": os.unlink,
     "os.truncate": os.truncate, "os.ftruncate": os.ftruncate, "os.mkdir": os.mkdir, "os.rmdir": os.rmdir,
 }
-for _name in ("fdatasync", "pwrite", "writev", "sendfile", "copy_file_range", "link", "symlink"):
+for _name in ("fdatasync", "pwrite", "writev", "sendfile", "copy_file_range", "link", "symlink", "sync", "syncfs"):
     if hasattr(os, _name):
         _real["os." + _name] = getattr(os, _name)
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+# O_TMPFILE is several bits (it includes O_DIRECTORY): a file opened with it has no name until linked.
+_O_TMPFILE = getattr(os, "O_TMPFILE", 0)
+_O_SYNC = getattr(os, "O_SYNC", 0)
+_O_DSYNC = getattr(os, "O_DSYNC", 0)
 
 class _Handle:
     __slots__ = ("id", "path", "writable", "is_dir", "append")
@@ -49,6 +54,7 @@ class _Handle:
         self.id, self.path, self.writable, self.is_dir, self.append = id, path, writable, is_dir, append
 
 
+_FunctionType = type(lambda: None)
 _local = threading.local()
 _active: Optional["Recorder"] = None
 _hook_installed = False
@@ -125,11 +131,15 @@ class Recorder:
         self._just_opened: Optional[int] = None  # the fd os.open returned last (for open(..., opener=))
         self._patches: list[tuple[Any, str, Any]] = []
         self._saved_dont_write_bytecode = False
+        self._lock = threading.RLock()
 
     # -- recording ---------------------------------------------------------------------------
     def add(self, kind: str, **fields: Any) -> Op:
-        op = Op(len(self.ops), kind, **fields)
-        self.ops.append(op)
+        # A loop may run tools from a thread pool: each index is taken and appended under one lock,
+        # so the trace is one order that really happened, with no index given twice.
+        with self._lock:
+            op = Op(len(self.ops), kind, **fields)
+            self.ops.append(op)
         return op
 
     def event(self, kind: str, payload: Any = None) -> None:
@@ -141,8 +151,9 @@ class Recorder:
             is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
         except OSError:
             is_dir = False
-        handle = _Handle(self._next_handle, path, writable, is_dir, append)
-        self._next_handle += 1
+        with self._lock:
+            handle = _Handle(self._next_handle, path, writable, is_dir, append)
+            self._next_handle += 1
         self._fds[fd] = handle
         return handle
 
@@ -265,6 +276,37 @@ class Recorder:
                 if wrapper is not None and _RECORDED_REAL[id(value)] is value:
                     self._bound.append((namespace, name, value))
                     namespace[name] = wrapper
+                # `def save(state, directory, _sync=os.fsync)` binds the real function as a default
+                # when the module is imported: swap it in the defaults too, or that fsync is never seen.
+                for fn in [value, *(vars(value).values() if isinstance(value, type) else ())]:
+                    fn = getattr(fn, "__func__", fn)
+                    held = getattr(fn, "func", None) if hasattr(fn, "keywords") else None
+                    if held is not None and _RECORDED_REAL.get(id(held), None) is held:
+                        # functools.partial(os.fsync, ...) keeps the real function where no swap reaches.
+                        self.unseen.append(f"{name} holds os.{getattr(held, '__name__', '?')} inside a "
+                                           "functools.partial made at import, so the recorder cannot see its calls")
+                    if isinstance(fn, _FunctionType) and fn.__module__ == namespace.get("__name__"):
+                        self._swap_defaults(fn)
+
+    def _swap_defaults(self, fn: Any) -> None:
+        def real(value: Any) -> bool:
+            return value is not None and _RECORDED_REAL.get(id(value)) is value
+        for cell in fn.__closure__ or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if real(held):
+                self._patches.append((cell, "cell_contents", held))
+                cell.cell_contents = _RECORDING[id(held)]
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
+        if defaults and any(real(d) for d in defaults):
+            self._patches.append((fn, "__defaults__", defaults))
+            fn.__defaults__ = tuple(_RECORDING[id(d)] if real(d) else d for d in defaults)
+        if kwdefaults and any(real(d) for d in kwdefaults.values()):
+            self._patches.append((fn, "__kwdefaults__", kwdefaults))
+            fn.__kwdefaults__ = {k: _RECORDING[id(d)] if real(d) else d
+                                 for k, d in kwdefaults.items()}
         shell = sys.modules.get("IPython.core.interactiveshell")
         if shell is not None and hasattr(shell, "io_open"):
             # In a notebook, `open` is IPython's wrapper around io.open bound at import: route it
@@ -288,6 +330,10 @@ def _mode_flags(mode: str) -> tuple[bool, frozenset]:
 
 def _os_flags(flags: int) -> frozenset:
     out = set()
+    if _O_TMPFILE and flags & _O_TMPFILE == _O_TMPFILE:
+        out.add("tmpfile")
+    if (_O_SYNC and flags & _O_SYNC == _O_SYNC) or (_O_DSYNC and flags & _O_DSYNC == _O_DSYNC):
+        out.add("sync")
     if flags & os.O_CREAT:
         out.add("create")
     if flags & os.O_TRUNC:
@@ -437,11 +483,17 @@ def _os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] 
     if rec is not None:
         full = _abspath(path, dir_fd)
         writable = bool(flags & _WRITE_FLAGS)
+        named = _os_flags(flags)
+        if "tmpfile" in named:
+            # The path names the folder the file will live in; the file itself has no name until
+            # linkat gives it one, so it gets a placeholder the crash models never list.
+            full = os.path.join(full, f".O_TMPFILE-{rec._next_handle}")
+            existed = False
         handle = rec._register(fd, full, writable, bool(flags & os.O_APPEND))
         rec._just_opened = fd
         if writable and not handle.is_dir and not _ignored(full):
             rec.add("open", api="os.open", path=full, handle=handle.id,
-                    flags=_os_flags(flags) | ({"existed"} if existed else set()))
+                    flags=named | ({"existed"} if existed else set()))
     return fd
 
 
@@ -556,8 +608,16 @@ def _path_op(kind: str, api: str, real: str, two: bool = False):
             rec = _active
             if rec is not None:
                 a, b = _abspath(src, src_dir_fd), _abspath(dst, dst_dir_fd)
+                handle, flags = None, frozenset()
+                if kind == "link" and a.startswith(("/proc/self/fd/", f"/proc/{os.getpid()}/fd/")):
+                    # linkat(fd, AT_SYMLINK_FOLLOW): names an open file (an O_TMPFILE one) by descriptor.
+                    fd_text = a.rsplit("/", 1)[1]
+                    opened = rec._fds.get(int(fd_text)) if fd_text.isdigit() else None
+                    if opened is not None:
+                        a, handle = opened.path, opened.id
+                        flags = frozenset({"tmpfile"}) if "/.O_TMPFILE-" in a else frozenset()
                 if not (_ignored(a) and _ignored(b)):
-                    rec.add(kind, api=api, path=a, dest=b)
+                    rec.add(kind, api=api, path=a, dest=b, handle=handle, flags=flags)
     else:
         def op(path: Any, *args: Any, dir_fd: Optional[int] = None, **kwargs: Any) -> None:
             with _inside():
@@ -572,6 +632,26 @@ def _path_op(kind: str, api: str, real: str, two: bool = False):
                     rec.add(kind, api=api, path=full)
     op.__name__ = op.__qualname__ = api.split(".")[-1]
     return op
+
+
+@_recording("sync")
+def _os_sync() -> None:
+    with _inside():
+        _real["os.sync"]()
+    rec = _active
+    if rec is not None:
+        rec.add("sync", api="os.sync")
+
+
+@_recording("syncfs")
+def _os_syncfs(fd: Any) -> None:
+    if hasattr(fd, "fileno"):
+        fd = fd.fileno()
+    with _inside():
+        _real["os.syncfs"](fd)
+    rec = _active
+    if rec is not None:
+        rec.add("sync", api="os.syncfs")
 
 
 @_recording("truncate")
@@ -607,7 +687,7 @@ _OS_WRAPPERS = {
     "unlink": _path_op("unlink", "os.unlink", "os.unlink"),
     "mkdir": _path_op("mkdir", "os.mkdir", "os.mkdir"),
     "rmdir": _path_op("rmdir", "os.rmdir", "os.rmdir"),
-    "truncate": _os_truncate, "ftruncate": _os_ftruncate,
+    "truncate": _os_truncate, "ftruncate": _os_ftruncate, "sync": _os_sync, "syncfs": _os_syncfs,
 }
 
 

@@ -23,12 +23,14 @@ import json
 import os
 import pickle
 import sys
+import threading
 from typing import Any, Optional
 
 from grader.engine import loader
 from grader.engine.forwarded import FORWARDED
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
+from grader.engine.turnstile import Turnstile
 from grader.grading.wire import Blob, Callback, Stand, encode, frame, plain_json, read_request
 
 _write_fd = -1
@@ -106,6 +108,12 @@ class Session:
         self.sent = 0
         self.exception_types: dict[tuple, type] = {}
         self.sent_messages: dict[int, list] = {}  # callback -> the messages it last sent (pickled)
+        self.pipe = threading.RLock()  # held from a callback's request to its reply
+        self.turnstile = Turnstile(threading.main_thread())
+
+    def ask_locked(self, ask: Any, args: tuple, kwargs: dict) -> Any:
+        with self.pipe:
+            return ask(*args, **kwargs)
 
     # things from the judge, rebuilt here
     def rebuild(self, value: Any) -> Any:
@@ -139,6 +147,13 @@ class Session:
         session = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            # A loop may call its tools from several threads at once: one request and its reply
+            # hold the pipe between them, or two messages interleave and neither side can read them.
+            # Calls from the loop's own threads also go one at a time in a fixed order, as they do when
+            # the loop runs in the judge's process (grader.engine.turnstile): the same code, the same trace.
+            return session.turnstile((cb.ident, repr(args)[:2000]), lambda: session.ask_locked(ask, args, kwargs))
+
+        def ask(*args: Any, **kwargs: Any) -> Any:
             # The file operations so far travel with the call, so the judge records them first.
             message = {"op": "callback", "id": cb.ident, "ops": session.take_ops()}
             messages = kwargs.get("messages")

@@ -50,7 +50,10 @@ from grader.levels import registry
 from grader.levels.interface import LevelModule
 
 RUNTIME_KEYS = ("client", "startedAt")
-RUN_DIRECTORY = "crashed-run"   # not the default "checkpoints": a save that ignores `directory` shows up
+# Not the default "checkpoints", and nested with a space in it: a save that ignores `directory`, or
+# builds the path by hand, shows up. load_checkpoint is handed an absolute folder (ABSOLUTE_LOAD).
+RUN_DIRECTORY = os.path.join("crashed run", "saved state")
+ABSOLUTE_LOAD = os.path.join("elsewhere", "loaded state")
 TIMEOUT = LOOP_TIMEOUT
 
 
@@ -645,12 +648,13 @@ def _exceptions(module: Any) -> tuple[Optional[type], Optional[type], Optional[s
 
 def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
-        os.makedirs(os.path.join(workdir, RUN_DIRECTORY))
-        with open(os.path.join(workdir, RUN_DIRECTORY, CHECKPOINT_NAME), "wb") as f:
+        folder = os.path.join(os.path.realpath(workdir), ABSOLUTE_LOAD)
+        os.makedirs(folder)
+        with open(os.path.join(folder, CHECKPOINT_NAME), "wb") as f:
             f.write(raw)
         with working_in(workdir), time_limit(TIMEOUT, owner=module.load_checkpoint):
             try:
-                return module.load_checkpoint(RUN_DIRECTORY), None
+                return module.load_checkpoint(folder), None
             except Exception as exc:  # noqa: BLE001 - which exception, if any, is what is being checked
                 return None, exc
 
@@ -672,7 +676,7 @@ def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, r
 
 
 def check_load_versions(module: Any, seed: int = 0) -> Optional[str]:
-    """load_checkpoint raises UnsupportedVersion for version 2, version 0 and a missing version."""
+    """load_checkpoint raises UnsupportedVersion for version 2, version 0, true, 1.0 and a missing version."""
     _, unsupported, problem = _exceptions(module)
     if problem:
         return problem
@@ -685,6 +689,10 @@ def check_load_versions(module: Any, seed: int = 0) -> Optional[str]:
          "resume would read an older or unfinished format as if it were this one"),
         (no_version, "a file with no `version`",
          "resume cannot know which format it holds, so it would be guessing"),
+        (dict(good, version=True), "a file whose `version` is true",
+         "in Python True == 1, but JSON's true is not the number 1: the file was not written by this protocol"),
+        (dict(good, version=1.0), "a file whose `version` is 1.0",
+         "1.0 == 1 in Python, but the protocol's version is the int 1, and a float there means another writer"),
         ({"version": 2, "task": good["task"], "conversation": {"encoding": "zlib+base64", "data": "eJwDAAAAAAE="},
           "pending": []}, "a version-2 file whose other fields have new names",
          "a newer format need not have the old fields; only `version` says what the file is, so it is read first"),

@@ -252,12 +252,12 @@ class LoaderReader:
 
     def __call__(self, state: Any) -> Any:
         global _hooked, _reading
-        names = frozenset(state.files)
+        names = frozenset(state.files) | frozenset(os.path.join(d, "") for d in getattr(state, "dirs", ()))
         for read in self.reads.get(names, ()):
             answer = self.memo[(names, read)].get(tuple(state.files[n] for n in read), self)
             if answer is not self:
                 return answer
-        self._materialise(state.files)
+        self._materialise(state.files, getattr(state, "dirs", ()))
         if not _hooked:
             sys.addaudithook(_note_reads)
             _hooked = True
@@ -287,19 +287,29 @@ class LoaderReader:
         self.memo.setdefault((names, read), {})[tuple(state.files[n] for n in read)] = out
         return out
 
-    def _materialise(self, files: dict) -> None:
+    def _materialise(self, files: dict, dirs: tuple = ()) -> None:
         directory = self.directory
         os.makedirs(directory, exist_ok=True)
         # Rewrite only what differs from the last crash state loaded (consecutive states share most
-        # files), and take away what the loader itself may have added.
-        for name in os.listdir(directory):
-            full = os.path.join(directory, name)
-            if name not in files or self.written.get(name) != files[name] or os.path.isdir(full):
-                if os.path.isdir(full):
-                    shutil.rmtree(full)
-                else:
-                    os.remove(full)
-                self.written.pop(name, None)
+        # files), and take away what the loader itself may have added. Files may sit in subfolders
+        # (a journal under wal/): names are paths relative to the checkpoint folder.
+        wanted_dirs = set(dirs) | {os.path.dirname(n) for n in files if os.sep in n}
+        for parent in list(wanted_dirs):
+            while os.sep in parent:
+                parent = os.path.dirname(parent)
+                wanted_dirs.add(parent)
+        for dirpath, _dirnames, filenames in os.walk(directory, topdown=False):
+            rel_dir = os.path.relpath(dirpath, directory)
+            for name in filenames:
+                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                if rel not in files or self.written.get(rel) != files[rel]:
+                    os.remove(os.path.join(dirpath, name))
+                    self.written.pop(rel, None)
+            if rel_dir != "." and rel_dir not in wanted_dirs:
+                shutil.rmtree(dirpath, ignore_errors=True)
+        for folder in sorted(wanted_dirs):
+            if folder:
+                os.makedirs(os.path.join(directory, folder), exist_ok=True)
         for name, data in files.items():
             if name not in self.written:
                 with open(os.path.join(directory, name), "wb") as f:
@@ -411,7 +421,7 @@ class JournalExploration:
 
 def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenario, *,
                     models: Iterable[str] = ("M1", "M2"), timeout: Optional[float] = 20, sample: bool = False,
-                    measure: bool = False) -> JournalExploration:
+                    measure: bool = False, directory: str = "checkpoints", rerun: bool = False) -> JournalExploration:
     """Run ``run`` on ``scenario``, then read every crash state (a sample of them with ``sample``) with
     ``load``, and with ``measure`` judge the bytes the run wrote."""
     computed: list = []
@@ -425,10 +435,21 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     with tempfile.TemporaryDirectory(prefix="crashcourse-load-") as scratch:
         reader = LoaderReader(load, scratch)
         crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=check_loaded,
-                               windows=windows, sample=sampled_points if sample else None)
+                               windows=windows, sample=sampled_points if sample else None, directory=directory,
+                               rerun=rerun)
     crashes.violations = [LoaderViolation(**vars(v)) for v in crashes.violations]
-    if crashes.error is None and not any(op.kind == "write" for op in crashes.ops):
-        crashes.error = "run_agent finished without writing a single byte to its checkpoint directory"
+    inside = crashes.folder + os.sep
+    if crashes.error is None and not any(op.kind == "write" and (op.path or "").startswith(inside)
+                                         or op.kind in ("rename", "link") and (op.dest or "").startswith(inside)
+                                         for op in crashes.ops):
+        elsewhere = sorted({os.path.relpath(op.path, crashes.workdir) for op in crashes.ops
+                            if op.kind == "write" and op.path and op.path.startswith(crashes.workdir + os.sep)})
+        given = crashes.folder if "elsewhere" in os.path.relpath(crashes.folder, crashes.workdir).split(os.sep) \
+            else os.path.relpath(crashes.folder, crashes.workdir)
+        crashes.error = (f"run_agent finished without writing a single byte to the checkpoint directory it was "
+                         f"given ({given!r})" + (f"; it wrote {', '.join(map(repr, elsewhere[:3]))} instead"
+                                                 if elsewhere else "")
+                         + ". Do save_checkpoint and run_agent use their `directory` argument?")
     report = None
     if measure and crashes.error is None:
         report = byte_report(crashes.ops, scenario, computed[-1] if computed else None)

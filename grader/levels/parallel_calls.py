@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import Exploration, Violation, check_trace, record_run
+from grader.engine.explore import Exploration, Violation, check_trace, folder_in, record_run, rerun_after_crashes
 from grader.engine.invariants import Finding, Window, parse_cached
 from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
@@ -546,7 +546,7 @@ def check_kept(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[di
 
 def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                      directory: str = "checkpoints", timeout: Optional[float] = 20,
-                     workdir: Optional[str] = None, max_violations: int = 200) -> Exploration:
+                     workdir: Optional[str] = None, max_violations: int = 200, rerun: bool = False) -> Exploration:
     """:func:`~grader.engine.explore.explore_loop` under the level-5 rules (one run, every crash state)."""
     models = tuple(models)
     started = time.perf_counter()
@@ -554,6 +554,7 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
         if workdir is None:
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
         workdir = os.path.realpath(workdir)
+        directory = folder_in(workdir, directory)
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout)
         result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
                              error=error, returned=returned)
@@ -568,6 +569,17 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
             shown = {(v.model, v.point, v.operation) for v in result.violations if v.invariant == "KEPT"}
             result.violations += [v for v in kept.violations
                                   if v.invariant == "KEPT" and (v.model, v.point, v.operation) not in shown]
+            if rerun and not result.violations:
+                def check(again: Exploration, rec: Any, folder: str, skip: Callable) -> None:
+                    again_windows = parallel_windows(rec.ops, scenario.task)
+                    check_trace(again, rec, folder, scenario, max_violations, windows=lambda ops, task: again_windows,
+                                checker=check_parallel, same=same_state, skip=skip)
+                    if not again.violations:
+                        check_trace(again, rec, folder, scenario, max_violations,
+                                    windows=lambda ops, task: again_windows, checker=check_kept, same=same_state,
+                                    skip=skip)
+                rerun_after_crashes(result, recorder, run, scenario, ckpt_dir, directory, check, timeout=timeout,
+                                    windows=windows)
             for index, name in calls_run_twice(result.ops)[:1]:
                 result.violations.insert(0, Violation(
                     "ONCE", "none", index, "with no crash at all", f"when `{name}` started again", {},

@@ -84,6 +84,9 @@ _LOOP = (
         ("counters off", "turns or tokensUsed disagree with the messages on disk (COUNTS)"),), picture="counters"),
     _loop("ATOMIC-DIR", "temp file elsewhere", (
         ("temp file elsewhere", "the temp file was renamed in from another directory (ATOMIC-DIR)"),)),
+    _loop("RERUN", "second run trips", (
+        ("second run trips", "a run started in the folder this crash left (a temp file in it) could not save "
+                             "cleanly (RERUN)"),)),
     _loop("RESUME", "bad resume", (
         ("bad resume", "resuming from this file does not end like a run that never crashed (RESUME)"),)),
     # The bytes row's cell is "bytes grow (Nx)", written by level 6's column.
@@ -110,7 +113,7 @@ _FIELDS = (
         ("starts over", "resume had no conversation and ran every tool again"),)),
     Check("fields", "pendingToolUse", "`pendingToolUse`: a crash mid-tool", "crash unnoticed", legend=(
         ("crash unnoticed", "nothing on disk said a tool was cut off, so resume never answered it"),)),
-    Check("fields", "load-version", "load refuses versions 0, 2, none", "accepts them", legend=(
+    Check("fields", "load-version", "load refuses versions 0, 2, true, 1.0, none", "accepts them", legend=(
         ("accepts them", "load_checkpoint returned a file it should have refused with a CheckpointError"),)),
     Check("fields", "load-shape", "load refuses broken or partial files", "accepts them", legend=(
         ("accepts them", "load_checkpoint returned a file it should have refused with a CheckpointError"),)),

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.crash_models import MODEL_NAMES, crash_states
-from grader.engine.explore import LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback, time_limit, describe_bytes, record_run, windows_for
+from grader.engine.explore import (LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback,
+                                   time_limit, describe_bytes, folder_in, record_run, windows_for)
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
 from grader.engine.forwarded import free_fsync
@@ -313,9 +314,12 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
         return outcome
     with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=_work_dir()) as work:
         work = os.path.realpath(work)
+        directory = folder_in(work, directory)
         folder = os.path.join(work, directory)
         os.makedirs(folder)
         for name, data in files.items():
+            if os.sep in name:  # a file in a subfolder of the checkpoint folder
+                os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
             with open(os.path.join(folder, name), "wb") as f:
                 f.write(data)
         model = outcome.model = ResumedModel(scenario, received)
@@ -527,7 +531,7 @@ def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
     result = ResumeExploration(scenario.name, name)
     with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:  # the ordinary temp folder, not _FAST_DIR
         work = os.path.realpath(work)
-        recorder, returned, error, _ = record_run(writer, scenario, work, directory, timeout=timeout)
+        recorder, returned, error, _ = record_run(writer, scenario, work, folder_in(work, directory), timeout=timeout)
     if error is not None:
         result.error = f"the crashed run itself failed (a grader problem, not yours): {error}"
         return result
@@ -535,7 +539,7 @@ def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
     ops = recorder.ops
     windows = windows_for(ops, scenario.task)
     blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
-    ckpt_dir = os.path.join(work, directory)
+    ckpt_dir = os.path.join(work, folder_in(work, directory))
     starts, received = [0], [0]
     for op in ops:
         starts.append(starts[-1] + (op.kind == "tool_start"))
@@ -590,6 +594,8 @@ def untrustworthy_files(scenario: Scenario) -> list[tuple[str, Optional[bytes]]]
         ("checkpoint.json is not UTF-8", b'{"version": 1, "task": "\xff\xfe"}'),
         ("`version` is 2, a format this resume does not know", edited(version=2)),
         ("`version` is missing", edited(version=_DROP)),
+        ("`version` is true, not the number 1 (True == 1 in Python, not in the protocol)", edited(version=True)),
+        ("`version` is 1.0, a float, not the int 1", edited(version=1.0)),
         ("`turns` is the string \"1\", not a number", edited(turns="1")),
         ("`messages` is missing", edited(messages=_DROP)),
         ("`pendingToolUse` is a list, not null or an object", edited(pendingToolUse=[])),

@@ -37,7 +37,7 @@ def load_checkpoint(directory="checkpoints"):
         raise CheckpointError(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise CheckpointError("not a JSON object")
-    if data.get("version") != 1:
+    if type(data.get("version")) is not int or data.get("version") != 1:  # true and 1.0 are not 1
         raise UnsupportedVersion(f"version {data.get('version')!r}")
     for key in ("task", "turns", "tokensUsed", "messages", "pendingToolUse"):
         if key not in data:

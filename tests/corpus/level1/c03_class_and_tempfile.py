@@ -37,7 +37,7 @@ class Checkpoint:
             raise CheckpointError(str(exc)) from exc
         if not isinstance(data, dict):
             raise CheckpointError("expected an object")
-        if "version" not in data or data["version"] != 1:
+        if type(data.get("version")) is not int or data["version"] != 1:  # true and 1.0 are not 1
             raise UnsupportedVersion(repr(data.get("version")))
         missing = set(self.KEYS) - set(data)
         if missing:

@@ -33,7 +33,7 @@ def load_checkpoint(directory="checkpoints"):
         raise CheckpointError("unreadable checkpoint") from exc
     if not isinstance(data, dict):
         raise CheckpointError("checkpoint is not an object")
-    if data.get("version", None) != 1:
+    if type(data.get("version")) is not int or data.get("version") != 1:  # true and 1.0 are not 1
         raise UnsupportedVersion(data.get("version"))
     if not all(name in data for name in FIELDS):
         raise CheckpointError("checkpoint is missing a field")

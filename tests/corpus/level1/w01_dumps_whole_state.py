@@ -1,4 +1,4 @@
-"""VERDICT: fail fields
+"""VERDICT: fail fields,load-version
 
 Dumps the whole state with default=str, so the live client and the clock reading reach the file.
 The loader is right, and resume works, but the file carries keys that are not protocol.

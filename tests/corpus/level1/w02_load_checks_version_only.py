@@ -1,4 +1,4 @@
-"""VERDICT: fail load-shape
+"""VERDICT: fail load-shape,load-version
 
 Six fields saved; the loader checks the version and nothing else, so a list or a torn file escapes
 as AttributeError or JSONDecodeError, and a missing field loads.

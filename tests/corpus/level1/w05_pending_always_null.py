@@ -1,4 +1,4 @@
-"""VERDICT: fail fields,pendingToolUse
+"""VERDICT: fail fields,pendingToolUse,load-version
 
 Writes `pendingToolUse: None` whatever the state says ("it is only for lesson 3"), so a crash mid-tool
 leaves no mark on disk.

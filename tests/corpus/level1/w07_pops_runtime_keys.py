@@ -1,4 +1,4 @@
-"""VERDICT: fail fields
+"""VERDICT: fail fields,load-version
 
 Gets the file right by deleting the runtime-only keys from the loop's own state, so the running
 loop loses its client.

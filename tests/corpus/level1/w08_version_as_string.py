@@ -1,4 +1,4 @@
-"""VERDICT: fail fields,turns,tokensUsed,version,task,messages,pendingToolUse
+"""VERDICT: fail fields,turns,tokensUsed,version,task,messages,pendingToolUse,load-version
 
 Saves `version` as the string "1"; its own strict loader then refuses every file it wrote, so no
 resume can start at all.

@@ -1,4 +1,4 @@
-"""VERDICT: fail fields,turns,tokensUsed,version,task,messages,pendingToolUse
+"""VERDICT: fail fields,turns,tokensUsed,version,task,messages,pendingToolUse,load-version
 
 Always writes to ./checkpoints, whatever `directory` it is given, so resume finds nothing where it looks.
 """

@@ -1,4 +1,4 @@
-"""VERDICT: fail fields,turns
+"""VERDICT: fail fields,turns,load-version
 
 Saves `turns + 1` ("the turn we are in"), so resume thinks one more turn has run than really has and
 the cap fires a turn early.

@@ -1,8 +1,15 @@
-"""Right: pathlib, a class, and sequence numbers instead of journal names.
+"""Wrong: pathlib, a class, and sequence numbers instead of journal names.
 
 Each save gets a number. The base holds the number of the save it contains; the journal's lines
 carry theirs, and the loader skips any line not newer than the base, so emptying the journal after
 a compaction may come late without harm. Compaction when the journal is twice the base.
+
+Within one run that holds. But the numbers start again at 0 in every run: after a crash, the next
+run's first base has a low number, and the crashed run's journal lines, numbered higher, are
+replayed on top of it. (Held as right until the grader started a second run in the folder a crash
+left; real kill-and-rerun runs agree.)
+
+Expect: RERUN.
 """
 
 import json

