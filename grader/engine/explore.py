@@ -142,6 +142,8 @@ class Exploration:
     seconds: float = 0.0
     # Broken states past the cap on kept violations, counted by invariant so totals stay exact.
     over_cap: dict = field(default_factory=dict)
+    # Per crash model: [crash states, broken ones], so a total can be split the way the tests split it.
+    by_model: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -492,6 +494,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         if chosen is not None and state.point not in chosen:
             continue
         result.states += 1
+        tally = result.by_model.setdefault(state.model, [0, 0])
+        tally[0] += 1
         points.add(state.point)
         raw = reader(state) if reader is not None else state.read(CHECKPOINT_NAME)
         window = windows[state.point]
@@ -502,6 +506,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             finding = cache[key] = checker(raw, window, parsed)
         if finding is None:
             continue
+        tally[1] += 1
         invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
         if len(result.violations) >= max_violations:
             result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1
