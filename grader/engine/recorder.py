@@ -51,6 +51,11 @@ class _Handle:
 
 _local = threading.local()
 _active: Optional["Recorder"] = None
+
+
+def active() -> Optional["Recorder"]:
+    """The recorder recording right now, if any (read-only use: how much a run has written so far)."""
+    return _active
 _hook_installed = False
 
 
