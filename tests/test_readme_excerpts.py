@@ -82,3 +82,27 @@ def test_counts_are_the_same_on_a_second_run():
     again = explore_loop(_load(KIT / "exercises" / "level2" / "agent.py").run_agent, support_tickets(DEFAULT_SEED))
     assert (first.states, first.points, len(first.violations), first.by_model) == \
         (again.states, again.points, len(again.violations), again.by_model)
+
+
+def test_the_graders_own_thread_never_enters_the_trace(tmp_path):
+    """`check` runs the tests in a thread while the matrix records: that thread's temp folder is not the loop's."""
+    import os
+    import tempfile
+    import threading
+
+    from grader.engine import recorder
+
+    def tests_thread():
+        with recorder.grader_work(), tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
+            with open(os.path.join(tmp, "report.jsonl"), "w") as f:
+                f.write("{}")
+
+    rec = recorder.Recorder(watch=[str(tmp_path)])
+    with rec:
+        with open(tmp_path / "mine.json", "w") as f:
+            f.write("{}")
+        thread = threading.Thread(target=tests_thread)
+        thread.start()
+        thread.join()
+    assert rec.ops and all(str(tmp_path) in (op.path or "") for op in rec.ops), [op.describe() for op in rec.ops]
+    assert not rec.unseen
