@@ -111,8 +111,8 @@ def main(argv: list | None = None) -> int:
                 if mode == "on":
                     failures += (starter / base > 2) + (solution / base > 2)
                 if args.hang:
-                    stuck = hang_seconds(level, env, tmp / mode if (tmp / mode).is_dir() else
-                                         (tmp / mode).mkdir() or tmp / mode)
+                    (tmp / mode).mkdir(exist_ok=True)
+                    stuck = hang_seconds(level, env, tmp / mode)
                     line += f" {stuck:>13.2f}" + ("" if stuck < 10 else "  OVER 10 s")
                     failures += stuck >= 10
                 print(line)
