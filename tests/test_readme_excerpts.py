@@ -13,7 +13,7 @@ import pytest
 from grader.engine.explore import explore_loop
 from grader.engine.scripted import support_tickets
 from grader.faces import matrix
-from grader.faces.plugin import DEFAULT_SEED
+from grader.engine.scripted import DEFAULT_SEED
 
 KIT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT / "tools"))

@@ -180,9 +180,12 @@ def _cache_file(key: tuple) -> Optional[Path]:
 
     # The strategies' own source is part of the key: editing them must never reuse an old draw.
     sources = [Path(__file__), Path(scripted.__file__)]
-    if key[0] == "parallel":
-        from grader.levels import parallel_calls
-        sources.append(Path(parallel_calls.__file__))
+    strategy = KINDS.get(key[0])
+    if strategy is None:
+        return None  # not registered: generated() says so when it tries to draw
+    module = sys.modules.get(getattr(strategy, "__module__", "") or "")
+    if module is not None and getattr(module, "__file__", None):
+        sources.append(Path(module.__file__))
     digest = hashlib.blake2b(repr((key, hypothesis.__version__, grader.__version__, sys.version_info[:2],
                                    unicodedata.unidata_version)).encode(), digest_size=16)
     for source in sources:
