@@ -13,13 +13,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import unicodedata
 from pathlib import Path
 from typing import Any, Optional
 
 from hypothesis import strategies as st
 
+from grader.atomicfile import write_atomic
 from grader.engine.scripted import Scenario, from_turns
 
 text_strategy = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -235,16 +235,9 @@ def _to_disk(key: tuple, drawn: list) -> None:
         if repr([_as_json(_from_json(item)) for item in json.loads(text)]) != repr([_as_json(s) for s in drawn]):
             return  # something did not survive the round trip: keep drawing it each run instead
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Written whole, then renamed: a reader sees the old file or the new one, never half of it.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # A reader sees the old file or the new one, never half of it. Not durable: after a power
+        # cut the worst case is drawing once more.
+        write_atomic(path, text, durable=False)
     except (OSError, ValueError, TypeError):
         pass  # a read-only home only costs the time to draw again
 
