@@ -85,8 +85,7 @@ from grader.engine.explore import describe_bytes, explore_loop, windows_for
 from grader.engine.invariants import check
 from grader.faces.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix, draw_file_sizes
 from grader.engine.recorder import Recorder
-from grader.engine.scripted import from_turns, support_tickets
-from grader.engine.scripted import DEFAULT_SEED
+from grader.engine.scripted import DEFAULT_SEED, from_turns, support_tickets
 
 # The seed `pytest exercises/level2` and `crashcourse check 2` use, so the counts below are theirs.
 # Same seed, same run; another seed gives other tickets, other sizes and other tool ids.

@@ -289,10 +289,10 @@ def test_a_syntax_error_in_agent_py_breaks_only_the_cell_that_loads_it(tmp_path)
         pytest.skip(f"cannot execute notebooks: {', '.join(missing)} not importable")
     import nbclient
 
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'copy'\n")
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "checkpoint_loops.py").write_text((NOTEBOOK_DIR / "checkpoint_loops.py").read_text())
     (tmp_path / "exercises" / "level2").mkdir(parents=True)
+    (tmp_path / "exercises" / "manifest.json").write_text("{}")  # what the setup cell looks for
     (tmp_path / "exercises" / "level2" / "agent.py").write_text("def run_agent(task:\n    pass\n")
     nb = nbformat.read(WALKTHROUGH, as_version=4)
     setup = next(c for c in nb.cells if c.cell_type == "code" and "load_learner_file" in c.source and "def " in c.source)
