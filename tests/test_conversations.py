@@ -7,6 +7,7 @@ draws, a failure's re-run command would run other conversations than the ones th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,10 @@ LITERALS = "WORDS = [" + ", ".join(repr(f"literal-{i}-ünï") for i in range(300
 
 def _digest(before: str, cwd: Path) -> str:
     code = DRAW.format(kit=str(KIT), before=before)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
+    # The draws themselves are compared, so none of them may come from the on-disk cache.
+    env = dict(os.environ, CRASHCOURSE_DRAW_CACHE="off")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.strip().splitlines()[-1]
 

@@ -222,3 +222,87 @@ def test_walkthrough_draws_its_pictures(executed):
     assert len(images) >= 7, f"expected at least 7 pictures, got {len(images)} (cells {images})"
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "crash states over four rows; bad ones: none" in text
+
+
+# -- legible at notebook width, 0 to 12 turns ------------------------------------------------------
+
+def _turns(n):
+    return from_turns("t", [(f"tool{i}", {"i": i}, "r" * 700) for i in range(n)], name=f"{n} turns")
+
+
+@pytest.fixture(scope="module")
+def by_turns():
+    two = {name: loops.IMPLEMENTATIONS[name] for name in ("in place + B only", "atomic + A and B")}
+    return {n: crash_matrix(two, _turns(n)) for n in (0, 1, 8, 12)}
+
+
+def _overlaps(boxes):
+    boxes = sorted(boxes, key=lambda b: b.x0)
+    return [(a, b) for a, b in zip(boxes, boxes[1:]) if a.x1 > b.x0 + 0.5 and a.y1 > b.y0 and b.y1 > a.y0]
+
+
+def _legend_labels(fig):
+    return [t.get_text() for legend in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+            for t in legend.get_texts()]
+
+
+@pytest.mark.skipif(not _has_matplotlib(), reason="matplotlib is not installed (pip install -e '.[dev]')")
+@pytest.mark.parametrize("turns", (0, 1, 8, 12))
+def test_pictures_fit_a_notebook_at_any_length(by_turns, turns):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from grader.faces.pictures import MAX_WIDTH, draw_file_sizes
+
+    matrix = by_turns[turns]
+    for fig in (draw_crash_matrix(matrix), draw_file_sizes(matrix)):
+        width, height = fig.get_size_inches()
+        assert width <= MAX_WIDTH and width / height < 3.5, (turns, width, height)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        for ax in fig.axes:
+            labels = [t for t in ax.get_xticklabels() if t.get_text()]
+            assert all(t.get_rotation() == 0 for t in labels), "tick labels must be horizontal"
+            assert not _overlaps([t.get_window_extent(renderer) for t in labels]), \
+                f"{turns} turns: x labels overlap on {ax.get_title()!r}"
+
+
+@pytest.mark.skipif(not _has_matplotlib(), reason="matplotlib is not installed (pip install -e '.[dev]')")
+def test_legends_explain_bands_colours_and_power_cuts(by_turns):
+    from grader.faces.pictures import draw_file_sizes
+
+    sizes = _legend_labels(draw_file_sizes(by_turns[8]))
+    assert any("grey band" in label for label in sizes)
+    assert any(OUTCOMES["torn"][0] in label for label in sizes)
+    killed = _legend_labels(draw_crash_matrix(by_turns[1]))
+    assert OUTCOMES["ok"][0] in killed and not any("power cut" in label for label in killed)
+    power = crash_matrix({"atomic + A and B": loops.IMPLEMENTATIONS["atomic + A and B"]}, _turns(1),
+                         models=("M1", "M3"))
+    assert any("power cut" in label for label in _legend_labels(draw_crash_matrix(power)))
+
+
+# -- the setup cells do not depend on the learner's file -------------------------------------------
+
+def test_a_syntax_error_in_agent_py_breaks_only_the_cell_that_loads_it(tmp_path):
+    missing = _missing_execution_deps()
+    if missing:
+        pytest.skip(f"cannot execute notebooks: {', '.join(missing)} not importable")
+    import nbclient
+
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "checkpoint_loops.py").write_text((NOTEBOOK_DIR / "checkpoint_loops.py").read_text())
+    (tmp_path / "exercises" / "level2").mkdir(parents=True)
+    (tmp_path / "exercises" / "manifest.json").write_text("{}")  # what the setup cell looks for
+    (tmp_path / "exercises" / "level2" / "agent.py").write_text("def run_agent(task:\n    pass\n")
+    nb = nbformat.read(WALKTHROUGH, as_version=4)
+    setup = next(c for c in nb.cells if c.cell_type == "code" and "load_learner_file" in c.source and "def " in c.source)
+    loads = [c for c in nb.cells if c.cell_type == "code" and "load_learner_file(ROOT" in c.source]
+    assert len(loads) == 1, "exactly one cell loads exercises/level2/agent.py"
+    nb.cells = [setup, loads[0]]
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
+                            resources={"metadata": {"path": str(tmp_path / "notebooks")}}).execute()
+    errors = [o for c in nb.cells for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors[0].get("evalue")
+    said = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert "does not load" in said and "SyntaxError" in said and "line 1" in said
+    assert not "".join(o.get("text", "") for o in nb.cells[0].outputs).count("SyntaxError")

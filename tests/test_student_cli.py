@@ -145,8 +145,8 @@ def test_the_matrix_fits_100_columns_and_groups_agreeing_rows(level2_columns):
     keys = matrix.merge_keys(list(level2_columns))
     assert len(body) < len(keys) / 2, "consecutive rows with the same verdicts should share a line"
     assert "turn 1, save point A, after mkdir … after rename" in text
-    assert re.search(r"starter: \d+ of \d+ crash states broken \(PARSE, TRACE\)", text)
-    assert re.search(r"solution: all \d+ crash states fine", text)
+    assert re.search(r"starter: \d+ of \d+ crash states at \d+ crash points broken \(PARSE, TRACE\)", text)
+    assert re.search(r"solution: all \d+ crash states at \d+ crash points fine", text)
     assert "—" in text and "this loop does nothing at that point" in text
 
 

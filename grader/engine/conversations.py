@@ -9,12 +9,17 @@ deterministic under a seed.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
+import sys
+import unicodedata
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from hypothesis import strategies as st
 
+from grader.atomicfile import write_atomic
 from grader.engine.scripted import Scenario, from_turns
 
 text_strategy = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -117,6 +122,10 @@ def generated(seed: int, count: int, kind: str = "conversations", **kwargs) -> l
 
     key = (kind, seed, count, tuple(sorted(kwargs.items())))
     if key not in _DRAWN:
+        cached = _from_disk(key)
+        if cached is not None:
+            _DRAWN[key] = cached
+            return cached
         drawn: list = []
 
         @hypothesis_seed(seed)
@@ -129,7 +138,108 @@ def generated(seed: int, count: int, kind: str = "conversations", **kwargs) -> l
         with _without_local_constants():
             collect()
         _DRAWN[key] = drawn
+        _to_disk(key, drawn)
     return _DRAWN[key]
+
+
+# -- the draws, kept on disk between runs -----------------------------------------------------------
+#
+# A learner re-runs `pytest exercises/levelN` (or `crashcourse watch`) many times with the same seed,
+# and drawing costs a good part of a second each time. The lists are kept in the user's cache folder,
+# keyed by everything that could change what is drawn. A file that does not parse, or does not hold
+# scenarios of the right shape, is ignored and drawn again. `crashcourse grade` turns the cache off
+# (CRASHCOURSE_DRAW_CACHE=off): a submission under grading runs as the same user and could write it.
+
+CACHE_ENV = "CRASHCOURSE_DRAW_CACHE"
+
+
+def cache_dir() -> Optional[Path]:
+    """Where drawn conversations are kept, or None when the cache is off."""
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting.lower() in ("0", "off", "no", "false"):
+        return None
+    if setting:
+        return Path(setting)
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = str(Path.home() / "Library" / "Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "crashcourse" / "conversations"
+
+
+def _cache_file(key: tuple) -> Optional[Path]:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    import hypothesis
+
+    import grader
+    from grader.engine import scripted
+
+    # The strategies' own source is part of the key: editing them must never reuse an old draw.
+    sources = [Path(__file__), Path(scripted.__file__)]
+    strategy = KINDS.get(key[0])
+    if strategy is None:
+        return None  # not registered: generated() says so when it tries to draw
+    module = sys.modules.get(getattr(strategy, "__module__", "") or "")
+    if module is not None and getattr(module, "__file__", None):
+        sources.append(Path(module.__file__))
+    digest = hashlib.blake2b(repr((key, hypothesis.__version__, grader.__version__, sys.version_info[:2],
+                                   unicodedata.unidata_version)).encode(), digest_size=16)
+    for source in sources:
+        digest.update(source.read_bytes())
+    return folder / f"{key[0]}-{key[1]}-{key[2]}-{digest.hexdigest()}.json"
+
+
+def _as_json(scenario: Scenario) -> dict:
+    return {"name": scenario.name, "task": scenario.task, "tools": scenario.tools, "responses": scenario.responses,
+            "results": scenario.results, "seed": scenario.seed, "non_idempotent": sorted(scenario.non_idempotent)}
+
+
+def _from_json(data: Any) -> Scenario:
+    if not isinstance(data, dict) or set(data) != {"name", "task", "tools", "responses", "results", "seed",
+                                                   "non_idempotent"}:
+        raise ValueError("not a scenario")
+    lists = ("tools", "responses", "results", "non_idempotent")
+    if not all(isinstance(data[k], list) for k in lists) or not isinstance(data["seed"], int) \
+            or not isinstance(data["name"], str) or not isinstance(data["task"], str) \
+            or not all(isinstance(r, str) for r in data["results"]) \
+            or not all(isinstance(r, dict) and isinstance(r.get("content"), list) for r in data["responses"]):
+        raise ValueError("not a scenario")
+    return Scenario(data["name"], data["task"], data["tools"], data["responses"], data["results"], data["seed"],
+                    frozenset(data["non_idempotent"]))
+
+
+def _from_disk(key: tuple) -> Optional[list]:
+    try:
+        path = _cache_file(key)
+        if path is None:
+            return None
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, list) or len(raw) != key[2]:
+            return None
+        return [_from_json(item) for item in raw]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # missing, unreadable or not ours: draw again (and rewrite it)
+
+
+def _to_disk(key: tuple, drawn: list) -> None:
+    try:
+        path = _cache_file(key)
+        if path is None:
+            return
+        text = json.dumps([_as_json(s) for s in drawn], ensure_ascii=True)
+        # repr, not ==: -0.0 == 0.0 and 1 == 1.0, but a learner's loop may write them differently.
+        if repr([_as_json(_from_json(item)) for item in json.loads(text)]) != repr([_as_json(s) for s in drawn]):
+            return  # something did not survive the round trip: keep drawing it each run instead
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A reader sees the old file or the new one, never half of it. Not durable: after a power
+        # cut the worst case is drawing once more.
+        write_atomic(path, text, durable=False)
+    except (OSError, ValueError, TypeError):
+        pass  # a read-only home only costs the time to draw again
 
 
 def drawn(kind: str) -> list:

@@ -184,6 +184,8 @@ class Exploration:
     over_cap: dict = field(default_factory=dict)
     folder: str = ""     # the checkpoint folder the loop was given (absolute)
     workdir: str = ""    # the folder it ran in
+    # Per crash model: [crash states, broken ones], so a total can be split the way the tests split it.
+    by_model: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -648,6 +650,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         if chosen is not None and state.point not in chosen:
             continue
         result.states += 1
+        tally = result.by_model.setdefault(state.model, [0, 0])
+        tally[0] += 1
         points.add(state.point)
         raw = reader(state) if reader is not None else state.read(CHECKPOINT_NAME)
         if skip is not None and skip(raw):
@@ -660,6 +664,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             finding = cache[key] = checker(raw, window, parsed)
         if finding is None:
             continue
+        tally[1] += 1
         invariant = "DURABLE" if state.model in POWER_MODELS else finding.invariant
         if len(result.violations) >= max_violations:
             result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1

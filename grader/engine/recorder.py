@@ -135,6 +135,11 @@ class Recorder:
 
     # -- recording ---------------------------------------------------------------------------
     def add(self, kind: str, **fields: Any) -> Op:
+        if getattr(_local, "grader", 0):
+            # The grader's own thread (crashcourse check runs the tests in one while this records):
+            # its temp folder is no part of the loop's trace, and counting it made the first run's
+            # crash states differ from the next run's, by however the two threads happened to race.
+            return Op(-1, kind, **fields)
         # A loop may run tools from a thread pool: each index is taken and appended under one lock,
         # so the trace is one order that really happened, with no index given twice.
         with self._lock:
@@ -794,11 +799,22 @@ def wrapper_ids() -> set:
     return {id(v) for v in _OS_WRAPPERS.values()} | {id(recording_open)}
 
 
+class _grader_thread(_inside):
+    def __enter__(self):
+        super().__enter__()
+        _local.grader = getattr(_local, "grader", 0) + 1
+
+    def __exit__(self, *exc):
+        _local.grader -= 1
+        super().__exit__(*exc)
+
+
 def grader_work() -> "_inside":
     """``with grader_work():`` around what one of the grader's own threads does while a recorder may
     be active elsewhere in the process (``crashcourse check`` runs the tests in a thread while it
-    records the learner's loop): the audit hook never blames the recorded code for it."""
-    return _inside()
+    records the learner's loop): the audit hook never blames the recorded code for it, and none of
+    its operations enter the trace."""
+    return _grader_thread()
 
 
 def _install_audit_hook() -> None:

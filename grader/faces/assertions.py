@@ -61,7 +61,9 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
         first.rerun = rerun
     broken = len(hits) + sum(n for name, n in exploration.over_cap.items() if name in wanted)
     others = broken - 1
-    text = [f"{exploration.scenario}: {broken} of {exploration.states} crash states break "
+    models = list(exploration.models)
+    under = models[0] if len(models) == 1 else f"{', '.join(models[:-1])} and {models[-1]}"
+    text = [f"{exploration.scenario}: {broken} of {exploration.states} crash states under {under} break "
             f"{', '.join(sorted({v.invariant for v in hits}))}.", "", first.explain()]
     if others:
         kinds: dict = {}

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.levels import registry
-from grader.levels.columns import (NOWHERE, OK, PHASE_WORDS, STEP_WORDS, Column,  # noqa: F401
-                                   column, failed_column, load_module, models_line, row_key, verdict)
+from grader.levels.columns import (MODEL_GROUPS, NOWHERE, OK, PHASE_WORDS, STEP_WORDS, Column,  # noqa: F401
+                                   column, failed_column, load_module, models_line, models_words, row_key,
+                                   verdict)
 
 WIDTH = 100
 

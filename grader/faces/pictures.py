@@ -281,28 +281,86 @@ def _box(x: float, y: float, w: float, h: float) -> list:
     return [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]
 
 
+# A notebook's output area is about 10 inches wide at matplotlib's default 100 dpi: a picture wider
+# than that is shrunk until its labels cannot be read, so long runs wrap onto several bands instead.
+MAX_WIDTH = 10.0
+TURNS_PER_BAND = 4
+POWER_HATCH = "////"
+SAVE_BAND = "#e6e6e6"
+
+
+def _bands(columns: list) -> list[list[int]]:
+    """Column indexes cut into bands of at most TURNS_PER_BAND turns (start, final and done ride along)."""
+    bands: list[list[int]] = [[]]
+    turns_in_band: set = set()
+    for i, col in enumerate(columns):
+        if col.turn and col.turn not in turns_in_band and len(turns_in_band) == TURNS_PER_BAND:
+            bands.append([])
+            turns_in_band = set()
+        if col.turn:
+            turns_in_band.add(col.turn)
+        bands[-1].append(i)
+    return bands
+
+
+def _legend_handles(used: set, power: bool) -> list:
+    from matplotlib.patches import Patch
+
+    shown = [k for k in OUTCOMES if k != "other" or "other" in used]
+    handles = [Patch(facecolor=OUTCOMES[k][1], label=OUTCOMES[k][0]) for k in shown]
+    if power:
+        handles.append(Patch(facecolor="white", edgecolor="#333333", hatch=POWER_HATCH,
+                             label="hatched: after a power cut (M3-M5)"))
+    return handles
+
+
 def draw_crash_matrix(matrix: CrashMatrix, title: Optional[str] = None, ax: Any = None, counts: bool = True) -> Any:
     """Draw ``matrix``: one row per loop, one column per loop position, one stripe per crash state.
 
-    Returns the matplotlib Figure (a plain Figure, not one pyplot tracks, so a notebook shows it once).
+    A run of more than four turns wraps onto several bands, one under the other, so the picture
+    stays as wide as a notebook. Stripes of power-cut crash states (M3 to M5) are hatched. Returns
+    the matplotlib Figure (a plain Figure, not one pyplot tracks, so a notebook shows it once).
     """
-    from matplotlib.collections import PolyCollection
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch, Rectangle
 
-    n_rows, n_cols = len(matrix.rows), len(matrix.columns)
-    own_figure = ax is None
-    if ax is None:
-        fig = Figure(figsize=(max(8.0, 0.78 * n_cols + 3.2), 1.9 + 0.62 * n_rows), layout="constrained")
-        fig.get_layout_engine().set(w_pad=0.12)
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure
-    ax.set_xlim(0, n_cols)
+    n_rows = len(matrix.rows)
+    power = any(m in POWER_MODELS for m in matrix.models)
+    if ax is not None:
+        used = _draw_band(ax, matrix, list(range(len(matrix.columns))), counts)
+        ax.legend(handles=_legend_handles(used, power), loc="upper center", bbox_to_anchor=(0.5, -0.1),
+                  ncol=4, fontsize=8, frameon=False, title="what a resume would find", title_fontsize=8.5)
+        models = " and ".join(matrix.models)
+        ax.set_title(title or f"Where crashes land ({matrix.scenario}, crash models {models})", fontsize=11)
+        return ax.figure
+    bands = _bands(matrix.columns)
+    widest = max(len(b) for b in bands)
+    width = min(MAX_WIDTH, max(6.0, 0.55 * widest + 2.6))
+    band_height = 1.25 + 0.5 * n_rows
+    fig = Figure(figsize=(width, band_height * len(bands) + 1.5), layout="constrained")
+    fig.get_layout_engine().set(w_pad=0.08, h_pad=0.12)
+    axes = fig.subplots(len(bands), 1, squeeze=False)[:, 0]
+    used: set = set()
+    for band_ax, band in zip(axes, bands):
+        used |= _draw_band(band_ax, matrix, band, counts, pad_to=widest)
+    handles = _legend_handles(used, power)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False,
+               title="what a resume would find", title_fontsize=8.5)
+    models = " and ".join(matrix.models)
+    fig.suptitle(title or f"Where crashes land ({matrix.scenario}, crash models {models})", fontsize=11)
+    return fig
+
+
+def _draw_band(ax: Any, matrix: CrashMatrix, band: list[int], counts: bool, pad_to: int = 0) -> set:
+    """Draw the columns ``band`` of ``matrix`` on ``ax``; return the outcomes it used."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Rectangle
+
+    n_rows, n_cols = len(matrix.rows), len(band)
+    ax.set_xlim(0, max(n_cols, pad_to))
     ax.set_ylim(n_rows, -0.9)
-    used = set()
+    used: set = set()
     # Every stripe goes into one collection: hundreds of separate patches would take seconds to draw.
-    stripes, colours, frames = [], [], []
+    stripes, colours, hatched, frames = [], [], [], []
     for r, row in enumerate(matrix.rows):
         if row.error or row.unseen:
             ax.add_patch(Rectangle((0.02, r + 0.1), n_cols - 0.04, 0.8, facecolor="#eeeeee", edgecolor="#999999",
@@ -310,7 +368,8 @@ def draw_crash_matrix(matrix: CrashMatrix, title: Optional[str] = None, ax: Any 
             why = "the loop did not finish" if row.error else "the recorder could not see every write"
             ax.text(n_cols / 2, r + 0.5, why + " (see the printed report)", ha="center", va="center", fontsize=9)
             continue
-        for c, col in enumerate(matrix.columns):
+        for c, index in enumerate(band):
+            col = matrix.columns[index]
             cell = row.cells.get(col.key, [])
             x0, y0, w, h = c + 0.05, r + 0.1, 0.9, 0.8
             frames.append(_box(x0, y0, w, h))
@@ -321,53 +380,60 @@ def draw_crash_matrix(matrix: CrashMatrix, title: Optional[str] = None, ax: Any 
                 used.add(verdict.outcome)
                 stripes.append(_box(x0 + i * step, y0, step, h))
                 colours.append(OUTCOMES[verdict.outcome][1])
+                if verdict.model in POWER_MODELS:
+                    hatched.append(_box(x0 + i * step, y0, step, h))
             bad = sum(v.outcome != "ok" for v in cell)
             if counts and bad:
-                ax.text(c + 0.5, r + 0.5, f"{bad}/{len(cell)}", ha="center", va="center", fontsize=7.5, zorder=3,
+                ax.text(c + 0.5, r + 0.5, f"{bad}/{len(cell)}", ha="center", va="center", fontsize=7, zorder=4,
                         color="#222222", bbox=dict(boxstyle="round,pad=0.15", facecolor="white", alpha=0.85,
                                                    edgecolor="none"))
     ax.add_collection(PolyCollection(stripes, facecolors=colours, edgecolors="none", zorder=1), autolim=False)
-    ax.add_collection(PolyCollection(frames, facecolors="none", edgecolors="#444444", linewidths=0.6, zorder=2),
+    if hatched:
+        ax.add_collection(PolyCollection(hatched, facecolors="none", edgecolors="#00000055", linewidths=0,
+                                         hatch=POWER_HATCH, zorder=2), autolim=False)
+    ax.add_collection(PolyCollection(frames, facecolors="none", edgecolors="#444444", linewidths=0.6, zorder=3),
                       autolim=False)
-    ax.set_yticks([r + 0.5 for r in range(n_rows)], [row.name for row in matrix.rows])
-    ax.set_xticks([c + 0.5 for c in range(n_cols)], [col.label for col in matrix.columns], fontsize=7.5)
+    ax.set_yticks([r + 0.5 for r in range(n_rows)], [row.name for row in matrix.rows], fontsize=8.5)
+    ax.set_xticks([c + 0.5 for c in range(n_cols)], [matrix.columns[i].label for i in band], fontsize=7)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
     # Group the four positions of each turn under one heading: "turn 2: classify_tickets".
     turns: dict = {}
-    for c, col in enumerate(matrix.columns):
+    for c, index in enumerate(band):
+        col = matrix.columns[index]
         if col.turn:
             turns.setdefault(col.turn, [c, c, col.tool])[1] = c
     for turn, (first, last, tool) in turns.items():
         ax.text((first + last + 1) / 2, -0.35, f"turn {turn}: {tool}" if tool else f"turn {turn}", ha="center",
-                va="center", fontsize=8.5)
+                va="center", fontsize=8, clip_on=True)
         ax.plot([first + 0.1, last + 0.9], [-0.12, -0.12], color="#666666", linewidth=0.8)
-    shown = [k for k in OUTCOMES if k != "other" or "other" in used]
-    legend = dict(handles=[Patch(facecolor=OUTCOMES[k][1], label=OUTCOMES[k][0]) for k in shown], ncol=len(shown),
-                  fontsize=8, frameon=False, title="what a resume would find", title_fontsize=8.5)
-    if own_figure:
-        fig.legend(loc="outside lower center", **legend)
-    else:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), **legend)
-    models = " and ".join(matrix.models)
-    ax.set_title(title or f"Where crashes land ({matrix.scenario}, crash models {models})", fontsize=11)
-    return fig
+    return used
+
+
+def _wrap_label(text: str, width: int = 9) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)) or text
 
 
 def draw_file_sizes(matrix: CrashMatrix, rows: Optional[Sequence[str]] = None, title: Optional[str] = None) -> Any:
     """For each chosen row, the size of every file in the checkpoint folder at each crash point (M1).
 
-    One panel per row; the x axis is the crash points in trace order, grouped by loop position; each
-    checkpoint.json marker is coloured by what a resume would find there; grey bands are the stretches
-    around each save (save points A and B, the final save).
+    One panel per row; the x axis is the crash points in trace order, one label per turn; each
+    checkpoint.json marker is coloured by what a resume would find there; grey bands are the
+    stretches where a save is being written (save points A and B, the final save), each marked with
+    its letter, and the legend says so.
     """
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     chosen = [matrix.row(name) for name in rows] if rows is not None else list(matrix.rows)
-    fig = Figure(figsize=(12, 2.6 * len(chosen) + 0.9), layout="constrained")
+    fig = Figure(figsize=(MAX_WIDTH, 2.7 * len(chosen) + 1.0), layout="constrained")
     axes = fig.subplots(len(chosen), 1, squeeze=False)[:, 0]
+    used_all: list = []
+    names_all: list = []
     for ax, row in zip(axes, chosen):
         ordered = []
         for col in matrix.columns:
@@ -379,28 +445,44 @@ def draw_file_sizes(matrix: CrashMatrix, rows: Optional[Sequence[str]] = None, t
             style = dict(color="#333333", linewidth=1.4) if name == CHECKPOINT_NAME else \
                 dict(color="#888888", linewidth=1.0, linestyle="--")
             ax.step(xs, sizes, where="mid", label=name, **style)
+            if name not in names_all:
+                names_all.append(name)
         sizes = [len(v.files[CHECKPOINT_NAME]) / 1024 if CHECKPOINT_NAME in v.files else 0 for _, v in ordered]
-        ax.scatter(xs, sizes, c=[OUTCOMES[v.outcome][1] for _, v in ordered], s=28, zorder=3,
+        ax.scatter(xs, sizes, c=[OUTCOMES[v.outcome][1] for _, v in ordered], s=24, zorder=3,
                    edgecolors="white", linewidths=0.5)
-        # Shade the stretches where a save is in progress, and name every loop position under the axis.
-        ticks, labels, start = [], [], 0
+        # Shade the stretches where a save is in progress, letter them, and label each turn once
+        # (horizontal, under its middle), so the axis stays readable at twelve turns.
+        spans: dict = {}
+        start = 0
         for col in matrix.columns:
             n = sum(1 for c, _ in ordered if c is col)
             if not n:
                 continue
             if col.key[-1] in ("A", "B", "final"):
-                ax.axvspan(start - 0.5, start + n - 0.5, color="#f0f0f0", zorder=0)
-            ticks.append(start + (n - 1) / 2)
-            labels.append(col.label.replace("\n", " ") + (f" {col.turn}" if col.turn else ""))
+                ax.axvspan(start - 0.5, start + n - 0.5, color=SAVE_BAND, zorder=0, linewidth=0)
+                letter = "F" if col.key[-1] == "final" else col.key[-1]
+                ax.text(start + (n - 1) / 2, 0.98, letter, transform=ax.get_xaxis_transform(), ha="center",
+                        va="top", fontsize=6.5, color="#555555")
+            group = f"turn {col.turn}" if col.turn else {"start": "start", "final": "end", "done": "end"}[col.key[0]]
+            spans.setdefault(group, [start, start + n - 1])[1] = start + n - 1
             start += n
-        ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
-        ax.set_xlim(-0.5, len(ordered) - 0.5)
-        ax.set_ylabel("KiB on disk")
+        ticks = [(a + b) / 2 for a, b in spans.values()]
+        many = len(spans) > 8
+        labels = [g.replace("turn ", "") if many and g.startswith("turn") else g for g in spans]
+        ax.set_xticks(ticks, labels, rotation=0, fontsize=7.5)
+        ax.set_xlabel("turn" if many else "", fontsize=8)
+        ax.set_xlim(-0.5, max(len(ordered), 1) - 0.5)
+        ax.set_ylabel("KiB on disk", fontsize=8.5)
         ax.set_title(row.name, fontsize=10, loc="left")
-        handles = [Line2D([], [], color="#333333", label=CHECKPOINT_NAME)]
-        handles += [Line2D([], [], color="#888888", linestyle="--", label=n) for n in names if n != CHECKPOINT_NAME]
-        used = [k for k in OUTCOMES if any(v.outcome == k for _, v in ordered)]
-        handles += [Line2D([], [], marker="o", linestyle="", color=OUTCOMES[k][1], label=OUTCOMES[k][0]) for k in used]
-        ax.legend(handles=handles, fontsize=7.5, loc="upper left", frameon=False, ncol=len(handles))
+        for k in OUTCOMES:
+            if k not in used_all and any(v.outcome == k for _, v in ordered):
+                used_all.append(k)
+    handles = [Line2D([], [], color="#333333", label=CHECKPOINT_NAME)]
+    handles += [Line2D([], [], color="#888888", linestyle="--", label=_wrap_label(n, 24))
+                for n in names_all if n != CHECKPOINT_NAME]
+    handles += [Line2D([], [], marker="o", linestyle="", color=OUTCOMES[k][1],
+                       label=f"crash here: {OUTCOMES[k][0]}") for k in used_all]
+    handles.append(Patch(facecolor=SAVE_BAND, label="grey band: a save being written (A, B, F = final)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=7.5, frameon=False)
     fig.suptitle(title or "What the checkpoint folder holds at each crash point (process killed, M1)", fontsize=11)
     return fig

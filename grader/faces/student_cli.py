@@ -267,7 +267,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             sources.append(("solution", level.solution_dir))
         for title, folder in sources:
             try:
-                col = level_column(title, folder, level)
+                # The plugin's seed, as `check` and `pytest` use: the same code gets the same counts.
+                col = level_column(title, folder, level, DEFAULT_SEED)
             except Exception as exc:  # noqa: BLE001 - one broken level must not hide the others
                 col = matrix.failed_column(title, f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
             if col is None:

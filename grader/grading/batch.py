@@ -330,6 +330,9 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
         raise KeyboardInterrupt  # pytest keeps a Ctrl-C to itself; the instructor meant the whole batch
     # (The collect-only run above imported the pytest plugin too, through its entry point.)
     seed = scripted.DEFAULT_SEED if seed is None else seed
+    # Never read drawn conversations from the disk cache here: a submission runs as the same user
+    # and could have written it. The judges fork from this process and inherit the setting.
+    os.environ[conversations.CACHE_ENV] = "off"
     conversations.warm(seed, scripted.DEFAULT_EXAMPLES if examples is None else examples,
                        conversations.draws_in(sorted(level_dir.glob("test_*.py"))))
     # What a correct loop saves on each of those conversations: every judge compares with it.

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine.explore import Exploration, Violation, explore_loop, windows_for
 from grader.engine.invariants import Finding, check
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
-from grader.engine.scripted import Scenario, from_turns
+from grader.engine.scripted import Scenario, ScriptedModel, check_messages, clone, from_turns
 from grader.levels.interface import LevelModule
 
 LONG_TURNS = 200
@@ -59,6 +59,48 @@ def long_conversation(turns: int = LONG_TURNS, seed: int = 0) -> Scenario:
         calls.append(("label_ticket", {"ticket": ticket}, result))
     return from_turns("Label each of last week's tickets, one at a time", calls,
                       f"Done: {turns} tickets labelled.", seed=seed, name=f"a long task of {turns} turns")
+
+
+class _SettledModel(ScriptedModel):
+    """The long task's model, which gives its final answer early once the byte verdict is settled.
+
+    The verdict is the worst ratio of bytes written to the size of the conversation, from turn
+    FROM_TURN on. Once a turn past that is well over the limit, no later turn can bring the worst
+    back under it, and a loop that rewrites its whole history would spend most of a learner's wait
+    on turns that change nothing. A loop within the limit never trips this and runs all the turns.
+    """
+
+    stopped_at: Optional[int] = None
+
+    def __init__(self, scenario: Scenario):
+        super().__init__(scenario)
+        self._seen = 0
+        self._written = 0
+
+    def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
+        from grader.engine import recorder
+
+        index = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant") \
+            if isinstance(messages, list) else 0
+        active = recorder.active()
+        if active is not None and FROM_TURN <= index < len(self.scenario.responses) - 1:
+            ops = active.ops
+            self._written += sum(len(op.data or b"") for op in ops[self._seen:] if op.kind == "write")
+            self._seen = len(ops)
+            history = len(json.dumps(messages))
+            # Twice the limit, measured against the messages alone (a save holds a little more).
+            if self._written > 2 * AMPLIFICATION_LIMIT * history:
+                check_messages(messages)
+                self.calls += 1
+                self.stopped_at = index
+                return clone(self.scenario.responses[-1])
+        return super().__call__(tools=tools, messages=messages, **kwargs)
+
+
+@dataclass
+class _LongScenario(Scenario):
+    def model(self) -> ScriptedModel:
+        return _SettledModel(self)
 
 
 # -- bytes written ---------------------------------------------------------------------------------------
@@ -156,6 +198,7 @@ class ByteReport:
     written: list          # cumulative bytes written by the end of turn t (index t-1)
     history: list          # size of the conversation's JSON at the end of turn t
     total: int = 0         # every byte the run wrote, the final save included
+    planned: int = 0       # the turns the task had; fewer ran when the verdict was settled early
 
     @property
     def turns(self) -> int:
@@ -193,6 +236,10 @@ class ByteReport:
                  f"{_size(self.history[n - 1])} of JSON, so it wrote it about {self.amplification(n):.1f} times over.",
                  f"  The worst ratio is {worst:.1f} at turn {turn} (the limit is {AMPLIFICATION_LIMIT:g} from turn "
                  f"{FROM_TURN} on)."]
+        if self.planned > n:
+            lines.append(f"  The task had {self.planned} turns; the model gave its final answer after turn {n}, "
+                         f"once the ratio past turn {FROM_TURN} was far over the limit, since no later turn "
+                         "could undo that.")
         if early is not None and late is not None:
             lines.append(f"  Bytes per turn: {early:,.0f} over turns {EARLY[0]}-{EARLY[1]}, {late:,.0f} over turns "
                          f"{LATE[0]}-{LATE[1]} ({late / max(1.0, early):.2f} times as many).")
@@ -432,6 +479,9 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
         computed.append(shared_reference_saves(task, responses, results))
         return windows_for(ops, task, saves=computed[-1])
 
+    planned = scenario.turns
+    if measure:
+        scenario = _LongScenario(**vars(scenario))
     with tempfile.TemporaryDirectory(prefix="crashcourse-load-") as scratch:
         reader = LoaderReader(load, scratch)
         crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=check_loaded,
@@ -453,6 +503,7 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     report = None
     if measure and crashes.error is None:
         report = byte_report(crashes.ops, scenario, computed[-1] if computed else None)
+        report.planned = planned
     return JournalExploration(crashes, report, reader.calls)
 
 

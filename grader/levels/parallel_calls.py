@@ -309,6 +309,18 @@ def parallel_windows(ops: list, task: str) -> list:
                 ended_ids.append(i)
                 scripted[i] = op.payload[1]
 
+    # Most crash points of a turn allow the same states: build each once (state_after copies the whole
+    # history, so building it at every point made long conversations quadratic). The states are the
+    # same for the same responses and the same recorded results, and ``ended`` only ever grows.
+    built: dict = {}
+
+    def state(upto: int, recorded: Optional[list] = None, final: bool = False) -> dict:
+        key = (upto, len(ended), None if recorded is None else tuple(recorded), final)
+        if key not in built:
+            built[key] = state_after(task, responses_all[:upto], {i: scripted[i] for i in ended},
+                                     recorded=recorded, final=final)
+        return built[key]
+
     windows = []
     m = ms = 0
     started: list = []
@@ -349,21 +361,21 @@ def parallel_windows(ops: list, task: str) -> list:
         common = dict(started=list(started), recorded_results=len(ended), responses=got, task=task,
                       results=results, kept=frozenset(kept), names=names, calls=calls, current=current)
 
-        def complete(upto: int, got: list = got, results: list = results) -> list:
-            return [state_after(task, got[:upto], results)] if upto else [early]
+        def complete(upto: int) -> list:
+            return [state(upto)] if upto else [early]
 
         if done:
-            w = ParallelWindow("done", m, [state_after(task, got, results, final=True)], False, **common)
+            w = ParallelWindow("done", m, [state(m, final=True)], False, **common)
         elif m == 0:
             w = ParallelWindow("before-first-response", 0, [early], True, **common)
         elif ms > m:
             w = ParallelWindow("model", m, complete(m), False, fresh=True, **common)
             w.names = names
         elif not this_turn:
-            w = ParallelWindow("final", m, complete(m - 1) + [state_after(task, got, results, final=True)], m == 1,
+            w = ParallelWindow("final", m, complete(m - 1) + [state(m, final=True)], m == 1,
                                **common)
         elif calls == 0:
-            w = ParallelWindow("A", m, complete(m - 1) + [state_after(task, got, results, recorded=[])], m == 1,
+            w = ParallelWindow("A", m, complete(m - 1) + [state(m, recorded=[])], m == 1,
                                **common)
         else:
             phase = "B" if last_kind == "tool_end" else "tool"

@@ -1,0 +1,127 @@
+"""How long a learner waits for `pytest exercises/levelN`, against a one-test pytest run.
+
+    python benchmarks/latency.py                  # every level, starter and solution, bytecode off then on
+    python benchmarks/latency.py --levels 2 6     # some levels only
+    python benchmarks/latency.py --repeat 3       # best of 3 for every figure (slower, steadier)
+    python benchmarks/latency.py --no-hang        # leave out the stuck-loop timings
+
+For each level it times, in one process per run as a learner gets it:
+
+* ``pytest exercises/levelN`` on the starter and on the solution (``--submission solutions/levelN``);
+* a pytest run of one empty test in the same venv, the baseline: interpreter start, pytest, and
+  every plugin the venv installs (the kit's and Hypothesis's);
+* the ratio of the two, which is the figure that matters (target: at most 2);
+* with ``--hang`` (the default), a copy of the solution whose function spins forever, run with the
+  default loop limit: the time until pytest has reported it and stopped (budget: under 10 s).
+
+Every run is timed twice over: with bytecode caching **off** (``PYTHONDONTWRITEBYTECODE=1``, as this
+machine sets it: nothing compiled in this run is kept, and pytest re-rewrites the asserts of
+plugin modules it cannot cache) and **on** (the variable unset, after one untimed run has warmed
+``__pycache__``: what a learner has). Off is timed first, since the on runs leave caches behind
+that off runs then read. The baseline is re-measured beside each level and the ratio uses the
+baseline next to it, so a machine that gets busier part-way through skews both sides alike.
+The load average at the start and end is printed: on a shared machine, compare ratios only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from test_hang import spinning_copy  # noqa: E402 - the lead's way of making a stuck copy
+
+HANG_CASES = {1: ("checkpoint.py", "save_checkpoint"), 2: ("agent.py", "save_checkpoint"),
+              3: ("agent.py", "save_checkpoint"), 4: ("resume.py", "resume_agent"),
+              5: ("agent.py", "save_checkpoint"), 6: ("agent.py", "run_agent")}
+
+
+def _env(bytecode: bool) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def timed(args: list, env: dict, repeat: int) -> float:
+    """Best wall-clock time of ``repeat`` runs of ``python -m pytest ARGS`` from the kit's root."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def hang_seconds(level: int, env: dict, workdir: Path) -> float:
+    filename, function = HANG_CASES[level]
+    target = workdir / f"hang{level}"
+    target.mkdir()
+    spinning_copy(level, filename, function, target)
+    return timed([f"exercises/level{level}", "--submission", str(target)], env, 1)
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--levels", type=int, nargs="*", default=[1, 2, 3, 4, 5, 6])
+    parser.add_argument("--repeat", type=int, default=1, help="best of N for every figure (default 1)")
+    parser.add_argument("--no-hang", dest="hang", action="store_false", help="skip the stuck-loop timings")
+    parser.add_argument("--modes", nargs="*", default=["off", "on"], choices=["off", "on"],
+                        help="bytecode caching modes to time, in this order (default: off on)")
+    args = parser.parse_args(argv)
+    print(f"latency benchmark: {sys.executable} (Python {sys.version.split()[0]}), {os.cpu_count()} cores, "
+          f"load average at start {os.getloadavg()[0]:.1f}, best of {args.repeat}")
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="crashcourse-latency-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "one").mkdir()
+        one = tmp / "one" / "test_one.py"
+        one.write_text("def test_one():\n    assert True\n")
+        for mode in args.modes:
+            env = _env(mode == "on")
+            if mode == "on":  # a learner's second run: __pycache__ (and pytest's rewritten copies) are warm
+                timed([str(one)], env, 1)
+                for level in args.levels:
+                    timed([f"exercises/level{level}"], env, 1)
+                    timed([f"exercises/level{level}", "--submission", f"solutions/level{level}"], env, 1)
+            print(f"\nbytecode caching {mode.upper()}"
+                  + (" (PYTHONDONTWRITEBYTECODE unset, caches warm)" if mode == "on" else
+                     " (PYTHONDONTWRITEBYTECODE=1)"))
+            print(f"{'level':<6} {'one test s':>10} {'starter s':>10} {'ratio':>6} {'solution s':>11} {'ratio':>6}"
+                  + (f" {'stuck loop s':>13}" if args.hang else ""))
+            baselines = []
+            for level in args.levels:
+                base = timed([str(one)], env, args.repeat)
+                baselines.append(base)
+                starter = timed([f"exercises/level{level}"], env, args.repeat)
+                solution = timed([f"exercises/level{level}", "--submission", f"solutions/level{level}"], env,
+                                 args.repeat)
+                line = (f"{level:<6} {base:>10.2f} {starter:>10.2f} {starter / base:>6.2f} {solution:>11.2f} "
+                        f"{solution / base:>6.2f}")
+                if mode == "on":
+                    failures += (starter / base > 2) + (solution / base > 2)
+                if args.hang:
+                    (tmp / mode).mkdir(exist_ok=True)
+                    stuck = hang_seconds(level, env, tmp / mode)
+                    line += f" {stuck:>13.2f}" + ("" if stuck < 10 else "  OVER 10 s")
+                    failures += stuck >= 10
+                print(line)
+            print(f"baseline spread: {min(baselines):.2f} to {max(baselines):.2f} s "
+                  f"(median {statistics.median(baselines):.2f})")
+    print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+    print("target met: every ratio with bytecode on at most 2, every stuck loop under 10 s" if not failures else
+          f"target missed {failures} time(s): see the rows above")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
