@@ -23,7 +23,7 @@ class LoopLevel(LevelModule):
 
     def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:
         """The crash matrix column of the loop in ``folder`` on the course's scripted task."""
-        from grader.engine.explore import explore_loop
+        from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
         from grader.engine.scripted import support_tickets
         from grader.levels import columns
 
@@ -34,8 +34,11 @@ class LoopLevel(LevelModule):
         if not callable(fn):
             return columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
         scenario = support_tickets(seed)
-        exploration = explore_loop(fn, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
-                                   max_violations=10 ** 6)
+        # The same folder as the level's tests, so the matrix counts the same crash states they do
+        # (level 3's tests make its parent first: see parent_exists).
+        models = tuple(level.crash_models) or ("M1", "M2")
+        exploration = explore_loop(fn, scenario, models=models, max_violations=10 ** 6, directory=NESTED_FOLDER,
+                                   before=parent_exists if set(models) & {"M3", "M4", "M5"} else None)
         return columns.column(title, exploration, scenario.task)
 
     def warm(self, level: Any, scenarios: list) -> None:
