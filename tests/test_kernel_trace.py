@@ -128,3 +128,13 @@ def test_a_real_trace_agrees_with_what_the_child_did(tmp_path):
         os.close(r)
     assert [op.kind for op in ops] == ["mkdir", "open", "write", "fsync", "close", "rename"]
     assert ops[2].data == b"{}" and ops[-1].dest == str(folder / "c.json")
+
+
+def test_without_strace_grading_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel_trace, "_problem", None)  # both restored afterwards, for the other tests
+    monkeypatch.setattr(kernel_trace, "_checked", False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no strace on it
+    assert "apt-get install -y strace" in kernel_trace.problem()
+    monkeypatch.setattr(kernel_trace, "_checked", False)
+    monkeypatch.setenv("CRASHCOURSE_KERNEL_TRACE", "0")
+    assert "turned off" in kernel_trace.problem()
