@@ -138,3 +138,18 @@ def test_without_strace_grading_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(kernel_trace, "_checked", False)
     monkeypatch.setenv("CRASHCOURSE_KERNEL_TRACE", "0")
     assert "turned off" in kernel_trace.problem()
+
+
+@pytest.mark.skipif(kernel_trace.problem() is not None or os.uname().machine != "x86_64",
+                    reason="needs the kernel trace, and io_uring_setup's x86-64 number")
+def test_io_uring_is_refused_under_the_tracer(tmp_path):
+    # io_uring changes files without a system call per change, so nothing of it would reach the trace.
+    code = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+            "r = libc.syscall(425, 8, ctypes.create_string_buffer(120)); print(r, ctypes.get_errno())")
+    trace = KernelTrace(str(tmp_path))
+    try:
+        out = subprocess.run(trace.wrap([sys.executable, "-I", "-S", "-c", code], str(tmp_path)), pass_fds=trace.pass_fds,
+                             capture_output=True, text=True, timeout=60).stdout.split()
+    finally:
+        trace.close()
+    assert out == ["-1", "1"]  # EPERM
