@@ -44,8 +44,8 @@ REFUSED = "io_uring_setup:error=EPERM"
 COMPARED = frozenset({"open", "write", "truncate", "fsync", "rename", "link", "unlink", "mkdir", "rmdir"})
 # Bytes of one write strace prints; a longer write is compared by these first bytes, its size and
 # its offset. In full, a level-2 save of a few hundred KB is a megabyte of hex to print and read at
-# every save, which cost more than the rest of grading; 4 KiB still cost a sixth more CPU than 256
-# (the judge's own pipe messages are printed too). See benchmarks/README.md.
+# every save, which cost more than the rest of grading; 4 KiB still cost clearly more CPU than 64
+# bytes (the judge's own pipe messages are printed too). See benchmarks/README.md.
 STRING_LIMIT = 256
 MISMATCH = "the recorded file operations do not match what the kernel saw"
 
