@@ -58,6 +58,7 @@ EXPECTED = {
     "reads_environment": ("passed", 10.0, None),
     "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
     "forges_recorded_ops": ("failed", 0.0, "the recorded file operations do not match what the kernel saw"),
+    "kills_its_tracer": ("error", 0.0, "the tracer that watches your code's file operations was killed"),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
     # attacks on the box, the other students and the grader: each blocked, so the loop earns 10
@@ -223,7 +224,7 @@ def test_the_report_has_the_contract_shape(batch):
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
-    if student == "forges_recorded_ops" and kernel_trace.problem():
+    if student in ("forges_recorded_ops", "kills_its_tracer") and kernel_trace.problem():
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
     text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])

@@ -232,7 +232,13 @@ class Worker:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
+        tracer = self.kernel is not None and code is not None and code < 0 and self.kernel.tracer_killed()
         self.stop()
+        if tracer:
+            raise Incident(self.box.incident(
+                f"the tracer that watches your code's file operations was killed while {what} (code in this "
+                "submission can do that, for instance with os.kill(os.getppid(), ...)). Without it nothing your "
+                "code does to files can be checked, so nothing is scored"))
         if code is not None and code < 0:
             sig = -code
             why = {signal.SIGXCPU: "it used more CPU time than a submission may",

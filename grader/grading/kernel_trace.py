@@ -134,6 +134,8 @@ class KernelTrace:
         self.next_handle = 1
         self.tampered: Optional[str] = None
         self.proc: Any = None
+        self.first_pid: Optional[str] = None  # the worker: strace's first tracee
+        self.worker_ended = False  # strace wrote how the worker ended (it does unless it was killed first)
 
     @property
     def pass_fds(self) -> tuple:
@@ -189,7 +191,11 @@ class KernelTrace:
             self._tamper(f"a line the tracer would never write: {line[:80]!r}")
             return
         pid, rest = m.groups()
+        if self.first_pid is None:
+            self.first_pid = pid
         if rest.startswith(("+++ ", "--- ")):
+            if pid == self.first_pid and rest.startswith("+++ "):
+                self.worker_ended = True
             return
         if rest.endswith(_UNFINISHED):
             self.pending[pid] = rest[: -len(_UNFINISHED)]
@@ -317,6 +323,11 @@ class KernelTrace:
             self.cwd = _annotation(args[0])[1]
 
     # -- the judge's questions -----------------------------------------------------------------
+    def tracer_killed(self) -> bool:
+        """Whether strace was killed while the worker lived (then it never wrote how the worker ended)."""
+        self._read()
+        return self.first_pid is not None and not self.worker_ended
+
     def take(self, wire_bytes: int) -> list[Op]:
         """The operations the kernel saw before the worker wrote byte ``wire_bytes`` to the judge."""
         n = 0
