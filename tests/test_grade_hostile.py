@@ -58,7 +58,9 @@ EXPECTED = {
     "reads_environment": ("passed", 10.0, None),
     "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
     "forges_recorded_ops": ("failed", 0.0, "the recorded file operations do not match what the kernel saw"),
-    "kills_its_tracer": ("error", 0.0, "the tracer that watches your code's file operations was killed"),
+    # In a box its parent is bwrap's, in another pid namespace: strace is out of its reach, so the
+    # kill misses and its working loop earns full marks. (With --no-box the kill lands: an error, 0/10.)
+    "kills_its_tracer": ("passed", 10.0, None),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
     # attacks on the box, the other students and the grader: each blocked, so the loop earns 10
