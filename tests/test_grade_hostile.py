@@ -30,6 +30,7 @@ import pytest
 
 from grader.faces import plugin
 from grader.grading import bubblewrap
+from grader.grading import kernel_trace
 from grader.grading import reports
 from grader.grading import sandbox
 
@@ -56,6 +57,10 @@ EXPECTED = {
     "nondaemon_thread": ("passed", 10.0, None),
     "reads_environment": ("passed", 10.0, None),
     "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
+    "forges_recorded_ops": ("failed", 0.0, "the recorded file operations do not match what the kernel saw"),
+    # In a box its parent is bwrap's, in another pid namespace: strace is out of its reach, so the
+    # kill misses and its working loop earns full marks. (With --no-box the kill lands: an error, 0/10.)
+    "kills_its_tracer": ("passed", 10.0, None),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
     # attacks on the box, the other students and the grader: each blocked, so the loop earns 10
@@ -221,6 +226,8 @@ def test_the_report_has_the_contract_shape(batch):
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
+    if student in ("forges_recorded_ops", "kills_its_tracer") and kernel_trace.problem():
+        pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
     text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
     assert (got["status"], got["score"]) == (status, score), text[:1500]

@@ -32,6 +32,7 @@ from typing import Optional
 from grader.grading import bubblewrap
 from grader.grading import reports
 from grader.grading import sandbox
+from grader.grading import kernel_trace
 from grader.levels.manifest import package_root
 
 # The instructor's kit: a checkout, or the copy a wheel carries (never a student's workspace).
@@ -405,6 +406,10 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     if not boxed and not read_only:
         notes.append("a read-only view of the file system was not available here (it needs root and mount "
                      "namespaces); the grader checked afterwards that the submissions folder did not change instead")
+    traced = kernel_trace.problem()  # checked once here, before the judges fork, so each inherits the answer
+    if traced:
+        notes.append(f"no kernel trace of the submissions' file operations: {traced}. The grades rest on what "
+                     "each submission's own process recorded, which its code could have changed")
     preload(level_dir, seed, examples)
     from grader.grading.judge import prepare_config
     config = prepare_config(str(level_dir), seed, examples)

@@ -21,6 +21,7 @@ from typing import Optional
 
 from grader.engine.recorder import real_os
 from grader.grading import bubblewrap
+from grader.grading import kernel_trace
 from grader.grading import sandbox
 from grader.grading.wire import HEADER, MAX_MESSAGE, reply_size, request_frame, unframe
 
@@ -60,6 +61,8 @@ class Box:
         self.load_failures: dict[str, str] = {}
         self.calls = 0
         self.needs_local: set = set()
+        # Whether each worker runs under strace (grader.grading.kernel_trace), and if not, why not.
+        self.kernel_problem = kernel_trace.problem()
 
     def incident(self, reason: str) -> str:
         self.incidents.setdefault(self.current or "(outside any test)", reason)
@@ -123,18 +126,29 @@ class Worker:
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
         argv = [sys.executable, "-I", "-S", "-c", code]
+        pass_fds = (to_worker_r, from_worker_w)
         self.cgroup = None
+        self.consumed = 0  # bytes of whole messages read from the worker (where the kernel trace must reach)
+        self.kernel: Optional[kernel_trace.KernelTrace] = None
+        if pytest_args is None and box.kernel_problem is None:
+            self.kernel = kernel_trace.KernelTrace(box.root)
+            pass_fds += self.kernel.pass_fds
         if box.boxed:
-            self.cgroup, self.proc = bubblewrap.start(box, argv, (to_worker_r, from_worker_w), out_w, env,
-                                                      cwd or env["HOME"], tests=pytest_args is not None)
+            # strace wraps bwrap: the tracer stays outside the box's pid namespace, out of its reach.
+            self.cgroup, self.proc = bubblewrap.start(box, argv, pass_fds, out_w, env, cwd or env["HOME"],
+                                                      tests=pytest_args is not None,
+                                                      wrap=self.kernel.wrap if self.kernel is not None else None)
         else:
-            self.proc = subprocess.Popen(argv, pass_fds=(to_worker_r, from_worker_w),
+            command = self.kernel.wrap(argv, cwd or env["HOME"]) if self.kernel is not None else argv
+            self.proc = subprocess.Popen(command, pass_fds=pass_fds,
                                          stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
                                          cwd=cwd or env["HOME"], start_new_session=True,
                                          preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only,
                                                                         box.hide))
         for fd in (to_worker_r, from_worker_w, out_w):
             os.close(fd)
+        if self.kernel is not None:
+            self.kernel.started(self.from_worker, self.proc)
         if pytest_args is not None:
             blob = json.dumps(pytest_args).encode()
             os.write(self.to_worker, len(blob).to_bytes(4, "big") + blob)
@@ -179,6 +193,7 @@ class Worker:
                 if len(self.inbox) >= HEADER + size:
                     data = bytes(self.inbox[:HEADER + size])
                     del self.inbox[:HEADER + size]
+                    self.consumed += HEADER + size
                     message = unframe(data, objects)
                     if not isinstance(message, dict):
                         self.stop()
@@ -217,7 +232,13 @@ class Worker:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
+        tracer = self.kernel is not None and code is not None and code < 0 and self.kernel.tracer_killed()
         self.stop()
+        if tracer:
+            raise Incident(self.box.incident(
+                f"the tracer that watches your code's file operations was killed while {what} (code in this "
+                "submission can do that, for instance with os.kill(os.getppid(), ...)). Without it nothing your "
+                "code does to files can be checked, so nothing is scored"))
         if code is not None and code < 0:
             sig = -code
             why = {signal.SIGXCPU: "it used more CPU time than a submission may",
@@ -257,4 +278,6 @@ class Worker:
         for fd in (self.to_worker, self.from_worker):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.kernel is not None:
+            self.kernel.close()
         return killed

@@ -440,10 +440,13 @@ def _check() -> Optional[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def start(box, argv: list, pass_fds: tuple, output_fd: int, env: dict, cwd: str, tests: bool = False):
+def start(box, argv: list, pass_fds: tuple, output_fd: int, env: dict, cwd: str, tests: bool = False,
+          wrap=None):
     """Start ``argv`` in a new box for the judge's ``box``; returns ``(cgroup, Popen)``.
 
     ``tests``: the level's tests are bound read-only too (a fault-injection check runs beside the code).
+    ``wrap``: ``wrap(command, cwd)`` returns the command that runs the whole box (bwrap included) under a
+    tracer (:meth:`grader.grading.kernel_trace.KernelTrace.wrap`).
     """
     limits = box.limits if isinstance(box.limits, Limits) else Limits(**vars(box.limits))
     cgroup = Cgroup(box.token, limits)
@@ -451,6 +454,8 @@ def start(box, argv: list, pass_fds: tuple, output_fd: int, env: dict, cwd: str,
     fds = tuple(pass_fds) + ((fd,) if fd is not None else ())
     try:
         cmd = command(box.root, argv, cwd=cwd, limits=limits, seccomp_fd=fd, also=box.tests if tests else ())
+        if wrap is not None:
+            cmd = wrap(cmd, cwd)
         proc = subprocess.Popen(cmd, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=output_fd, stderr=output_fd,
                                 env=env, cwd="/", start_new_session=True, preexec_fn=preexec(limits, cgroup))
     except BaseException:

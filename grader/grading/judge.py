@@ -32,8 +32,10 @@ What that buys:
   the remaining tests fail at once with the same reason;
 * lying about file operations (speaking the worker's wire protocol directly): after each recorded
   call the judge replays the trace and compares it with the files really on disk; a mismatch
-  makes the run "unseen", which fails. A lie that leaves the same final files is not caught: that
-  would need syscall tracing (see the report).
+  makes the run "unseen", which fails. A lie that leaves the same final files (a submission that
+  edits the recorder's list from inside its own process) is caught by the kernel's account: the
+  worker runs under strace, and the operations it reports up to each message must be the system
+  calls it made (:mod:`grader.grading.kernel_trace`); where they differ the run is not trusted.
 
 The worker's data is decoded as JSON with a few tagged forms and checked (kinds of operation,
 types of fields); written bytes travel raw after the JSON, by offset. Nothing it sends is
@@ -64,6 +66,7 @@ Where each job lives:
 
 * :mod:`grader.grading.wire`  the format on the pipes, both halves (worker's encoder, judge's decoder);
 * :mod:`grader.grading.box`  one submission's box and the worker process (:class:`Box`, :class:`Worker`);
+* :mod:`grader.grading.kernel_trace`  the worker's file-system calls as strace saw them, compared with what it reported;
 * :mod:`grader.grading.stand_in`  the stand-in for the student's module, and what crosses with a call;
 * :mod:`grader.grading.outcomes`  the outcome collector every run of a level's tests shares;
 * :mod:`grader.grading.scenarios`  an instructor's own scenarios;

@@ -1,0 +1,155 @@
+"""The kernel's account of a worker's file operations (grader.grading.kernel_trace).
+
+Lines in strace's own format (``-f -y -xx``) are read into operations; two accounts of one run are
+compared, and the first difference is worded for the learner; a real strace run of a small child
+agrees with what the child did, and is read only up to the bytes it sent on the judge's pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from grader.engine.ops import Op
+from grader.grading import kernel_trace
+from grader.grading.kernel_trace import MISMATCH, KernelTrace, compare
+
+
+def hx(text) -> str:
+    data = text.encode() if isinstance(text, str) else text
+    return "".join(f"\\x{b:02x}" for b in data)
+
+
+def feed(trace: KernelTrace, lines: list) -> None:
+    for line in lines:
+        trace._line(line)
+
+
+@pytest.fixture
+def trace(tmp_path):
+    t = KernelTrace(str(tmp_path))
+    t.cwd = "/box/home"
+    t.pipe = "pipe:[777]"
+    yield t
+    t.close()
+
+
+def test_strace_lines_become_the_engines_operations(trace):
+    ck, tmp = "/box/home/ck/checkpoint.json", "/box/home/ck/checkpoint.json.tmp"
+    feed(trace, [
+        f'10 mkdir("{hx("ck")}", 0777) = 0',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/checkpoint.json.tmp")}", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, '
+        f'0666) = 3<{hx(tmp)}>',
+        f'10 lseek(3<{hx(tmp)}>, 0, SEEK_CUR) = 0',
+        f'10 write(3<{hx(tmp)}>, "{hx("{}")}", 2 <unfinished ...>',
+        f'11 write(4<{hx("pipe:[777]")}>, "{hx("abcd")}", 4) = 4',
+        '10 <... write resumed>) = 2',
+        f'10 writev(3<{hx(tmp)}>, [{{iov_base="{hx("ab")}", iov_len=2}}, {{iov_base="{hx("cd")}", iov_len=2}}], 2) = 3',
+        f'10 fsync(3<{hx(tmp)}>) = 0',
+        f'10 close(3<{hx(tmp)}>) = 0',
+        f'10 rename("{hx("ck/checkpoint.json.tmp")}", "{hx("ck/checkpoint.json")}") = 0',
+        f'10 unlink("{hx("ck/gone")}") = -1 ENOENT (No such file or directory)',
+        f'10 chdir("{hx("ck")}") = 0',
+        f'10 unlinkat(AT_FDCWD<{hx("/box/home/ck")}>, "{hx("old")}", 0) = 0',
+        '10 +++ exited with 0 +++',
+    ])
+    assert trace.tampered is None
+    assert trace.wire == 4
+    ops = trace.take(10)
+    assert [(op.kind, op.path, op.dest) for op in ops] == [
+        ("mkdir", "/box/home/ck", None), ("open", tmp, None), ("write", tmp, None), ("write", tmp, None),
+        ("fsync", tmp, None), ("close", tmp, None), ("rename", tmp, ck), ("unlink", "/box/home/ck/old", None)]
+    assert ops[1].flags == {"create", "trunc"}
+    # writev's bytes are the buffers joined, cut to what the call returned; offsets follow the writes.
+    assert [(op.data, op.offset) for op in ops[2:4]] == [(b"{}", 0), (b"abc", 2)]
+
+
+def test_operations_are_handed_out_by_the_message_they_came_before(trace):
+    path = "/box/home/a"
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("a")}", O_WRONLY|O_CREAT, 0666) = 3<{hx(path)}>',
+        f'10 write(5<{hx("pipe:[777]")}>, "{hx("msg1")}", 4) = 4',
+        f'10 write(3<{hx(path)}>, "{hx("x")}", 1) = 1',
+        f'10 write(5<{hx("pipe:[777]")}>, "{hx("msg2")}", 4) = 4',
+    ])
+    assert [op.kind for op in trace.take(4)] == ["open"]
+    assert [op.kind for op in trace.take(8)] == ["write"]
+    assert trace.take(8) == []
+
+
+def test_a_line_strace_would_never_write_is_tampering(trace):
+    feed(trace, ['10 write(3<x>, "ab", 2) = 2', "pretend this is a rename"])
+    assert "never write" in trace.tampered
+
+
+def test_a_forged_atomic_save_is_told_apart_from_the_in_place_one():
+    ck, tmp = "/w/ck/checkpoint.json", "/w/ck/checkpoint.json.tmp"
+    kernel = [Op(-1, "open", api="openat", path=ck, handle=1, flags=frozenset({"create", "trunc"})),
+              Op(-1, "write", api="write", path=ck, handle=1, data=b"{}")]
+    honest = [Op(0, "open", api="open", path=ck, handle=7, flags=frozenset({"create", "trunc", "existed"})),
+              Op(1, "write", api="write", path=ck, handle=7, data=b"{}"),
+              Op(2, "flush", api="flush", path=ck, handle=7)]
+    assert compare(honest, kernel, ["/w/ck"]) is None
+    forged = [Op(0, "open", api="open", path=tmp, handle=7, flags=frozenset({"create", "trunc"})),
+              Op(1, "write", api="write", path=tmp, handle=7, data=b"{}"),
+              Op(2, "fsync", api="os.fsync", path=tmp, handle=7),
+              Op(3, "rename", api="os.replace", path=tmp, dest=ck)]
+    said = compare(forged, kernel, ["/w/ck"])
+    assert said.startswith(MISMATCH) and "checkpoint.json.tmp" in said
+    other_bytes = [honest[0], Op(1, "write", api="write", path=ck, handle=7, data=b"[]")]
+    assert "write of 2 bytes" in compare(other_bytes, kernel, ["/w/ck"])
+    dropped = honest[:1]
+    assert "missing from the recorded operations" in compare(dropped, kernel, ["/w/ck"])
+    # Operations outside the watched folder are not compared.
+    assert compare(honest + [Op(3, "unlink", api="os.unlink", path="/elsewhere/x")], kernel, ["/w/ck"]) is None
+
+
+@pytest.mark.skipif(kernel_trace.problem() is not None, reason=f"no kernel trace here: {kernel_trace.problem()}")
+def test_a_real_trace_agrees_with_what_the_child_did(tmp_path):
+    folder = tmp_path / "ck"
+    r, w = os.pipe()
+    trace = KernelTrace(str(tmp_path))
+    code = (f"import os; os.makedirs('ck'); f = open('ck/c.tmp', 'w'); f.write('{{}}'); f.flush(); "
+            f"os.fsync(f.fileno()); f.close(); os.replace('ck/c.tmp', 'ck/c.json'); os.write({w}, b'done')")
+    command = trace.wrap([sys.executable, "-I", "-S", "-c", code], str(tmp_path))
+    proc = subprocess.Popen(command, pass_fds=(w,) + trace.pass_fds, cwd=tmp_path)
+    os.close(w)
+    trace.started(r, proc)
+    assert os.read(r, 4) == b"done"
+    try:
+        assert trace.catch_up(4)
+        ops = [op for op in trace.take(4) if op.path and op.path.startswith(str(folder))]
+    finally:
+        proc.wait(timeout=30)
+        trace.close()
+        os.close(r)
+    assert [op.kind for op in ops] == ["mkdir", "open", "write", "fsync", "close", "rename"]
+    assert ops[2].data == b"{}" and ops[-1].dest == str(folder / "c.json")
+
+
+def test_without_strace_grading_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel_trace, "_problem", None)  # both restored afterwards, for the other tests
+    monkeypatch.setattr(kernel_trace, "_checked", False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no strace on it
+    assert "apt-get install -y strace" in kernel_trace.problem()
+    monkeypatch.setattr(kernel_trace, "_checked", False)
+    monkeypatch.setenv("CRASHCOURSE_KERNEL_TRACE", "0")
+    assert "turned off" in kernel_trace.problem()
+
+
+@pytest.mark.skipif(kernel_trace.problem() is not None or os.uname().machine != "x86_64",
+                    reason="needs the kernel trace, and io_uring_setup's x86-64 number")
+def test_io_uring_is_refused_under_the_tracer(tmp_path):
+    # io_uring changes files without a system call per change, so nothing of it would reach the trace.
+    code = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+            "r = libc.syscall(425, 8, ctypes.create_string_buffer(120)); print(r, ctypes.get_errno())")
+    trace = KernelTrace(str(tmp_path))
+    try:
+        out = subprocess.run(trace.wrap([sys.executable, "-I", "-S", "-c", code], str(tmp_path)), pass_fds=trace.pass_fds,
+                             capture_output=True, text=True, timeout=60).stdout.split()
+    finally:
+        trace.close()
+    assert out == ["-1", "1"]  # EPERM
