@@ -273,3 +273,24 @@ def _older_save(data: dict, window: Window) -> Finding:
               "no-final-save" if want == "the final save" else "no-save-b")
     return Finding("WHOLE", f"checkpoint.json is an older save: it holds {have}, but the loop had already "
                    f"completed {want}", "resume continues from behind what already happened, and repeats it", missed)
+
+
+def final_save_problem(raw: Optional[bytes], returned: Any) -> str:
+    """Why the checkpoint a finished run left behind is not its final save, or "" when it is.
+
+    The loop appends the model's final answer, saves, and only then returns: so once run_agent has
+    returned, the file on disk holds the same six fields as the state it returned.
+    """
+    if raw is None:
+        return ("run_agent returned, but it left no checkpoint.json at all. The loop saves once more after the "
+                "model's final answer, so that a finished task is on disk as finished")
+    data, error = parse(raw)
+    if error or not isinstance(data, dict) or field_problems(data):
+        return "run_agent returned, but the checkpoint.json it left is not a whole save of the six fields"
+    if not isinstance(returned, dict) or not all(k in returned for k in FIELDS):
+        return ""  # what run_agent returned is judged by its own check
+    if {k: data[k] for k in FIELDS} == {k: returned[k] for k in FIELDS}:
+        return ""
+    return (f"run_agent returned the finished task, but checkpoint.json still holds {_scene(data)}: the model's "
+            "final answer was never saved. A resume from this file would ask the model again for an answer "
+            "it already gave")

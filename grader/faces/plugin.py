@@ -247,12 +247,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     """The check ids a failing test's exception carries become data on its report (user_properties)."""
     if call.excinfo is not None:
-        from grader.faces.assertions import checks_of
+        from grader.faces.assertions import causes_of, checks_of
         from grader.levels.registry import PROPERTY
 
         ids = checks_of(call.excinfo.value)
         if ids:
             item.user_properties.append((PROPERTY, ids))
+        causes = causes_of(call.excinfo.value)
+        if causes:
+            item.user_properties.append(("crashcourse_causes", causes))
     yield
 
 
