@@ -271,6 +271,25 @@ def test_hints_come_one_step_at_a_time_for_the_first_failing_task(kit, capsys):
     assert "task 1: The loop still finishes the task" in out and "(hint 1 of 3)" in out
 
 
+def test_hint_follows_the_remembered_cause_not_only_the_failing_task(kit, capsys):
+    """A check that failed task 2 for a missing save point B remembers task 3 as the one to hint at."""
+    shutil.copy(KIT / "exercises" / "level2" / "hints.md", kit / "exercises" / "level2" / "hints.md")
+    remember_failing(kit, [2, 3])
+    status_path = kit / ".crashcourse" / "status.json"
+    status = json.loads(status_path.read_text())
+    level = manifest.load(kit).level(2)
+    run = student_cli.TestRun(1, [student_cli.TestResult("t::test_a", "failed", 2, 3.0, "WHOLE broken: ...",
+                                                         ["loop/WHOLE"], ["no-save-b"])])
+    status["2"]["hint_task"] = student_cli.hint_task(level, run)
+    assert status["2"]["hint_task"] == 3
+    status_path.write_text(json.dumps(status))
+    code, out = run_cli(capsys, "hint", "2")
+    assert code == 0 and "task 3: Every tool call that starts is on disk" in out
+    # A cause no task's hints name falls back to the first failing task.
+    run.results[0].causes = ["mixed"]
+    assert student_cli.hint_task(level, run) == 2
+
+
 def test_hint_when_everything_passes(kit, capsys):
     remember_failing(kit, [])
     code, out = run_cli(capsys, "hint", "2")

@@ -383,7 +383,7 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             out(f"Next: level {later[0].number}, {later[0].title} (crashcourse check {later[0].number}).")
     else:
         task = (tests.failing_tasks() or [1])[0]
-        hinted = _hint_task(level, tests)
+        hinted = hint_task(level, tests)
         if hinted is None or hinted == task:
             out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still "
                 "failing)")
@@ -453,7 +453,7 @@ def wrap_block(text: str, width: int, indent: str = "") -> str:
     return "\n".join(out)
 
 
-def _hint_task(level: manifest_mod.Level, tests: TestRun) -> Optional[int]:
+def hint_task(level: manifest_mod.Level, tests: TestRun) -> Optional[int]:
     """The task whose hints fit the first failure: the one its recorded cause belongs to (hints.md
     names them), else the first failing task; None when nothing fails."""
     failing = tests.failing_tasks()
@@ -467,7 +467,7 @@ def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutc
     status = _read_state("status.json")
     status[str(level.number)] = {"folder": str(folder.resolve()), "passed": outcome.ok,
                                  "failing_tasks": outcome.tests.failing_tasks(),
-                                 "hint_task": _hint_task(level, outcome.tests),
+                                 "hint_task": hint_task(level, outcome.tests),
                                  "files": files_signature(level.watched_files(folder))}
     _write_state("status.json", status)
 
@@ -510,7 +510,7 @@ def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> Optio
     run = run_tests(level, folder, examples=3)
     if run.problem:
         return tasks[0].number if tasks else None
-    return _hint_task(level, run)
+    return hint_task(level, run)
 
 
 def cmd_hint(args: argparse.Namespace) -> int:

@@ -1,0 +1,129 @@
+"""The cause table: for each submission, the first test it fails, the cause that failure records
+(as data), and the words its message must (and must not) use.
+
+A loop can break one invariant for several reasons (an older save is a missing save point B in one
+loop and a missing final save in another); the message, the closing question and the next hint
+must name the reason this code has. Each row runs the level's own tests on the submission in this
+process, as `pytest exercises/levelN --submission DIR` would, stopping at the first failure, and
+reads the outcome the kit's collector keeps (the causes come from user_properties, not the text).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader.faces import student_cli
+from grader.grading.outcomes import Outcomes
+from grader.levels import manifest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus"
+
+
+@dataclass
+class Row:
+    level: int
+    submission: str            # a corpus file (copied in as the level's file), or a folder of the repo
+    first: str                 # the first failing test
+    cause: str                 # the cause it records first ("" = none)
+    names: tuple               # words the failure must contain
+    not_names: tuple = ()      # words it must not contain (a wrong cause, a misleading file name)
+    hint_task: int = 0         # the task `crashcourse hint` leads to (0: the first failing task)
+    also: dict = field(default_factory=dict)   # later tests of the same run: {test: (cause, names, not_names)}
+
+
+TEMP_FILE_QUESTION = "where the new bytes go"
+
+ROWS = [
+    Row(2, "level2/w20_saves_only_at_a_atomically.py", "test_the_loop_still_finishes_the_task", "no-final-save",
+        ("final answer was never saved", "save point A"), (TEMP_FILE_QUESTION,),
+        also={"test_a_crash_mid_save_never_leaves_half_a_file": (
+            "no-save-b", ("Nothing was saved after the tool returned (save point B)", "Count the saves"),
+            (TEMP_FILE_QUESTION, "temp file"))}),
+    Row(2, "level2/w16_no_final_save.py", "test_the_loop_still_finishes_the_task", "no-final-save",
+        ("final answer was never saved", "turn 3, save point B"), (TEMP_FILE_QUESTION,),
+        also={"test_a_crash_mid_save_never_leaves_half_a_file": (
+            "no-final-save", ("The final answer was never saved", "model's last answer"), (TEMP_FILE_QUESTION,))}),
+    Row(2, "level2/w09_save_at_a_only.py", "test_a_crash_mid_save_never_leaves_half_a_file", "no-save-b",
+        ("save point B", "Count the saves in one turn"), (TEMP_FILE_QUESTION, "temp file"), hint_task=3),
+    Row(2, "level2/w21_removes_the_old_file_first.py", "test_every_tool_call_that_starts_is_on_disk",
+        "deleted-first", ("just deleted checkpoint.json (os.unlink)", "before checkpoint.new was renamed in",
+                          "replaces the old file in one step"),
+        ("never reach",), hint_task=2),
+    Row(2, "level2/w22_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
+        "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
+        ("never reach",)),
+    Row(2, "level2/w04_replace_inside_with.py", "test_a_crash_mid_save_never_leaves_half_a_file", "buffered-rename",
+        ("still in Python's buffer", "`with` block had not closed",
+         # the torn write landed in the file the learner calls checkpoint.json: name it so
+         "to checkpoints/checkpoint.json (opened as checkpoint.json.tmp, renamed before this)"),
+        ("to checkpoints/checkpoint.json.tmp at offset",)),
+    Row(2, "level2/w08_save_at_b_only.py", "test_every_tool_call_that_starts_is_on_disk", "no-save-a",
+        ("while `list_tickets` runs", "Which save point does this loop never reach?"), (TEMP_FILE_QUESTION,)),
+    Row(2, "exercises/level2", "test_a_crash_mid_save_never_leaves_half_a_file", "in-place",
+        ("This save writes checkpoint.json itself", TEMP_FILE_QUESTION), ("never reach",)),
+]
+
+
+def run_level(level: int, submission: str, tmp_path: Path) -> tuple[Outcomes, Path]:
+    """The level's tests on ``submission`` in this process, stopping at the first failure (but running
+    the tests a row asks about past it)."""
+    lv = manifest.load().require(level)
+    source = ROOT / submission if (ROOT / submission).is_dir() else CORPUS / submission
+    if source.is_dir():
+        folder = source
+    else:
+        folder = tmp_path / "submission"
+        folder.mkdir()
+        shutil.copy(source, folder / lv.files[0])
+    collector = Outcomes()
+    # The generated conversations are the slow part and name no cause of their own in these rows.
+    code = pytest.main([str(ROOT / lv.folder), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+                        "-k", "not generated_conversations", "--color=no"], plugins=[collector])
+    assert code in (0, 1), f"pytest exit status {code}"
+    return collector, folder
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.submission.rsplit("/", 1)[-1].removesuffix(".py") for r in ROWS])
+def test_each_failure_names_its_cause(row, tmp_path):
+    collector, _ = run_level(row.level, row.submission, tmp_path)
+    tests = list(collector.tests.values())
+    failed = [t for t in tests if t.status != "passed"]
+    assert failed, "the submission passed every test"
+    first = failed[0]
+    assert first.name == row.first, f"first failing test is {first.name}, not {row.first}:\n{first.output}"
+    assert (first.causes[:1] or [""])[0] == row.cause, (first.causes, first.output)
+    for words in row.names:
+        assert words in first.output, f"{words!r} missing from:\n{first.output}"
+    for words in row.not_names:
+        assert words not in first.output, f"{words!r} (a wrong cause) in:\n{first.output}"
+    for name, (cause, names, not_names) in row.also.items():
+        later = next(t for t in tests if t.name == name)
+        assert later.status == "failed" and later.causes[:1] == [cause], (later.causes, later.output)
+        for words in names:
+            assert words in later.output, f"{name}: {words!r} missing from:\n{later.output}"
+        for words in not_names:
+            assert words not in later.output, f"{name}: {words!r} (a wrong cause) in:\n{later.output}"
+
+    # The nudge and the next hint follow the recorded cause, not only the first failing task.
+    lv = manifest.load().require(row.level)
+    run = student_cli.TestRun(1, [student_cli.TestResult(t.nodeid, t.status, t.task, t.points, t.output,
+                                                         t.checks, t.causes) for t in tests])
+    assert student_cli.hint_task(lv, run) == (row.hint_task or first.task)
+
+
+def test_every_cause_a_hint_names_is_one_the_engine_knows():
+    from grader.engine.invariants import CAUSES
+    from grader.faces.assertions import NUDGES
+
+    assert set(NUDGES) <= set(CAUSES)
+    for lv in manifest.load().existing():
+        for task in manifest.parse_hints(lv.starter_dir / lv.hints):
+            assert set(task.causes) <= set(CAUSES), (lv.number, task.number, task.causes)
+    level2 = manifest.parse_hints(manifest.load().require(2).starter_dir / "hints.md")
+    covered = {c for task in level2 for c in task.causes}
+    assert set(NUDGES) <= covered, "a cause level 2 can show leads to no task's hints"
