@@ -133,8 +133,13 @@ def test_the_starter_column_names_each_planted_failure_in_the_loops_words(level2
     assert cells["turn 1, save point B, mid write"] == ["torn file"]
     assert cells["turn 1, save point B, after open"] == ["empty file"]
     assert cells["turn 2, `classify_tickets` running"] == ["untraced tool call"]
-    assert cells["turn 1, save point A"] == ["ok"]
+    assert cells["turn 1, `list_tickets` named, no save"] == ["ok"]
     assert starter.failed and not solution.failed
+    # A save point is named only where the loop saved: the starter saves at B and at the end, never at A.
+    starter_words = {phase for phase, _ in starter.labels.values()}
+    solution_words = {phase for phase, _ in solution.labels.values()}
+    assert not any("save point A" in w for w in starter_words) and "turn 1, save point B" in starter_words
+    assert "turn 1, save point A" in solution_words and "final save" in solution_words
     assert all(cell == ["ok"] for cell in solution.cells.values())
 
 
