@@ -127,3 +127,29 @@ def test_every_cause_a_hint_names_is_one_the_engine_knows():
     level2 = manifest.parse_hints(manifest.load().require(2).starter_dir / "hints.md")
     covered = {c for task in level2 for c in task.causes}
     assert set(NUDGES) <= covered, "a cause level 2 can show leads to no task's hints"
+
+
+BROKEN = 'import json\n\n\ndef save_checkpoint(state, directory="checkpoints"):\n    with open("x" as f:\n        pass\n'
+
+
+def test_a_syntax_error_is_shown_once_as_python_shows_it_under_pytest(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "agent.py").write_text(BROKEN)
+    collector = Outcomes()
+    pytest.main([str(ROOT / "exercises" / "level2"), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+                 "--color=no"], plugins=[collector])
+    first, *rest = collector.tests.values()
+    assert 'File "agent.py", line 5' in first.output and "SyntaxError: " in first.output, first.output
+    assert "During handling" not in first.output and "Traceback" not in first.output
+    assert rest and all(t.output.startswith("Not run: agent.py has a syntax error on line 5")
+                        and "SyntaxError" not in t.output for t in rest), [t.output for t in rest]
+
+
+def test_a_syntax_error_is_shown_once_under_check(tmp_path):
+    (tmp_path / "agent.py").write_text(BROKEN)
+    lines: list = []
+    student_cli.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
+    text = "\n".join(lines)
+    assert text.count("SyntaxError: ") == 1 and text.count('File "agent.py", line 5') == 1, text
+    assert "During handling" not in text

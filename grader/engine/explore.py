@@ -380,11 +380,24 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
     return recorder, returned, error, tools
 
 
+# An exception raised in another process (the grading sandbox) carries the learner's own frames,
+# formatted there, under this attribute: the frames here would be the kit's.
+REMOTE_FRAMES = "crashcourse_frames"
+
+
 def short_traceback(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    keep = [f for f in frames if os.sep + "grader" + os.sep not in f.filename] or frames[-1:]
-    where = "".join(traceback.format_list(keep[-3:]))
-    return f"{type(exc).__name__}: {exc}\n{where}".rstrip()
+    """The exception and the learner's frames it came through (never the kit's own)."""
+    remote = getattr(exc, REMOTE_FRAMES, None)
+    if isinstance(remote, str):
+        where = remote
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        keep = [f for f in frames if os.sep + "grader" + os.sep not in f.filename]
+        where = "".join(traceback.format_list(keep[-3:]))
+    message = str(exc)
+    if isinstance(remote, str) and where.strip() and message.endswith("]") and " [" in message:
+        message = message[:message.rindex(" [")]  # the frames below say where, in full
+    return f"{type(exc).__name__}: {message}\n{where}".rstrip()
 
 
 def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Optional[list] = None) -> list[Window]:

@@ -346,6 +346,11 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
         tests = pending.result()
     outcome = CheckOutcome(level, folder, col, tests)
+    first = _first_failure_text(outcome, tests)
+    if col is not None and col.exploration is None and "\n" in col.note and first \
+            and first.splitlines()[0].strip() == col.note.splitlines()[0].strip():
+        # A file that will not import: its error is shown once, in full, as the first failure below.
+        col.note = col.note.splitlines()[0].rstrip(":") + " (shown in full below)"
     out("")
     if col is not None:
         words = _engine_words(level)
@@ -367,7 +372,6 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     got, total = tests.points()
     if total:
         out(f"  {got:g} of {total:g} points")
-    first = _first_failure_text(outcome, tests)
     if first:
         out("")
         out(paint.bold("The first failure, in full"))
