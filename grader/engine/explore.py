@@ -754,8 +754,9 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1
             continue
         detail = finding.detail if invariant == finding.invariant else f"{finding.invariant}: {finding.detail}"
-        cause = finding.cause
-        if reader is None and (raw is None or finding.invariant == "PARSE"):
+        # Under a power cut the file shows what was never fsynced, not which save the loop skipped.
+        cause = finding.cause if invariant == finding.invariant else ""
+        if not cause and invariant == finding.invariant and reader is None and (raw is None or finding.invariant == "PARSE"):
             traced, words = _trace_cause(ops, state.point + (state.torn is not None), target, raw)
             if traced:
                 cause, detail = traced, f"{detail}. {words}"
