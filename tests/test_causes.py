@@ -66,6 +66,11 @@ ROWS = [
         ("while `list_tickets` runs", "Which save point does this loop never reach?"), (TEMP_FILE_QUESTION,)),
     Row(2, "exercises/level2", "test_a_crash_mid_save_never_leaves_half_a_file", "in-place",
         ("This save writes checkpoint.json itself", TEMP_FILE_QUESTION), ("never reach",)),
+    # A power cut rolls the file back because nothing was fsynced: no save point is to blame, and
+    # the closing question is the level's own.
+    Row(3, "level3/wrong_starter_no_fsync", "test_the_data_is_on_disk_before_the_rename", "",
+        ("M3, the power is cut", "reached the disk itself"),
+        ("save point B)", "Count the saves", TEMP_FILE_QUESTION, "Python's buffer")),
 ]
 
 
