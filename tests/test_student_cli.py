@@ -286,10 +286,12 @@ def test_hint_follows_the_remembered_cause_not_only_the_failing_task(kit, capsys
     run = student_cli.TestRun(1, [student_cli.TestResult("t::test_a", "failed", 2, 3.0, "WHOLE broken: ...",
                                                          ["loop/WHOLE"], ["no-save-b"])])
     status["2"]["hint_task"] = student_cli.hint_task(level, run)
+    status["2"]["causes"] = run.first_causes()
     assert status["2"]["hint_task"] == 3
     status_path.write_text(json.dumps(status))
     code, out = run_cli(capsys, "hint", "2")
     assert code == 0 and "task 3: Every tool call that starts is on disk" in out
+    assert "Why this task: in the last check, nothing is saved after a tool's result is recorded" in out
     # A cause no task's hints name falls back to the first failing task.
     run.results[0].causes = ["mixed"]
     assert student_cli.hint_task(level, run) == 2

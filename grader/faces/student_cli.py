@@ -472,6 +472,7 @@ def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutc
     status[str(level.number)] = {"folder": str(folder.resolve()), "passed": outcome.ok,
                                  "failing_tasks": outcome.tests.failing_tasks(),
                                  "hint_task": hint_task(level, outcome.tests),
+                                 "causes": outcome.tests.first_causes(),
                                  "files": files_signature(level.watched_files(folder))}
     _write_state("status.json", status)
 
@@ -501,20 +502,21 @@ def cmd_check(args: argparse.Namespace) -> int:
 # --- hint -----------------------------------------------------------------------------------------
 
 
-def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> Optional[int]:
-    """The first task still failing: from the last check if the files have not changed, else a fresh run."""
+def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> tuple[Optional[int], list]:
+    """The task to hint at (see :func:`hint_task`) and the causes the first failure recorded: from the
+    last check if the files have not changed, else a fresh run."""
     status = _read_state("status.json").get(str(level.number))
     if status and status.get("files") == files_signature(level.watched_files(folder)) \
             and status.get("folder") == str(folder.resolve()):
         failing = status.get("failing_tasks") or []
-        return status.get("hint_task") or (failing[0] if failing else None)
+        return status.get("hint_task") or (failing[0] if failing else None), list(status.get("causes") or [])
     if not level.test_paths():
-        return tasks[0].number if tasks else None
+        return (tasks[0].number if tasks else None), []
     print("(running the tests to see which task is still failing...)", file=sys.stderr)
     run = run_tests(level, folder, examples=3)
     if run.problem:
-        return tasks[0].number if tasks else None
-    return hint_task(level, run)
+        return (tasks[0].number if tasks else None), []
+    return hint_task(level, run), run.first_causes()
 
 
 def cmd_hint(args: argparse.Namespace) -> int:
@@ -535,10 +537,11 @@ def cmd_hint(args: argparse.Namespace) -> int:
     if not tasks:
         _say(f"Level {level.number} has no hints yet ({_rel(hints_path)} is missing or empty).")
         return 1
+    causes: list = []
     if args.task is not None:
         number = args.task
     else:
-        number = _failing_task(level, _folder_for(level, args.path), tasks)
+        number, causes = _failing_task(level, _folder_for(level, args.path), tasks)
         if number is None:
             _say(textwrap.fill(f"Every test of level {level.number} passes, so there is nothing to hint at. "
                                f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)",
@@ -555,6 +558,9 @@ def cmd_hint(args: argparse.Namespace) -> int:
     width = matrix.terminal_width()
     _say(paint.bold(f"Level {level.number}, task {task.number}: {task.title}") +
          f"   (hint {count} of {len(task.steps)})")
+    cause = next((c for c in causes if c in task.causes and c in CAUSES), "")
+    if cause:  # say why these hints: the failure's cause, which may sit in another task than the test
+        _say(textwrap.fill(f"Why this task: in the last check, {CAUSES[cause]}.", width))
     _say()
     for i, step in enumerate(task.steps[:count]):
         name = STEP_NAMES[i] if i < len(STEP_NAMES) else f"Hint {i + 1}"
