@@ -88,7 +88,7 @@ def run_level(level: int, submission: str, tmp_path: Path) -> tuple[Outcomes, Pa
     collector = Outcomes()
     # The generated conversations are the slow part and name no cause of their own in these rows.
     code = pytest.main([str(ROOT / lv.folder), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
-                        "-k", "not generated_conversations", "--color=no"], plugins=[collector])
+                        "-k", "not generated_conversations", "--color=no", "--import-mode=importlib"], plugins=[collector])
     assert code in (0, 1), f"pytest exit status {code}"
     return collector, folder
 
@@ -143,7 +143,7 @@ def test_a_syntax_error_is_shown_once_as_python_shows_it_under_pytest(tmp_path):
     (folder / "agent.py").write_text(BROKEN)
     collector = Outcomes()
     pytest.main([str(ROOT / "exercises" / "level2"), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
-                 "--color=no"], plugins=[collector])
+                 "--color=no", "--import-mode=importlib"], plugins=[collector])
     first, *rest = collector.tests.values()
     assert 'File "agent.py", line 5' in first.output and "SyntaxError: " in first.output, first.output
     assert "During handling" not in first.output and "Traceback" not in first.output
