@@ -66,6 +66,14 @@ ROWS = [
         ("while `list_tickets` runs", "Which save point does this loop never reach?"), (TEMP_FILE_QUESTION,)),
     Row(2, "exercises/level2", "test_a_crash_mid_save_never_leaves_half_a_file", "in-place",
         ("This save writes checkpoint.json itself", TEMP_FILE_QUESTION), ("never reach",)),
+    Row(2, "level2/w11_output_tokens_only.py", "test_the_file_is_current_when_the_model_is_called", "counts-tokens",
+        ("`tokensUsed` is 223", "the first one included"), ("clear pendingToolUse",)),
+    Row(2, "level2/w13_turns_before_the_tool_runs.py", "test_the_file_is_current_when_the_model_is_called",
+        "counts-turns", ("`turns` is 1 but messages hold 0 tool results", "When does a turn count as done?"),
+        ("clear pendingToolUse",)),
+    Row(2, "level2/w15_save_a_before_the_assistant_message.py", "test_the_file_is_current_when_the_model_is_called",
+        "counts-early", ("the spend of 1 model response, but the file's messages hold 0",
+                         "before the model's latest message was appended"), ("0 model responses recorded spent 0",)),
     # A power cut rolls the file back because nothing was fsynced: no save point is to blame, and
     # the closing question is the level's own.
     Row(3, "level3/wrong_starter_no_fsync", "test_the_data_is_on_disk_before_the_rename", "",

@@ -82,6 +82,10 @@ CAUSES = {
     "buffered-rename": "the temp file is renamed over the checkpoint before its bytes have left Python's buffer",
     "deleted-first": "the old checkpoint is deleted before the new one is renamed in, leaving a moment with none",
     "mixed": "the file matches no save the loop made",
+    "counts-turns": "`turns` does not count the tool results the file's messages hold",
+    "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",
+    "counts-early": "the save runs before the model's message is appended, so `tokensUsed` counts a response "
+                    "the file does not hold yet",
 }
 
 
@@ -165,12 +169,20 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     if data["turns"] != len(results):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool results",
                        f"resume counts on from turn {data['turns']}, so a maximum-turn cap fires "
-                       f"{'early' if data['turns'] > len(results) else 'late'}")
+                       f"{'early' if data['turns'] > len(results) else 'late'}", "counts-turns")
     expected_tokens = sum(spend(r) for r in window.responses[:n_assistant])
     if n_assistant <= len(window.responses) and data["tokensUsed"] != expected_tokens:
+        ahead = sum(spend(r) for r in window.responses[:n_assistant + 1])
+        if n_assistant < len(window.responses) and data["tokensUsed"] == ahead:
+            return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']}, the spend of {n_assistant + 1} model "
+                           f"response{'s' if n_assistant else ''}, but the file's messages hold {n_assistant}: this save ran before the "
+                           "model's latest message was appended",
+                           "resume has paid for a response it cannot see, and asks the model for it again",
+                           "counts-early")
         return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
                        f"recorded spent {expected_tokens} (input + output + cache tokens of each, the first included)",
-                       "resume starts from the wrong spend, so a spend budget trips at the wrong moment")
+                       "resume starts from the wrong spend, so a spend budget trips at the wrong moment",
+                       "counts-tokens")
 
     pending = data["pendingToolUse"]
     last_blocks = tool_use_blocks(messages[-1].get("content")) if messages and messages[-1].get("role") == "assistant" else []

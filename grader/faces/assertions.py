@@ -36,6 +36,11 @@ NUDGES = {
                        "does your rename run, inside that block or after it?",
     "deleted-first": "Between removing the old checkpoint and renaming the new one in, what is on disk? Which "
                      "call replaces the old file in one step?",
+    "counts-turns": "When does a turn count as done? Compare `turns` with the tool results in `messages` at "
+                    "each save.",
+    "counts-tokens": "Which responses does your `tokensUsed` add up, the first one included, and which usage "
+                     "fields of each?",
+    "counts-early": "At save point A, is the model's message already in `messages` when you save?",
 }
 
 
