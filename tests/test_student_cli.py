@@ -140,6 +140,11 @@ def test_the_starter_column_names_each_planted_failure_in_the_loops_words(level2
     solution_words = {phase for phase, _ in solution.labels.values()}
     assert not any("save point A" in w for w in starter_words) and "turn 1, save point B" in starter_words
     assert "turn 1, save point A" in solution_words and "final save" in solution_words
+    # Side by side, a row takes the name of the loop that saved there.
+    alone = matrix.render([starter], width=120)
+    both = matrix.render([starter, solution], width=120)
+    assert "save point A" not in alone and "`list_tickets` named, no save" in alone
+    assert "turn 1, save point A" in both and "no save" not in both
     assert all(cell == ["ok"] for cell in solution.cells.values())
 
 

@@ -54,6 +54,9 @@ class Column:
     title: str
     cells: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
+    # Rows whose phase this loop saved nothing in (labelled "no save"): beside a loop that did save
+    # there, the matrix takes that loop's label.
+    unsaved: set = field(default_factory=set)
     exploration: Optional[Exploration] = None
     note: str = ""
     problems: dict = field(default_factory=dict)   # check id -> full message (level 1's resume checks)
@@ -205,6 +208,8 @@ def column(title: str, exploration: Exploration, task: str, windows_fn: Any = wi
             step = ""
         key = phase_key + (step,)
         col.labels[key] = (phase_words, step)
+        if phase_key[0] in ("A", "B", "final") and phase_key not in saved:
+            col.unsaved.add(key)
         cell = col.cells.setdefault(key, [])
         for word in bad.get((point, torn), [OK]):
             if word not in cell:
