@@ -58,10 +58,7 @@ ROWS = [
         "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
         ("never reach",)),
     Row(2, "level2/w04_replace_inside_with.py", "test_a_crash_mid_save_never_leaves_half_a_file", "buffered-rename",
-        ("still in Python's buffer", "`with` block had not closed",
-         # the torn write landed in the file the learner calls checkpoint.json: name it so
-         "to checkpoints/checkpoint.json (opened as checkpoint.json.tmp, renamed before this)"),
-        ("to checkpoints/checkpoint.json.tmp at offset",)),
+        ("still in Python's buffer", "`with` block had not closed"), ("checkpoint.json.tmp at offset",)),
     Row(2, "level2/w08_save_at_b_only.py", "test_every_tool_call_that_starts_is_on_disk", "no-save-a",
         ("while `list_tickets` runs", "Which save point does this loop never reach?"), (TEMP_FILE_QUESTION,)),
     Row(2, "exercises/level2", "test_a_crash_mid_save_never_leaves_half_a_file", "in-place",
@@ -140,6 +137,20 @@ def test_every_cause_a_hint_names_is_one_the_engine_knows():
     level2 = manifest.parse_hints(manifest.load().require(2).starter_dir / "hints.md")
     covered = {c for task in level2 for c in task.causes}
     assert set(NUDGES) <= covered, "a cause level 2 can show leads to no task's hints"
+
+
+def test_a_write_through_a_renamed_temp_file_names_the_file_it_landed_in(load_module):
+    """os.replace inside the `with` block: the bytes written after the rename land in checkpoint.json,
+    so a crash in the middle of that write is named by that file, not by the temp file's old name."""
+    from grader.engine.explore import explore_loop
+    from grader.engine.scripted import support_tickets
+
+    module = load_module(CORPUS / "level2" / "w04_replace_inside_with.py")
+    torn = [v for v in explore_loop(module.run_agent, support_tickets(0)).violations
+            if v.operation.startswith("in the middle of write")]
+    assert torn and all("checkpoint.json (opened as checkpoint.json.tmp, renamed before this)" in v.operation
+                        for v in torn), [v.operation for v in torn[:3]]
+    assert all(v.cause == "buffered-rename" for v in torn)
 
 
 BROKEN = 'import json\n\n\ndef save_checkpoint(state, directory="checkpoints"):\n    with open("x" as f:\n        pass\n'
