@@ -397,3 +397,21 @@ def test_a_box_binds_only_its_allowlist(monkeypatch):
     args = bubblewrap.command("/tmp/some-box", ["true"], cwd="/", limits=bubblewrap.Limits())
     assert args.index(sys.prefix + "/src/kit") < args.index(sys.prefix + "/src/kit/grader")
     assert args[args.index(sys.prefix + "/src/kit") - 1] == "--tmpfs"
+
+
+def test_a_syntax_error_is_shown_once_as_python_shows_it(batch):
+    """The submission's error and its first test show Python's own report; the other tests name it."""
+    got = {s["id"]: s for s in batch["report"]["submissions"]}["syntax_error"]
+    first, *rest = [t for t in got["tests"] if t["status"] != "manual review"]
+    for text in (got["error"], first["output"]):
+        assert 'File "agent.py", line 4' in text and "SyntaxError:" in text, text
+        assert "During handling" not in text
+    assert rest and all("Not run:" in t["output"] and "SyntaxError" not in t["output"] for t in rest), rest
+
+
+def test_an_exception_shows_the_learners_frames_never_the_kits(batch):
+    got = {s["id"]: s for s in batch["report"]["submissions"]}["allocates_6gib"]
+    for t in got["tests"]:
+        if "MemoryError" in t["output"]:
+            assert "agent.py\", line" in t["output"] and "grader" + os.sep not in t["output"], t["output"]
+            assert t["output"].count("MemoryError") == 1, t["output"]

@@ -244,3 +244,20 @@ def test_pytest_with_the_solution_as_submission_passes(plugin_runs):
     out, code = plugin_runs["solution"]
     assert code == 0, out[-3000:]
     assert "10 of 10 points" in out
+
+
+def test_a_diff_shows_where_two_long_messages_part():
+    """Two tool results that share a long prefix: both sides are cut at the first differing character,
+    so the learner sees the difference, not two identical beginnings."""
+    from grader.levels.resume import first_difference
+
+    shared = "ticket 1042: printer on floor 3 is jammed again; " * 4
+    got = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": shared + "billing"}]}
+    want = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": shared + "hardware"}]}
+    where, have, should = first_difference(got, want, "messages[2]")
+    assert where.startswith(f'messages[2]["content"][0]["content"], from character {len(shared)} on')
+    assert have != should and "billing" in have and "hardware" in should
+    assert "jammed again; " in have and "jammed again; " in should   # context on both sides
+    assert have.startswith("…") and should.startswith("…")
+    # A key one side lacks is named, with the other side's value.
+    assert first_difference({"id": "a"}, {"id": "a", "is_error": True}, "m") == ('m["is_error"]', "no such key", "true")

@@ -124,7 +124,9 @@ def test_the_plugin_reports_a_failed_import_in_the_loaders_words(pytester, tmp_p
     result.assert_outcomes(failed=1)
     with pytest.raises(loader.ImportProblem) as caught:
         loader.load_file(folder / "agent.py")
-    result.stdout.fnmatch_lines([f"*{caught.value}*"])
+    # The loader's words, with Python's own report of the syntax error below them.
+    result.stdout.fnmatch_lines([f"*{str(caught.value).splitlines()[0]}*", '*File "agent.py", line 1*',
+                                 "*SyntaxError: *"])
 
 
 def test_a_plugin_can_hand_out_its_own_submission_through_the_hook(pytester):

@@ -133,8 +133,18 @@ def test_the_starter_column_names_each_planted_failure_in_the_loops_words(level2
     assert cells["turn 1, save point B, mid write"] == ["torn file"]
     assert cells["turn 1, save point B, after open"] == ["empty file"]
     assert cells["turn 2, `classify_tickets` running"] == ["untraced tool call"]
-    assert cells["turn 1, save point A"] == ["ok"]
+    assert cells["turn 1, `list_tickets` named, no save"] == ["ok"]
     assert starter.failed and not solution.failed
+    # A save point is named only where the loop saved: the starter saves at B and at the end, never at A.
+    starter_words = {phase for phase, _ in starter.labels.values()}
+    solution_words = {phase for phase, _ in solution.labels.values()}
+    assert not any("save point A" in w for w in starter_words) and "turn 1, save point B" in starter_words
+    assert "turn 1, save point A" in solution_words and "final save" in solution_words
+    # Side by side, a row takes the name of the loop that saved there.
+    alone = matrix.render([starter], width=120)
+    both = matrix.render([starter, solution], width=120)
+    assert "save point A" not in alone and "`list_tickets` named, no save" in alone
+    assert "turn 1, save point A" in both and "no save" not in both
     assert all(cell == ["ok"] for cell in solution.cells.values())
 
 
@@ -269,6 +279,27 @@ def test_hints_come_one_step_at_a_time_for_the_first_failing_task(kit, capsys):
     assert code == 0 and not json.loads((kit / ".crashcourse" / "hints.json").read_text())
     code, out = run_cli(capsys, "hint", "2", "--task", "1")
     assert "task 1: The loop still finishes the task" in out and "(hint 1 of 3)" in out
+
+
+def test_hint_follows_the_remembered_cause_not_only_the_failing_task(kit, capsys):
+    """A check that failed task 2 for a missing save point B remembers task 3 as the one to hint at."""
+    shutil.copy(KIT / "exercises" / "level2" / "hints.md", kit / "exercises" / "level2" / "hints.md")
+    remember_failing(kit, [2, 3])
+    status_path = kit / ".crashcourse" / "status.json"
+    status = json.loads(status_path.read_text())
+    level = manifest.load(kit).level(2)
+    run = student_cli.TestRun(1, [student_cli.TestResult("t::test_a", "failed", 2, 3.0, "WHOLE broken: ...",
+                                                         ["loop/WHOLE"], ["no-save-b"])])
+    status["2"]["hint_task"] = student_cli.hint_task(level, run)
+    status["2"]["causes"] = run.first_causes()
+    assert status["2"]["hint_task"] == 3
+    status_path.write_text(json.dumps(status))
+    code, out = run_cli(capsys, "hint", "2")
+    assert code == 0 and "task 3: Every tool call that starts is on disk" in out
+    assert "Why this task: in the last check, nothing is saved after a tool's result is recorded" in out
+    # A cause no task's hints name falls back to the first failing task.
+    run.results[0].causes = ["mixed"]
+    assert student_cli.hint_task(level, run) == 2
 
 
 def test_hint_when_everything_passes(kit, capsys):

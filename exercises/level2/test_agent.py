@@ -10,6 +10,7 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop
+from grader.engine.invariants import final_save_problem
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -41,6 +42,9 @@ def test_the_loop_still_finishes_the_task(tickets, request):
     require(final["turns"] == 3, f"the task takes 3 tool calls, but the returned state says turns={final['turns']}")
     require(final["pendingToolUse"] is None, "after the final answer nothing should be pending")
     require(final["messages"][-1]["role"] == "assistant", "the final answer should be the last message")
+    require(not final_save_problem(tickets.final_file, final), final_save_problem(tickets.final_file, final)
+            + "\nWhat is on disk after the model's last answer has been appended? Compare it with what run_agent "
+            "returns.", ["WHOLE"], causes=["no-final-save"])
 
 
 @pytest.mark.task(taskno=2)

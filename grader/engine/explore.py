@@ -31,6 +31,7 @@ from grader.engine import crash_models
 from grader.engine.crash_models import CrashState, MODEL_NAMES
 from grader.engine.invariants import INVARIANTS, Window, check
 from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
+from grader.engine.ops import short_name
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
 from grader.engine.turnstile import Turnstile
@@ -143,6 +144,7 @@ class Violation:
     detail: str
     resume: str
     rerun: str = ""
+    cause: str = ""      # why, as data: a key of grader.engine.invariants.CAUSES, or ""
 
     def explain(self) -> str:
         """The full lesson of one failure: where, what was on disk, which rule, what resume hits."""
@@ -186,6 +188,8 @@ class Exploration:
     workdir: str = ""    # the folder it ran in
     # Per crash model: [crash states, broken ones], so a total can be split the way the tests split it.
     by_model: dict = field(default_factory=dict)
+    # checkpoint.json as the run left it once run_agent returned (None: there was none).
+    final_file: Optional[bytes] = None
 
     @property
     def ok(self) -> bool:
@@ -376,11 +380,24 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
     return recorder, returned, error, tools
 
 
+# An exception raised in another process (the grading sandbox) carries the learner's own frames,
+# formatted there, under this attribute: the frames here would be the kit's.
+REMOTE_FRAMES = "crashcourse_frames"
+
+
 def short_traceback(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    keep = [f for f in frames if os.sep + "grader" + os.sep not in f.filename] or frames[-1:]
-    where = "".join(traceback.format_list(keep[-3:]))
-    return f"{type(exc).__name__}: {exc}\n{where}".rstrip()
+    """The exception and the learner's frames it came through (never the kit's own)."""
+    remote = getattr(exc, REMOTE_FRAMES, None)
+    if isinstance(remote, str):
+        where = remote
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        keep = [f for f in frames if os.sep + "grader" + os.sep not in f.filename]
+        where = "".join(traceback.format_list(keep[-3:]))
+    message = str(exc)
+    if isinstance(remote, str) and where.strip() and message.endswith("]") and " [" in message:
+        message = message[:message.rindex(" [")]  # the frames below say where, in full
+    return f"{type(exc).__name__}: {message}\n{where}".rstrip()
 
 
 def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Optional[list] = None) -> list[Window]:
@@ -439,13 +456,67 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
     return windows
 
 
+def _renamed_since_open(ops: list[Op], index: int) -> Optional[Op]:
+    """The rename that gave the file ``ops[index]`` writes to (through a handle opened earlier) a new
+    name before that operation, or None: the recorder names a handle's file by the path it was opened at."""
+    op = ops[index]
+    if op.kind not in ("write", "flush", "fsync", "close", "truncate") or op.handle is None or op.is_dir:
+        return None
+    for earlier in reversed(ops[:index]):
+        if earlier.kind == "open" and earlier.handle == op.handle:
+            return None
+        if earlier.kind == "rename" and earlier.path == op.path:
+            return earlier
+    return None
+
+
+def _describe_at(ops: list[Op], index: int) -> str:
+    """``ops[index]`` in a learner's words, naming the file by the name it had at that moment."""
+    op = ops[index]
+    text = op.describe()
+    rename = _renamed_since_open(ops, index)
+    if rename is not None and rename.dest:
+        text = text.replace(short_name(op.path), f"{short_name(rename.dest)} (opened as "
+                            f"{os.path.basename(op.path)}, renamed before this)", 1)
+    return text
+
+
 def _operation_words(ops: list[Op], state: CrashState) -> str:
     if state.torn is not None:
-        op = ops[state.point]
-        return f"in the middle of {op.describe()} ({state.torn[0]} of {state.torn[1]} bytes landed)"
+        return f"in the middle of {_describe_at(ops, state.point)} ({state.torn[0]} of {state.torn[1]} bytes landed)"
     if state.point == 0:
         return "before anything happened"
-    return "after " + ops[state.point - 1].describe()
+    return "after " + _describe_at(ops, state.point - 1)
+
+
+def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -> tuple[str, str]:
+    """Why the checkpoint is missing or unreadable at crash point ``point``, read from what this loop did
+    (cause, words to add), or ("", "") when the trace shows nothing particular."""
+    done = ops[:point]
+    last = next((op for op in reversed(done) if target in (op.path, op.dest) and op.kind in ("rename", "unlink", "open")),
+                None)
+    if last is None:
+        return "", ""
+    if raw is None and last.kind == "unlink":
+        temp = next((op.path for op in ops[point:] if op.kind == "rename" and op.dest == target), None)
+        return "deleted-first", (f"This save had just deleted checkpoint.json ({last.api}), and the crash came before "
+                                 + (f"{os.path.basename(temp)} was renamed in" if temp else "a new file took its place")
+                                 + ", so at that moment there was no checkpoint at all")
+    if last.kind == "rename":
+        late = [op for op in ops[last.index + 1:] if op.kind == "write" and op.path == last.path
+                and _renamed_since_open(ops, op.index) is last]
+        if late:
+            size = sum(len(op.data) for op in late)
+            return "buffered-rename", (f"This save's {last.api} renamed {os.path.basename(last.path)} over "
+                                       f"checkpoint.json while "
+                                       f"its {size} bytes were still in Python's buffer: the `with` block had not "
+                                       "closed (and so flushed) the file yet, so the bytes reached it only after "
+                                       "the rename")
+        return "", ""
+    if last.kind == "open" and last.path == target and raw is not None:
+        return "in-place", ("This save writes checkpoint.json itself: opening it for writing emptied the last save, "
+                            "and the new bytes had not all landed")
+    return "", ""
 
 
 def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
@@ -469,6 +540,11 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
         result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
                              error=error, returned=returned, folder=os.path.join(workdir, directory), workdir=workdir)
+        try:
+            with open(os.path.join(workdir, directory, CHECKPOINT_NAME), "rb") as left:
+                result.final_file = left.read()
+        except OSError:
+            pass
         # A trace with holes (result.unseen) gives no verdict: the crash states rebuilt from it
         # would blame the learner for operations the recorder simply did not see.
         if error is None and not result.unseen:
@@ -616,6 +692,14 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
     if reader is None and not any(op.kind in ("rename", "link") and op.dest == target or op.path == target
                                   for op in ops if op.kind != "model_end"):
+        turns = sum(1 for op in ops if op.kind == "tool_start")
+        if not any(op.kind in ("open", "write", "rename", "link") for op in ops):
+            # Nothing was written anywhere: the loop never saved, rather than saving somewhere else.
+            result.error = (f"run_agent returned without saving anything: in this conversation the model asked for "
+                            f"{turns or 'no'} tool{'s' if turns > 1 else ''}, and no {CHECKPOINT_NAME} was ever written. "
+                            + ("With no tool call, the only save left is the one after the model's final answer."
+                               if not turns else "Which save points does this loop reach?"))
+            return
         workdir = os.path.dirname(os.path.dirname(ckpt_dir))
         for root in recorder.watch:
             if ckpt_dir.startswith(root + os.sep):
@@ -670,10 +754,17 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1
             continue
         detail = finding.detail if invariant == finding.invariant else f"{finding.invariant}: {finding.detail}"
+        # Under a power cut the file shows what was never fsynced, not which save the loop skipped.
+        cause = finding.cause if invariant == finding.invariant else ""
+        if not cause and invariant == finding.invariant and reader is None and (raw is None or finding.invariant == "PARSE"):
+            traced, words = _trace_cause(ops, state.point + (state.torn is not None), target, raw)
+            if traced:
+                cause, detail = traced, f"{detail}. {words}"
         if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
             detail = f"{detail}; {state.note}"
         result.violations.append(Violation(invariant, state.model, state.point, window.words(),
-                                           _operation_words(ops, state), dict(state.files), detail, finding.resume))
+                                           _operation_words(ops, state), dict(state.files), detail, finding.resume,
+                                           cause=cause))
     result.points = len(points)
     if result.violations:
         _explain_links(result, recorder)

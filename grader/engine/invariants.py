@@ -71,11 +71,30 @@ class Window:
         return "after run_agent returned"
 
 
+# Why a check failed, as data (a Finding's ``cause``): two loops can break the same invariant for
+# different reasons, and the nudge and the next hint follow the reason, not the invariant.
+CAUSES = {
+    "no-save-a": "nothing is saved after the model names a tool and before it runs (save point A)",
+    "no-save-b": "nothing is saved after a tool's result is recorded and before the model is called (save point B)",
+    "no-final-save": "nothing is saved after the model's final answer",
+    "pending-shape": "pendingToolUse is not exactly the {id, name, input} of the tool_use block",
+    "in-place": "the checkpoint is written over in place, so a crash mid-write leaves part of a file",
+    "buffered-rename": "the temp file is renamed over the checkpoint before its bytes have left Python's buffer",
+    "deleted-first": "the old checkpoint is deleted before the new one is renamed in, leaving a moment with none",
+    "mixed": "the file matches no save the loop made",
+    "counts-turns": "`turns` does not count the tool results the file's messages hold",
+    "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",
+    "counts-early": "the save runs before the model's message is appended, so `tokensUsed` counts a response "
+                    "the file does not hold yet",
+}
+
+
 @dataclass
 class Finding:
     invariant: str
     detail: str
     resume: str
+    cause: str = ""   # a key of CAUSES, when the file alone says why
 
 
 def _results(messages: list) -> list[str]:
@@ -150,12 +169,20 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     if data["turns"] != len(results):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool results",
                        f"resume counts on from turn {data['turns']}, so a maximum-turn cap fires "
-                       f"{'early' if data['turns'] > len(results) else 'late'}")
+                       f"{'early' if data['turns'] > len(results) else 'late'}", "counts-turns")
     expected_tokens = sum(spend(r) for r in window.responses[:n_assistant])
     if n_assistant <= len(window.responses) and data["tokensUsed"] != expected_tokens:
+        ahead = sum(spend(r) for r in window.responses[:n_assistant + 1])
+        if n_assistant < len(window.responses) and data["tokensUsed"] == ahead:
+            return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']}, the spend of {n_assistant + 1} model "
+                           f"response{'s' if n_assistant else ''}, but the file's messages hold {n_assistant}: this save ran before the "
+                           "model's latest message was appended",
+                           "resume has paid for a response it cannot see, and asks the model for it again",
+                           "counts-early")
         return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
                        f"recorded spent {expected_tokens} (input + output + cache tokens of each, the first included)",
-                       "resume starts from the wrong spend, so a spend budget trips at the wrong moment")
+                       "resume starts from the wrong spend, so a spend budget trips at the wrong moment",
+                       "counts-tokens")
 
     pending = data["pendingToolUse"]
     last_blocks = tool_use_blocks(messages[-1].get("content")) if messages and messages[-1].get("role") == "assistant" else []
@@ -170,6 +197,22 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
                                "resume sends the API a tool_use without its tool_result: a 400 error")
     if last_blocks:
         want = {"id": last_blocks[0].get("id"), "name": last_blocks[0].get("name"), "input": last_blocks[0].get("input")}
+        if isinstance(pending, dict) and pending.get("id") == want["id"] and pending != want:
+            extra = sorted(set(pending) - set(want))
+            missing_keys = sorted(set(want) - set(pending))
+            parts = []
+            if extra:
+                parts.append(f"it also carries {', '.join(f'`{k}`' for k in extra)}")
+            if missing_keys:
+                parts.append(f"it lacks {', '.join(f'`{k}`' for k in missing_keys)}")
+            if not parts:
+                parts.append("its name or input differ from the block's")
+            whole = ("; this looks like the whole tool_use block copied in" if extra == ["type"] and not missing_keys
+                     else "")
+            return Finding("PAIRING", f"pendingToolUse names the right call (`{want['name']}`, {want['id']}), but "
+                           f"{' and '.join(parts)}{whole}. The protocol keeps exactly id, name and input",
+                           "a resume that checks the shape refuses the file; one that does not hands the "
+                           "block's extra keys on as if they were the call", "pending-shape")
         if pending != want:
             return Finding("PAIRING", f"the last message asks for `{want['name']}` ({want['id']}) but pendingToolUse is "
                            f"{json.dumps(pending)[:120]}",
@@ -186,11 +229,17 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
                        f"nothing about it: it holds {len(results)} results and pendingToolUse is "
                        f"{json.dumps(pending)[:60]}",
                        "resume has no idea a tool call was in flight: it asks the model again and may run "
-                       "the tool a second time (publishing the table twice)")
+                       "the tool a second time (publishing the table twice)",
+                       "no-save-a" if window.phase == "tool" else "")
     if window.fresh and (pending is not None or len(results) < window.recorded_results):
+        if isinstance(pending, dict):
+            return Finding("FRESH", f"the model was called with {window.recorded_results} tool results, but the file "
+                           f"still holds {len(results)} and lists `{pending.get('name')}` as pending: nothing was "
+                           "saved between recording its result and calling the model (save point B)",
+                           "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
         return Finding("FRESH", f"the model was called with {window.recorded_results} tool results, but the file "
                        f"holds {len(results)} and pendingToolUse is {json.dumps(pending)[:60]}",
-                       "resume would treat a finished tool as unfinished and may run it again")
+                       "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
     snapshot = {k: data[k] for k in FIELDS}
     if snapshot not in window.allowed:
         older = n_assistant < max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
@@ -198,7 +247,7 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
         if older:
             return _older_save(data, window)
         return Finding("WHOLE", "the file is not any state the loop saved: a mix of two saves, or fields that do "
-                       "not match the conversation", "resume continues from a scene that never existed")
+                       "not match the conversation", "resume continues from a scene that never existed", "mixed")
     return None
 
 
@@ -225,12 +274,35 @@ def _older_save(data: dict, window: Window) -> Finding:
         return Finding("WHOLE", f"checkpoint.json is an older save: run_agent had the model's final answer, but the "
                        f"file still holds {have}. The final answer was never saved",
                        "resume finds an unfinished task, calls the model again for an answer it already had, and "
-                       "pays for that call twice")
+                       "pays for that call twice", "no-final-save")
     pending = data.get("pendingToolUse")
     if isinstance(pending, dict) and len(_results(newest["messages"])) > len(_results(data.get("messages") or [])):
         return Finding("WHOLE", f"checkpoint.json is an older save: `{pending.get('name')}` had returned and its "
                        f"result was recorded, but the file still holds {have}, which lists it as pending. Nothing "
                        "was saved after the tool returned (save point B)",
-                       "resume sees the tool as interrupted and runs it again, though it had finished")
+                       "resume sees the tool as interrupted and runs it again, though it had finished", "no-save-b")
+    missed = ("no-save-a" if isinstance(newest.get("pendingToolUse"), dict) else
+              "no-final-save" if want == "the final save" else "no-save-b")
     return Finding("WHOLE", f"checkpoint.json is an older save: it holds {have}, but the loop had already "
-                   f"completed {want}", "resume continues from behind what already happened, and repeats it")
+                   f"completed {want}", "resume continues from behind what already happened, and repeats it", missed)
+
+
+def final_save_problem(raw: Optional[bytes], returned: Any) -> str:
+    """Why the checkpoint a finished run left behind is not its final save, or "" when it is.
+
+    The loop appends the model's final answer, saves, and only then returns: so once run_agent has
+    returned, the file on disk holds the same six fields as the state it returned.
+    """
+    if raw is None:
+        return ("run_agent returned, but it left no checkpoint.json at all. The loop saves once more after the "
+                "model's final answer, so that a finished task is on disk as finished")
+    data, error = parse(raw)
+    if error or not isinstance(data, dict) or field_problems(data):
+        return "run_agent returned, but the checkpoint.json it left is not a whole save of the six fields"
+    if not isinstance(returned, dict) or not all(k in returned for k in FIELDS):
+        return ""  # what run_agent returned is judged by its own check
+    if {k: data[k] for k in FIELDS} == {k: returned[k] for k in FIELDS}:
+        return ""
+    return (f"run_agent returned the finished task, but checkpoint.json still holds {_scene(data)}: the model's "
+            "final answer was never saved. A resume from this file would ask the model again for an answer "
+            "it already gave")

@@ -76,17 +76,28 @@ def describe_exception(exc: BaseException, filename: str = "", encode: Any = Non
     code = None
     if isinstance(exc, SystemExit):
         code = encode(exc.code) if encode is not None else exc.code
+    shown = None
+    if isinstance(exc, SyntaxError):
+        # As Python prints it (the line, the caret), with the file named as the learner names it.
+        shown = "".join(traceback.format_exception_only(type(exc), exc))
+        if exc.filename and filename:
+            shown = shown.replace(f'File "{exc.filename}"', f'File "{filename}"')
+        shown = shown[:2000]
     return {"type": type(exc).__name__, "module": type(exc).__module__,
             "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
             "where": "".join(traceback.format_list(keep[-3:]))[:2000],
             "lineno": getattr(exc, "lineno", None), "msg": getattr(exc, "msg", None) if isinstance(exc, SyntaxError)
-            else None, "code": code}
+            else None, "code": code, "shown": shown}
 
 
 def import_problem(filename: str, error: dict) -> str:
     """Why ``filename`` did not import, from :func:`describe_exception`'s data, in the learner's words."""
     kind = error.get("type")
     if kind in ("SyntaxError", "IndentationError", "TabError"):
+        shown = error.get("shown")
+        if isinstance(shown, str) and shown.strip():
+            return (f"{filename} has a syntax error on line {error.get('lineno')}, so Python cannot run it:\n\n"
+                    f"{shown.rstrip()}\n\nFix it, then re-run.")
         return (f"{filename} has a syntax error on line {error.get('lineno')}: {error.get('msg') or error.get('message')}. "
                 "Fix it, then re-run.")
     if kind == "SystemExit":

@@ -124,7 +124,9 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
     rows = []
     for key in keys:
         cells = tuple(cell_text(c.cells[key]) if key in c.cells else NOWHERE for c in shown)
-        label = next(c.labels[key] for c in shown if key in c.labels)
+        # A row is named as a save point when any loop shown saved there.
+        label = next((c.labels[key] for c in shown if key in c.labels and key not in c.unsaved),
+                     next(c.labels[key] for c in shown if key in c.labels))
         if group and rows and rows[-1][2] == cells:
             rows[-1][1] = label
         else:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -66,7 +66,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_crashcourse_submission(config: pytest.Config, folder: Path) -> Any:
-    return Submission(folder)
+    if not hasattr(config, "_crashcourse_import_told"):
+        config._crashcourse_import_told = {}
+    return Submission(folder, config._crashcourse_import_told)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -162,8 +164,10 @@ def pytest_report_header(config: pytest.Config) -> str:
 class Submission:
     """The folder being graded; :meth:`load` imports one of its files as a fresh module."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, told: Optional[dict] = None):
         self.folder = folder
+        # Files whose import failed earlier in this run: the reason is shown in full once, then named.
+        self.told = told if told is not None else {}
 
     def path(self, filename: str) -> Path:
         return self.folder / filename
@@ -174,10 +178,15 @@ class Submission:
         if not path.exists():
             pytest.fail(f"There is no {filename} in {self.folder}. The level's tests grade a file with exactly that "
                         "name.", pytrace=False)
+        key = str(path.resolve())
+        if key in self.told:
+            pytest.fail(f"Not run: {self.told[key]}. The first error above shows why, as Python reports it.",
+                        pytrace=False)
         try:
             return loader.load_file(path)
         except loader.ImportProblem as exc:
             problem = str(exc)
+            self.told[key] = problem.split("\n", 1)[0].rstrip(":. ")
         pytest.fail(problem, pytrace=False)  # outside the except: the report shows the reason, not a chain
 
     def function(self, filename: str, name: str) -> Any:
@@ -247,12 +256,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     """The check ids a failing test's exception carries become data on its report (user_properties)."""
     if call.excinfo is not None:
-        from grader.faces.assertions import checks_of
+        from grader.faces.assertions import causes_of, checks_of
         from grader.levels.registry import PROPERTY
 
         ids = checks_of(call.excinfo.value)
         if ids:
             item.user_properties.append((PROPERTY, ids))
+        causes = causes_of(call.excinfo.value)
+        if causes:
+            item.user_properties.append(("crashcourse_causes", causes))
     yield
 
 

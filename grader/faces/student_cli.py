@@ -43,8 +43,10 @@ from typing import Any, Callable, Optional
 
 from grader.atomicfile import write_atomic
 from grader.levels import manifest as manifest_mod
+from grader.levels import registry
 from grader.faces import matrix
 from grader.engine import loader, recorder
+from grader.engine.invariants import CAUSES
 from grader.engine.scripted import DEFAULT_SEED
 from grader.grading.outcomes import Outcome, Outcomes
 
@@ -66,7 +68,8 @@ class ReportFile(Outcomes):
 
     def finished(self, entry: Outcome) -> None:
         record = {"nodeid": entry.nodeid, "outcome": entry.status, "task": entry.task, "points": entry.points,
-                  "message": entry.output if entry.status in ("failed", "error") else ""}
+                  "message": entry.output if entry.status in ("failed", "error") else "",
+                  "checks": entry.checks, "causes": entry.causes}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -87,6 +90,8 @@ class TestResult:
     task: Optional[int]
     points: Optional[float]
     message: str
+    checks: list = field(default_factory=list)   # check ids it tripped (grader.levels.registry), as data
+    causes: list = field(default_factory=list)   # why, most telling first (grader.engine.invariants.CAUSES)
 
     @property
     def name(self) -> str:
@@ -113,6 +118,11 @@ class TestRun:
 
     def first_failure(self) -> Optional[TestResult]:
         return next((r for r in self.results if not r.passed), None)
+
+    def first_causes(self) -> list:
+        """Why the first failing test failed (the causes it recorded), or []."""
+        first = self.first_failure()
+        return list(first.causes) if first is not None else []
 
     def points(self) -> tuple[float, float]:
         scored = [r for r in self.results if r.points is not None and r.outcome != "skipped"]
@@ -146,7 +156,8 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
         if report.exists():
             for line in report.read_text(encoding="utf-8").splitlines():
                 r = json.loads(line)
-                results.append(TestResult(r["nodeid"], r["outcome"], r["task"], r["points"], r["message"]))
+                results.append(TestResult(r["nodeid"], r["outcome"], r["task"], r["points"], r["message"],
+                                          r.get("checks") or [], r.get("causes") or []))
         run = TestRun(proc.returncode, results, proc.stdout + proc.stderr)
         if proc.returncode not in (0, 1) or (proc.returncode == 1 and not any(not r.passed for r in results)):
             tail = "\n".join(run.output.strip().splitlines()[-15:])
@@ -335,6 +346,11 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
         tests = pending.result()
     outcome = CheckOutcome(level, folder, col, tests)
+    first = _first_failure_text(outcome, tests)
+    if col is not None and col.exploration is None and "\n" in col.note and first \
+            and first.splitlines()[0].strip() == col.note.splitlines()[0].strip():
+        # A file that will not import: its error is shown once, in full, as the first failure below.
+        col.note = col.note.splitlines()[0].rstrip(":") + " (shown in full below)"
     out("")
     if col is not None:
         words = _engine_words(level)
@@ -356,7 +372,6 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     got, total = tests.points()
     if total:
         out(f"  {got:g} of {total:g} points")
-    first = _first_failure_text(outcome, tests)
     if first:
         out("")
         out(paint.bold("The first failure, in full"))
@@ -372,7 +387,14 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             out(f"Next: level {later[0].number}, {later[0].title} (crashcourse check {later[0].number}).")
     else:
         task = (tests.failing_tasks() or [1])[0]
-        out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still failing)")
+        hinted = hint_task(level, tests)
+        if hinted is None or hinted == task:
+            out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still "
+                "failing)")
+        else:
+            cause = CAUSES.get(tests.first_causes()[0], "") if tests.first_causes() else ""
+            out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} fails first, but the "
+                f"cause is task {hinted}'s: {cause})")
         if col is not None and tests.passed and col.failed:
             out("Note: the tests pass, but the crash matrix above shows a crash state that breaks a rule; the "
                 "level counts as failing until both agree.")
@@ -389,9 +411,18 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
         if outcome.folder.resolve() != outcome.level.starter_dir.resolve():
             rerun += f" --submission {_rel(outcome.folder)}"
     if col is not None and col.exploration is not None and col.exploration.violations:
-        # Explain the violation behind the first failing test, so the re-run command fits it.
-        named = re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message) if first_test else []
-        v = next((v for v in col.exploration.violations if v.invariant in named), col.exploration.violations[0])
+        # Explain the violation behind the first failing test, so the re-run command fits it: the
+        # checks and the cause it recorded pick it; a test whose cause no crash state shows (the
+        # file a finished run left) speaks for itself.
+        named = {registry.split(c)[1] for c in first_test.checks} if first_test else set()
+        if first_test and not named:
+            named = set(re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message))
+        causes = first_test.causes if first_test else []
+        v = next((v for v in col.exploration.violations if v.invariant in named and v.cause in causes), None)
+        if v is None and causes and first_test is not None and " broken:" not in first_test.message:
+            return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if rerun else "")
+        if v is None:
+            v = next((v for v in col.exploration.violations if v.invariant in named), col.exploration.violations[0])
         if rerun and not v.rerun:
             v.rerun = rerun
         return v.explain()
@@ -426,10 +457,22 @@ def wrap_block(text: str, width: int, indent: str = "") -> str:
     return "\n".join(out)
 
 
+def hint_task(level: manifest_mod.Level, tests: TestRun) -> Optional[int]:
+    """The task whose hints fit the first failure: the one its recorded cause belongs to (hints.md
+    names them), else the first failing task; None when nothing fails."""
+    failing = tests.failing_tasks()
+    if not failing:
+        return None
+    tasks = manifest_mod.parse_hints(level.starter_dir / level.hints) if level.hints else []
+    return manifest_mod.hint_task_for(tasks, tests.first_causes(), failing[0])
+
+
 def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutcome) -> None:
     status = _read_state("status.json")
     status[str(level.number)] = {"folder": str(folder.resolve()), "passed": outcome.ok,
                                  "failing_tasks": outcome.tests.failing_tasks(),
+                                 "hint_task": hint_task(level, outcome.tests),
+                                 "causes": outcome.tests.first_causes(),
                                  "files": files_signature(level.watched_files(folder))}
     _write_state("status.json", status)
 
@@ -459,21 +502,21 @@ def cmd_check(args: argparse.Namespace) -> int:
 # --- hint -----------------------------------------------------------------------------------------
 
 
-def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> Optional[int]:
-    """The first task still failing: from the last check if the files have not changed, else a fresh run."""
+def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> tuple[Optional[int], list]:
+    """The task to hint at (see :func:`hint_task`) and the causes the first failure recorded: from the
+    last check if the files have not changed, else a fresh run."""
     status = _read_state("status.json").get(str(level.number))
     if status and status.get("files") == files_signature(level.watched_files(folder)) \
             and status.get("folder") == str(folder.resolve()):
         failing = status.get("failing_tasks") or []
-        return failing[0] if failing else None
+        return status.get("hint_task") or (failing[0] if failing else None), list(status.get("causes") or [])
     if not level.test_paths():
-        return tasks[0].number if tasks else None
+        return (tasks[0].number if tasks else None), []
     print("(running the tests to see which task is still failing...)", file=sys.stderr)
     run = run_tests(level, folder, examples=3)
     if run.problem:
-        return tasks[0].number if tasks else None
-    failing = run.failing_tasks()
-    return failing[0] if failing else None
+        return (tasks[0].number if tasks else None), []
+    return hint_task(level, run), run.first_causes()
 
 
 def cmd_hint(args: argparse.Namespace) -> int:
@@ -494,10 +537,11 @@ def cmd_hint(args: argparse.Namespace) -> int:
     if not tasks:
         _say(f"Level {level.number} has no hints yet ({_rel(hints_path)} is missing or empty).")
         return 1
+    causes: list = []
     if args.task is not None:
         number = args.task
     else:
-        number = _failing_task(level, _folder_for(level, args.path), tasks)
+        number, causes = _failing_task(level, _folder_for(level, args.path), tasks)
         if number is None:
             _say(textwrap.fill(f"Every test of level {level.number} passes, so there is nothing to hint at. "
                                f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)",
@@ -514,6 +558,9 @@ def cmd_hint(args: argparse.Namespace) -> int:
     width = matrix.terminal_width()
     _say(paint.bold(f"Level {level.number}, task {task.number}: {task.title}") +
          f"   (hint {count} of {len(task.steps)})")
+    cause = next((c for c in causes if c in task.causes and c in CAUSES), "")
+    if cause:  # say why these hints: the failure's cause, which may sit in another task than the test
+        _say(textwrap.fill(f"Why this task: in the last check, {CAUSES[cause]}.", width))
     _say()
     for i, step in enumerate(task.steps[:count]):
         name = STEP_NAMES[i] if i < len(STEP_NAMES) else f"Hint {i + 1}"

@@ -53,6 +53,7 @@ class Outcome:
     output: str = NOT_RUN      # the failure's text (pytest.fail(..., pytrace=False) leaves just the message)
     reported: bool = False     # pytest reported at least one phase of it (deselected tests never are)
     checks: list = field(default_factory=list)   # ids it tripped, as it recorded them (grader.levels.registry)
+    causes: list = field(default_factory=list)   # why, most telling first (grader.engine.invariants.CAUSES)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -82,6 +83,7 @@ class Outcomes:
         entry.reported = True
         if report.failed:
             entry.checks = list(dict(report.user_properties).get("crashcourse_checks") or entry.checks)
+            entry.causes = list(dict(report.user_properties).get("crashcourse_causes") or entry.causes)
         if report.when == "setup":
             if report.failed:
                 entry.status, entry.output = "error", text

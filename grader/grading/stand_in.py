@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from grader.engine import loader
 from grader.engine import recorder as recorder_module
+from grader.engine.explore import REMOTE_FRAMES
 from grader.engine.recorder import Op
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.wire import Callback, Stand
@@ -103,7 +104,9 @@ class RemoteModule(types.ModuleType):
     @classmethod
     def load(cls, box: Box, filename: str) -> "RemoteModule":
         if filename in box.load_failures:
-            raise Incident(box.load_failures[filename])
+            # Said in full once (the first test, and the submission's error); later tests name it.
+            first_line = box.load_failures[filename].split("\n", 1)[0].rstrip(":. ")
+            raise Incident(f"Not run: {first_line}. The first test's output shows why, as Python reports it.")
         module = cls(f"submission.{filename}")
         module._box, module._filename = box, filename
         module._reload()
@@ -206,6 +209,8 @@ class RemoteModule(types.ModuleType):
                 f"(a submission may use at most {self._box.limits.memory // 2**30} GiB of memory)"
         where = loader.last_frame(error.get("where"))
         exc = cls(message + (f" [{where}]" if where else ""))
+        if isinstance(error.get("where"), str):
+            setattr(exc, REMOTE_FRAMES, error["where"])  # the learner's frames, not this module's
         return exc
 
 

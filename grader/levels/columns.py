@@ -54,6 +54,9 @@ class Column:
     title: str
     cells: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
+    # Rows whose phase this loop saved nothing in (labelled "no save"): beside a loop that did save
+    # there, the matrix takes that loop's label.
+    unsaved: set = field(default_factory=set)
     exploration: Optional[Exploration] = None
     note: str = ""
     problems: dict = field(default_factory=dict)   # check id -> full message (level 1's resume checks)
@@ -134,7 +137,9 @@ def model_split(e: Exploration) -> str:
     return "\n    under " + "; ".join(parts)
 
 
-def _phase_label(window: Any) -> tuple[tuple, str]:
+def _phase_label(window: Any, saved: Optional[set] = None) -> tuple[tuple, str]:
+    """(row key, words) of a window's phase. ``saved`` holds the row keys of phases in which the loop
+    touched a file: a phase where it saved nothing is not called a save point (None: all are)."""
     phase, turn = window.phase, window.turn
     names = getattr(window, "names", None)
     if names and phase in ("tool", "B") and len(names) > 1:
@@ -143,11 +148,19 @@ def _phase_label(window: Any) -> tuple[tuple, str]:
         current = getattr(window, "current", "") or window.tool_name
         if phase == "tool":
             return ("tool", turn, call), f"turn {turn}, call {call} of {len(names)} (`{current}`) running"
+        if saved is not None and ("B", turn, call) not in saved:
+            return ("B", turn, call), f"turn {turn}, call {call} of {len(names)} returned, no save"
         return ("B", turn, call), f"turn {turn}, save point B after call {call} of {len(names)}"
     if phase == "A":
+        if saved is not None and ("A", turn) not in saved:
+            return ("A", turn), f"turn {turn}, `{window.tool_name}` named, no save"
         return ("A", turn), f"turn {turn}, save point A"
     if phase == "B":
+        if saved is not None and ("B", turn) not in saved:
+            return ("B", turn), f"turn {turn}, `{window.tool_name}` returned, no save"
         return ("B", turn), f"turn {turn}, save point B"
+    if phase == "final" and saved is not None and ("final", 0) not in saved:
+        return ("final", 0), "final answer, no save"
     if phase == "tool":
         return ("tool", turn), f"turn {turn}, `{window.tool_name}` running"
     if phase == "model":
@@ -185,13 +198,18 @@ def column(title: str, exploration: Exploration, task: str, windows_fn: Any = wi
         bad.setdefault((v.point, torn), []).append(verdict(v))
     torn_models = "M2" in exploration.models
 
+    # The phases in which this loop touched a file: only those are labelled as save points.
+    saved = {_phase_label(windows[point])[0] for point in range(1, len(ops) + 1) if ops[point - 1].kind in STEP_WORDS}
+
     def add(point: int, torn: bool) -> None:
-        phase_key, phase_words = _phase_label(windows[point])
+        phase_key, phase_words = _phase_label(windows[point], saved)
         step = "mid write" if torn else _step(ops[point - 1] if point else None)
         if phase_key[0] == "done":
             step = ""
         key = phase_key + (step,)
         col.labels[key] = (phase_words, step)
+        if phase_key[0] in ("A", "B", "final") and phase_key not in saved:
+            col.unsaved.add(key)
         cell = col.cells.setdefault(key, [])
         for word in bad.get((point, torn), [OK]):
             if word not in cell:

@@ -225,6 +225,22 @@ class TaskHints:
     number: int
     title: str
     steps: list  # question, pointer, API (three, in that order)
+    # The causes of failure (keys of grader.engine.invariants.CAUSES) these hints are about, from a
+    # `<!-- causes: a, b -->` line in the task's section: a failure with one of them leads here.
+    causes: list = field(default_factory=list)
+
+
+CAUSES_LINE = re.compile(r"^<!--\s*causes:\s*(.*?)\s*-->\s*$")
+
+
+def hint_task_for(tasks: list, causes: list, failing: Optional[int]) -> Optional[int]:
+    """The task whose hints fit a failure: the first of ``causes`` that some task's hints are about
+    decides; without one, the failing task ``failing``."""
+    for cause in causes:
+        for task in tasks:
+            if cause in task.causes:
+                return task.number
+    return failing
 
 
 def parse_hints(path: Path) -> list[TaskHints]:
@@ -239,6 +255,8 @@ def parse_hints(path: Path) -> list[TaskHints]:
         heading = TASK_HEADING.match(line)
         if heading:
             tasks.append(TaskHints(int(heading.group(1)), heading.group(2), []))
+        elif tasks and CAUSES_LINE.match(line):
+            tasks[-1].causes.extend(c.strip() for c in CAUSES_LINE.match(line).group(1).split(",") if c.strip())
         elif tasks and line.startswith("- "):
             tasks[-1].steps.append(line[2:].strip())
         elif tasks and tasks[-1].steps and line.startswith((" ", "\t")) and line.strip():

@@ -507,17 +507,54 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
 
 
 def _difference(got: dict, want: dict) -> str:
-    """Where ``got`` first parts from ``want``, in words."""
+    """Where ``got`` first parts from ``want``, in words: the first key or item that differs, and in
+    it the first character that differs, with the same context shown on both sides."""
     for key in FIELDS:
         if key != "messages" and key not in ("turns", "tokensUsed") and got[key] != want[key]:
-            return f"`{key}` ends as {json.dumps(got[key])[:60]}, but an uncrashed run ends with {json.dumps(want[key])[:60]}"
+            where, have, should = first_difference(got[key], want[key], f"`{key}`")
+            return f"{where} ends as {have}, but an uncrashed run ends with {should}"
     gm, wm = got["messages"], want["messages"]
     for i, (g, w) in enumerate(zip(gm, wm)):
         if g != w:
-            return (f"messages[{i}] is {json.dumps(g)[:90]}, but an uncrashed run has {json.dumps(w)[:90]} there "
+            where, have, should = first_difference(g, w, f"messages[{i}]")
+            return (f"{where} is {have}, but an uncrashed run has {should} there "
                     "(a pending call may be answered by an error tool_result instead, and nothing else may differ)")
     return (f"the transcript has {len(gm)} messages, but an uncrashed run ends with {len(wm)}"
             + (": was the model's final answer left out?" if len(gm) < len(wm) else ""))
+
+
+_ABSENT = object()
+
+
+def first_difference(got: Any, want: Any, path: str, context: int = 30) -> tuple[str, str, str]:
+    """(where, got, want): the path of the first key or item at which two JSON values differ, and
+    each side's text cut around the first character that differs (so two long values that share a
+    prefix do not print as the same cut-off text)."""
+    while True:
+        if isinstance(got, dict) and isinstance(want, dict):
+            key = next((k for k in list(want) + [k for k in got if k not in want]
+                        if got.get(k, _ABSENT) != want.get(k, _ABSENT)), None)
+            if key is None:
+                break
+            path, got, want = f"{path}[{json.dumps(key)}]", got.get(key, _ABSENT), want.get(key, _ABSENT)
+        elif isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+            i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+            path, got, want = f"{path}[{i}]", got[i], want[i]
+        else:
+            break
+    if got is _ABSENT or want is _ABSENT:
+        shown = [("no such key" if v is _ABSENT else _cut(json.dumps(v), 0, 2 * context)) for v in (got, want)]
+        return path, shown[0], shown[1]
+    g, w = json.dumps(got), json.dumps(want)
+    at = next((i for i, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
+    start = max(0, at - context)
+    position = at - 1 if isinstance(got, str) and isinstance(want, str) else at  # not counting the quote
+    where = path if at < context else f"{path}, from character {position} on,"
+    return where, _cut(g, start, at + context), _cut(w, start, at + context)
+
+
+def _cut(text: str, start: int, end: int) -> str:
+    return ("…" if start > 0 else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
 # -- the whole exploration -------------------------------------------------------------------------------

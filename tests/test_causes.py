@@ -1,0 +1,179 @@
+"""The cause table: for each submission, the first test it fails, the cause that failure records
+(as data), and the words its message must (and must not) use.
+
+A loop can break one invariant for several reasons (an older save is a missing save point B in one
+loop and a missing final save in another); the message, the closing question and the next hint
+must name the reason this code has. Each row runs the level's own tests on the submission in this
+process, as `pytest exercises/levelN --submission DIR` would, stopping at the first failure, and
+reads the outcome the kit's collector keeps (the causes come from user_properties, not the text).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader.faces import student_cli
+from grader.grading.outcomes import Outcomes
+from grader.levels import manifest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus"
+
+
+@dataclass
+class Row:
+    level: int
+    submission: str            # a corpus file (copied in as the level's file), or a folder of the repo
+    first: str                 # the first failing test
+    cause: str                 # the cause it records first ("" = none)
+    names: tuple               # words the failure must contain
+    not_names: tuple = ()      # words it must not contain (a wrong cause, a misleading file name)
+    hint_task: int = 0         # the task `crashcourse hint` leads to (0: the first failing task)
+    also: dict = field(default_factory=dict)   # later tests of the same run: {test: (cause, names, not_names)}
+
+
+TEMP_FILE_QUESTION = "where the new bytes go"
+
+ROWS = [
+    Row(2, "level2/w20_saves_only_at_a_atomically.py", "test_the_loop_still_finishes_the_task", "no-final-save",
+        ("final answer was never saved", "save point A"), (TEMP_FILE_QUESTION,),
+        also={"test_a_crash_mid_save_never_leaves_half_a_file": (
+            "no-save-b", ("Nothing was saved after the tool returned (save point B)", "Count the saves"),
+            (TEMP_FILE_QUESTION, "temp file"))}),
+    Row(2, "level2/w16_no_final_save.py", "test_the_loop_still_finishes_the_task", "no-final-save",
+        ("final answer was never saved", "turn 3, save point B"), (TEMP_FILE_QUESTION,),
+        also={"test_a_crash_mid_save_never_leaves_half_a_file": (
+            "no-final-save", ("The final answer was never saved", "model's last answer"), (TEMP_FILE_QUESTION,))}),
+    Row(2, "level2/w09_save_at_a_only.py", "test_a_crash_mid_save_never_leaves_half_a_file", "no-save-b",
+        ("save point B", "Count the saves in one turn"), (TEMP_FILE_QUESTION, "temp file"), hint_task=3),
+    Row(2, "level2/w21_removes_the_old_file_first.py", "test_every_tool_call_that_starts_is_on_disk",
+        "deleted-first", ("just deleted checkpoint.json (os.unlink)", "before checkpoint.new was renamed in",
+                          "replaces the old file in one step"),
+        ("never reach",), hint_task=2),
+    Row(2, "level2/w22_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
+        "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
+        ("never reach",)),
+    Row(2, "level2/w04_replace_inside_with.py", "test_a_crash_mid_save_never_leaves_half_a_file", "buffered-rename",
+        ("still in Python's buffer", "`with` block had not closed"), ("checkpoint.json.tmp at offset",)),
+    Row(2, "level2/w08_save_at_b_only.py", "test_every_tool_call_that_starts_is_on_disk", "no-save-a",
+        ("while `list_tickets` runs", "Which save point does this loop never reach?"), (TEMP_FILE_QUESTION,)),
+    Row(2, "exercises/level2", "test_a_crash_mid_save_never_leaves_half_a_file", "in-place",
+        ("This save writes checkpoint.json itself", TEMP_FILE_QUESTION), ("never reach",)),
+    Row(2, "level2/w11_output_tokens_only.py", "test_the_file_is_current_when_the_model_is_called", "counts-tokens",
+        ("`tokensUsed` is 223", "the first one included"), ("clear pendingToolUse",)),
+    Row(2, "level2/w13_turns_before_the_tool_runs.py", "test_the_file_is_current_when_the_model_is_called",
+        "counts-turns", ("`turns` is 1 but messages hold 0 tool results", "When does a turn count as done?"),
+        ("clear pendingToolUse",)),
+    Row(2, "level2/w15_save_a_before_the_assistant_message.py", "test_the_file_is_current_when_the_model_is_called",
+        "counts-early", ("the spend of 1 model response, but the file's messages hold 0",
+                         "before the model's latest message was appended"), ("0 model responses recorded spent 0",)),
+    # A power cut rolls the file back because nothing was fsynced: no save point is to blame, and
+    # the closing question is the level's own.
+    Row(3, "level3/wrong_starter_no_fsync", "test_the_data_is_on_disk_before_the_rename", "",
+        ("M3, the power is cut", "reached the disk itself"),
+        ("save point B)", "Count the saves", TEMP_FILE_QUESTION, "Python's buffer")),
+]
+
+
+def run_level(level: int, submission: str, tmp_path: Path) -> tuple[Outcomes, Path]:
+    """The level's tests on ``submission`` in this process, stopping at the first failure (but running
+    the tests a row asks about past it)."""
+    lv = manifest.load().require(level)
+    source = ROOT / submission if (ROOT / submission).is_dir() else CORPUS / submission
+    if source.is_dir():
+        folder = source
+    else:
+        folder = tmp_path / "submission"
+        folder.mkdir()
+        shutil.copy(source, folder / lv.files[0])
+    collector = Outcomes()
+    # The generated conversations are the slow part and name no cause of their own in these rows.
+    code = pytest.main([str(ROOT / lv.folder), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+                        "-k", "not generated_conversations", "--color=no", "--import-mode=importlib"], plugins=[collector])
+    assert code in (0, 1), f"pytest exit status {code}"
+    return collector, folder
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.submission.rsplit("/", 1)[-1].removesuffix(".py") for r in ROWS])
+def test_each_failure_names_its_cause(row, tmp_path):
+    collector, _ = run_level(row.level, row.submission, tmp_path)
+    tests = list(collector.tests.values())
+    failed = [t for t in tests if t.status != "passed"]
+    assert failed, "the submission passed every test"
+    first = failed[0]
+    assert first.name == row.first, f"first failing test is {first.name}, not {row.first}:\n{first.output}"
+    assert (first.causes[:1] or [""])[0] == row.cause, (first.causes, first.output)
+    for words in row.names:
+        assert words in first.output, f"{words!r} missing from:\n{first.output}"
+    for words in row.not_names:
+        assert words not in first.output, f"{words!r} (a wrong cause) in:\n{first.output}"
+    for name, (cause, names, not_names) in row.also.items():
+        later = next(t for t in tests if t.name == name)
+        assert later.status == "failed" and later.causes[:1] == [cause], (later.causes, later.output)
+        for words in names:
+            assert words in later.output, f"{name}: {words!r} missing from:\n{later.output}"
+        for words in not_names:
+            assert words not in later.output, f"{name}: {words!r} (a wrong cause) in:\n{later.output}"
+
+    # The nudge and the next hint follow the recorded cause, not only the first failing task.
+    lv = manifest.load().require(row.level)
+    run = student_cli.TestRun(1, [student_cli.TestResult(t.nodeid, t.status, t.task, t.points, t.output,
+                                                         t.checks, t.causes) for t in tests])
+    assert student_cli.hint_task(lv, run) == (row.hint_task or first.task)
+
+
+def test_every_cause_a_hint_names_is_one_the_engine_knows():
+    from grader.engine.invariants import CAUSES
+    from grader.faces.assertions import NUDGES
+
+    assert set(NUDGES) <= set(CAUSES)
+    for lv in manifest.load().existing():
+        for task in manifest.parse_hints(lv.starter_dir / lv.hints):
+            assert set(task.causes) <= set(CAUSES), (lv.number, task.number, task.causes)
+    level2 = manifest.parse_hints(manifest.load().require(2).starter_dir / "hints.md")
+    covered = {c for task in level2 for c in task.causes}
+    assert set(NUDGES) <= covered, "a cause level 2 can show leads to no task's hints"
+
+
+def test_a_write_through_a_renamed_temp_file_names_the_file_it_landed_in(load_module):
+    """os.replace inside the `with` block: the bytes written after the rename land in checkpoint.json,
+    so a crash in the middle of that write is named by that file, not by the temp file's old name."""
+    from grader.engine.explore import explore_loop
+    from grader.engine.scripted import support_tickets
+
+    module = load_module(CORPUS / "level2" / "w04_replace_inside_with.py")
+    torn = [v for v in explore_loop(module.run_agent, support_tickets(0)).violations
+            if v.operation.startswith("in the middle of write")]
+    assert torn and all("checkpoint.json (opened as checkpoint.json.tmp, renamed before this)" in v.operation
+                        for v in torn), [v.operation for v in torn[:3]]
+    assert all(v.cause == "buffered-rename" for v in torn)
+
+
+BROKEN = 'import json\n\n\ndef save_checkpoint(state, directory="checkpoints"):\n    with open("x" as f:\n        pass\n'
+
+
+def test_a_syntax_error_is_shown_once_as_python_shows_it_under_pytest(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "agent.py").write_text(BROKEN)
+    collector = Outcomes()
+    pytest.main([str(ROOT / "exercises" / "level2"), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+                 "--color=no", "--import-mode=importlib"], plugins=[collector])
+    first, *rest = collector.tests.values()
+    assert 'File "agent.py", line 5' in first.output and "SyntaxError: " in first.output, first.output
+    assert "During handling" not in first.output and "Traceback" not in first.output
+    assert rest and all(t.output.startswith("Not run: agent.py has a syntax error on line 5")
+                        and "SyntaxError" not in t.output for t in rest), [t.output for t in rest]
+
+
+def test_a_syntax_error_is_shown_once_under_check(tmp_path):
+    (tmp_path / "agent.py").write_text(BROKEN)
+    lines: list = []
+    student_cli.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
+    text = "\n".join(lines)
+    assert text.count("SyntaxError: ") == 1 and text.count('File "agent.py", line 5') == 1, text
+    assert "During handling" not in text
