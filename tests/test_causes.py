@@ -39,7 +39,7 @@ class Row:
 TEMP_FILE_QUESTION = "where the new bytes go"
 
 ROWS = [
-    Row(2, "level2/w20_saves_only_at_a_atomically.py", "test_the_loop_still_finishes_the_task", "no-final-save",
+    Row(2, "level2/w26_saves_only_at_a_atomically.py", "test_the_loop_still_finishes_the_task", "no-final-save",
         ("final answer was never saved", "save point A"), (TEMP_FILE_QUESTION,),
         also={"test_a_crash_mid_save_never_leaves_half_a_file": (
             "no-save-b", ("Nothing was saved after the tool returned (save point B)", "Count the saves"),
@@ -50,11 +50,11 @@ ROWS = [
             "no-final-save", ("The final answer was never saved", "model's last answer"), (TEMP_FILE_QUESTION,))}),
     Row(2, "level2/w09_save_at_a_only.py", "test_a_crash_mid_save_never_leaves_half_a_file", "no-save-b",
         ("save point B", "Count the saves in one turn"), (TEMP_FILE_QUESTION, "temp file"), hint_task=3),
-    Row(2, "level2/w21_removes_the_old_file_first.py", "test_every_tool_call_that_starts_is_on_disk",
+    Row(2, "level2/w27_removes_the_old_file_first.py", "test_every_tool_call_that_starts_is_on_disk",
         "deleted-first", ("just deleted checkpoint.json (os.unlink)", "before checkpoint.new was renamed in",
                           "replaces the old file in one step"),
         ("never reach",), hint_task=2),
-    Row(2, "level2/w22_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
+    Row(2, "level2/w28_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
         "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
         ("never reach",)),
     Row(2, "level2/w04_replace_inside_with.py", "test_a_crash_mid_save_never_leaves_half_a_file", "buffered-rename",
