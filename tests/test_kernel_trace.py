@@ -67,6 +67,30 @@ def test_strace_lines_become_the_engines_operations(trace):
     assert [(op.data, op.offset) for op in ops[2:4]] == [(b"{}", 0), (b"abc", 2)]
 
 
+def test_a_file_with_no_name_yet_compares_with_the_recorders_placeholder(trace):
+    """O_TMPFILE: strace shows the descriptor as `/dir/#inode` followed by `(deleted)`, and linkat names
+    it through /proc/self/fd; the recorder calls the same file `.O_TMPFILE-N`. Both are one save."""
+    ck = "/box/home/ck"
+    nameless = f"{ck}/#2147927"
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck")}", O_WRONLY|O_CLOEXEC|O_TMPFILE, 0600) = '
+        f'3<{hx(nameless)}>(deleted)',
+        f'10 write(3<{hx(nameless)}>(deleted), "{hx("{}")}", 2) = 2',
+        f'10 linkat(AT_FDCWD<{hx("/box/home")}>, "{hx("/proc/self/fd/3")}", AT_FDCWD<{hx("/box/home")}>, '
+        f'"{hx("ck/checkpoint.json")}", AT_SYMLINK_FOLLOW) = 0',
+    ])
+    assert trace.tampered is None
+    kernel = trace.take(10)
+    assert [(op.kind, op.path, op.dest) for op in kernel] == [
+        ("open", nameless, None), ("write", nameless, None), ("link", nameless, f"{ck}/checkpoint.json")]
+    placeholder = f"{ck}/.O_TMPFILE-4"
+    recorded = [Op(0, "open", api="os.open", path=placeholder, handle=4, flags=frozenset({"tmpfile"})),
+                Op(1, "write", api="os.write", path=placeholder, handle=4, offset=0, data=b"{}", size=2),
+                Op(2, "link", api="os.link", path=placeholder, dest=f"{ck}/checkpoint.json", handle=4,
+                   flags=frozenset({"tmpfile"}))]
+    assert compare(recorded, kernel, [ck]) is None
+
+
 def test_operations_are_handed_out_by_the_message_they_came_before(trace):
     path = "/box/home/a"
     feed(trace, [

@@ -59,7 +59,7 @@ import json
 from pathlib import Path
 
 def save_checkpoint(state, directory="checkpoints"):
-    Path(directory).mkdir(exist_ok=True)
+    Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / "checkpoint.json").write_text(json.dumps(state))
 '''
 

@@ -50,7 +50,8 @@ STRING_LIMIT = 256
 MISMATCH = "the recorded file operations do not match what the kernel saw"
 
 _LINE = re.compile(r"^(\d+) +(.*)$")
-_CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|\?)(?:<([^>]*)>)?(?: .*)?$")
+# A file with no name (O_TMPFILE, or unlinked while open) reads `3</dir/#1234>(deleted)`.
+_CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|\?)(?:<([^>]*)>(?:\(deleted\))?)?(?: .*)?$")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 _UNFINISHED = " <unfinished ...>"
 _ESCAPE = re.compile(rb"\\(x[0-9a-fA-F]{2}|[0-7]{1,3}|.)")
@@ -303,8 +304,12 @@ class KernelTrace:
             self._emit(name, api=name, path=self._path(pid, args[0]), dest=self._path(pid, args[1]))
             return
         if name in ("renameat", "renameat2", "linkat"):
+            source = self._path(pid, args[1], args[0])
+            by_fd = _PROC_FD.match(source)
+            if name == "linkat" and by_fd and int(by_fd.group(1)) in self.fds:
+                source = self.fds[int(by_fd.group(1))][0]  # linkat of an open (O_TMPFILE) file by descriptor
             self._emit("rename" if name.startswith("rename") else "link", api=name,
-                       path=self._path(pid, args[1], args[0]), dest=self._path(pid, args[3], args[2]))
+                       path=source, dest=self._path(pid, args[3], args[2]))
             return
         if name in ("unlink", "rmdir", "mkdir"):
             self._emit(name, api=name, path=self._path(pid, args[0]))
@@ -371,8 +376,19 @@ def _real(path: Optional[str], cache: dict) -> Optional[str]:
     return os.path.join(cache[parent], name)
 
 
+_PROC_FD = re.compile(r"^/proc/(?:self|\d+)/fd/(\d+)$")
+# A file with no name yet: the recorder's placeholder, or the kernel's `/dir/#inode`.
+_NAMELESS = re.compile(r"^(?:\.O_TMPFILE-\d+|#\d+)$")
+
+
+def _nameless(path: Optional[str]) -> Optional[str]:
+    if path and _NAMELESS.match(os.path.basename(path)):
+        return os.path.join(os.path.dirname(path), "(a file with no name)")
+    return path
+
+
 def _key(op: Op, real: Any) -> tuple:
-    path, dest = real(op.path), real(op.dest)
+    path, dest = _nameless(real(op.path)), _nameless(real(op.dest))
     if op.kind == "open":
         return ("open", path, frozenset(op.flags) & {"create", "trunc", "append", "excl"})
     if op.kind == "write":
