@@ -157,3 +157,12 @@ def field_problems(data: Any, pending_problem: Optional[Callable[[Any], Optional
     if isinstance(data.get("version"), int) and data["version"] != VERSION and not isinstance(data["version"], bool):
         problems.append(f"`version` is {data['version']}, not {VERSION}")
     return problems
+
+
+def read_or_none(path: str) -> Optional[bytes]:
+    """The bytes of the file at ``path``, or None if there is none to read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None

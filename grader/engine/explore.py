@@ -530,16 +530,10 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
     ``rerun``, each distinct crash state that leaves leftovers is also the starting folder of a
     second run (see :func:`rerun_after_crashes`).
     """
-    models = tuple(models)
     started = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        if workdir is None:
-            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
-        workdir = os.path.realpath(workdir)
-        directory = folder_in(workdir, directory)
-        recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
-        result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
-                             error=error, returned=returned, folder=os.path.join(workdir, directory), workdir=workdir)
+    with recorded_run(run, scenario, models, directory=directory, timeout=timeout, workdir=workdir,
+                      before=before) as (result, recorder, directory):
+        workdir, error = result.workdir, result.error
         try:
             with open(os.path.join(workdir, directory, CHECKPOINT_NAME), "rb") as left:
                 result.final_file = left.read()
@@ -557,6 +551,24 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
                                     before=before, reader=plug.get("reader"))
     result.seconds = time.perf_counter() - started
     return result
+
+
+@contextlib.contextmanager
+def recorded_run(run: Callable, scenario: Scenario, models: Iterable[str], *, directory: str,
+                 timeout: Optional[float], workdir: Optional[str] = None,
+                 before: Optional[Callable[[str], None]] = None):
+    """Run the loop once under the recorder, in ``workdir`` or a temporary folder that lasts as long
+    as the ``with`` block. Yields ``(exploration so far, recorder, the directory the loop was given)``."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
+        workdir = os.path.realpath(workdir)
+        directory = folder_in(workdir, directory)
+        recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
+        yield (Exploration(scenario.name, tuple(models), ops=recorder.ops,
+                           unseen=list(dict.fromkeys(recorder.unseen)), error=error, returned=returned,
+                           folder=os.path.join(workdir, directory), workdir=workdir),
+               recorder, directory)
 
 
 RERUNS = 4  # at most this many second runs per exploration: one per kind of leftover, the largest of each

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from grader.engine.checkpoint import FIELDS, field_problems, spend, tool_use_blocks
 
@@ -133,21 +133,23 @@ def parse_cached(raw: Optional[bytes], parsed: Optional[dict]) -> tuple[Any, Opt
     return parsed[raw]
 
 
-def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -> Optional[Finding]:
-    """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``.
+def no_checkpoint(window: Any, started: str) -> Optional[Finding]:
+    """What a crash state with no checkpoint.json at all breaks (None while that is still fine).
+    ``started`` names, in words, the tool call(s) in ``window.started``."""
+    if window.absent_ok:
+        return None
+    if window.started:
+        return Finding("TRACE", f"{started} had started, but there is no checkpoint.json at all",
+                       "resume finds nothing, starts the task over from zero, and runs the tool again")
+    return Finding("PARSE", "there is no checkpoint.json at all, though a save had completed",
+                   "resume finds nothing and starts the task over from zero, repeating every tool call "
+                   "that already ran")
 
-    ``parsed`` may carry a cache of ``parse`` results keyed by the raw bytes.
-    """
-    data, error = parse_cached(raw, parsed)
-    if error == "missing":
-        if window.absent_ok:
-            return None
-        if window.started:
-            return Finding("TRACE", f"tool `{window.tool_name}` had started, but there is no checkpoint.json at all",
-                           "resume finds nothing, starts the task over from zero, and runs the tool again")
-        return Finding("PARSE", "there is no checkpoint.json at all, though a save had completed",
-                       "resume finds nothing and starts the task over from zero, repeating every tool call "
-                       "that already ran")
+
+def shape_finding(raw: Optional[bytes], data: Any, error: Optional[str],
+                  problems_of: Callable[[Any], list] = field_problems) -> Optional[Finding]:
+    """PARSE or FIELDS for a checkpoint that is there but cannot be read as the six fields (None if
+    it can). ``problems_of`` lists what is wrong with the fields (a level may have its own rules)."""
     if error:
         what = "0 bytes" if not raw else f"{len(raw)} bytes that are not one complete JSON document"
         return Finding("PARSE", f"checkpoint.json holds {what}; {error}",
@@ -155,14 +157,28 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     if not isinstance(data, dict):
         return Finding("PARSE", f"checkpoint.json holds a JSON {type(data).__name__}, not an object",
                        "resume cannot find any of the six fields")
-    problems = field_problems(data)
+    problems = problems_of(data)
     if problems:
         return Finding("FIELDS", "; ".join(problems),
                        "resume reads a field that is not there, or trusts a value of the wrong kind")
-    messages = data["messages"]
-    if not all(isinstance(m, dict) for m in messages):
+    if not all(isinstance(m, dict) for m in data["messages"]):
         return Finding("FIELDS", "`messages` holds something that is not a message object",
                        "resume cannot send these messages to the model")
+    return None
+
+
+def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -> Optional[Finding]:
+    """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``.
+
+    ``parsed`` may carry a cache of ``parse`` results keyed by the raw bytes.
+    """
+    data, error = parse_cached(raw, parsed)
+    if error == "missing":
+        return no_checkpoint(window, f"tool `{window.tool_name}`")
+    unreadable = shape_finding(raw, data, error)
+    if unreadable is not None:
+        return unreadable
+    messages = data["messages"]
 
     results = _results(messages)
     n_assistant = sum(1 for m in messages if m.get("role") == "assistant")

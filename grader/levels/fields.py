@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from grader.engine.explore import LOOP_TIMEOUT, LoopTimeout, working_in, time_limit
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, initial_state, pending_record, snapshot, spend, \
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, read_or_none, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
 from grader.levels import registry
@@ -126,14 +126,6 @@ class CrashedRun:
             return None
 
 
-def _read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash_turn: int, crash_phase: str,
               directory: str = RUN_DIRECTORY) -> CrashedRun:
     """Run the protocol's loop with ``save_checkpoint`` at save points A, B and final; crash as asked.
@@ -174,7 +166,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
                 now = None
             if now != before_fields:
                 changed = "save_checkpoint changed the loop's own state while saving it"
-        run.saves.append(Save(label, turn, expected, _read(path), changed))
+        run.saves.append(Save(label, turn, expected, read_or_none(path), changed))
 
     with working_in(workdir), time_limit(TIMEOUT, owner=save_checkpoint):
         try:

@@ -77,6 +77,19 @@ class LevelModule:
         except loader.ImportProblem as exc:
             return None, columns.failed_column(title, str(exc))
 
+    def import_function(self, title: str, folder: Path, level: Any) -> tuple[Any, Optional[Any]]:
+        """``(the level's function, None)`` from its first file in ``folder`` (``level.function``:
+        ``run_agent``, ...), or ``(None, failed column)`` saying why there is none."""
+        from grader.levels import columns
+
+        module, failed = self.import_file(title, folder, level)
+        if failed is not None:
+            return None, failed
+        fn = getattr(module, level.function, None)
+        if not callable(fn):
+            return None, columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
+        return fn, None
+
 
 def load_level_module(name: str) -> LevelModule:
     """The ``LEVEL`` object of the module ``name`` (a dotted import path)."""

@@ -27,12 +27,9 @@ class LoopLevel(LevelModule):
         from grader.engine.scripted import support_tickets
         from grader.levels import columns
 
-        module, failed = self.import_file(title, folder, level)
+        fn, failed = self.import_function(title, folder, level)
         if failed is not None:
             return failed
-        fn = getattr(module, level.function, None)
-        if not callable(fn):
-            return columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
         scenario = support_tickets(seed)
         # The same folder as the level's tests, so the matrix counts the same crash states they do
         # (level 3's tests make its parent first: see parent_exists).

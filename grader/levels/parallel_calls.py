@@ -21,18 +21,15 @@ model is called, everything (FRESH).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import Exploration, Violation, check_trace, folder_in, record_run, rerun_after_crashes
-from grader.engine.invariants import Finding, Window, parse_cached
+from grader.engine.explore import NESTED_FOLDER, Exploration, Violation, check_trace, recorded_run, rerun_after_crashes
+from grader.engine.invariants import Finding, Window, no_checkpoint, parse_cached, shape_finding
 from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
 from grader.engine import conversations as conversations_module
@@ -414,24 +411,11 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
     """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds)."""
     data, error = parse_cached(raw, parsed)
     if error == "missing":
-        if window.absent_ok:
-            return None
-        if window.started:
-            return Finding("TRACE", f"{len(window.started)} tool call(s) had started, but there is no checkpoint at all",
-                           "resume finds nothing, starts the task over and runs those tools again")
-        return Finding("PARSE", "there is no checkpoint at all, though a save had completed",
-                       "resume finds nothing and starts the task over from zero")
-    if error:
-        return Finding("PARSE", f"the checkpoint holds {len(raw or b'')} bytes that are not one complete JSON "
-                       f"document; {error}", "resume cannot read the file, so the task is lost")
-    problems = field_problems(data)
-    if problems:
-        return Finding("FIELDS", "; ".join(problems),
-                       "resume reads a field that is not there, or trusts a value of the wrong kind")
+        return no_checkpoint(window, f"{len(window.started)} tool call(s)")
+    unreadable = shape_finding(raw, data, error, field_problems)
+    if unreadable is not None:
+        return unreadable
     messages = data["messages"]
-    if not all(isinstance(m, dict) for m in messages):
-        return Finding("FIELDS", "`messages` holds something that is not a message object",
-                       "resume cannot send these messages to the model")
     pending = data["pendingToolUse"] or []
 
     recorded = [i for m in messages for i in _result_ids(m)]
@@ -560,22 +544,15 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
                      directory: str = "checkpoints", timeout: Optional[float] = 20,
                      workdir: Optional[str] = None, max_violations: int = 200, rerun: bool = False) -> Exploration:
     """:func:`~grader.engine.explore.explore_loop` under the level-5 rules (one run, every crash state)."""
-    models = tuple(models)
     started = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        if workdir is None:
-            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
-        workdir = os.path.realpath(workdir)
-        directory = folder_in(workdir, directory)
-        recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout)
-        result = Exploration(scenario.name, models, ops=recorder.ops, unseen=list(dict.fromkeys(recorder.unseen)),
-                             error=error, returned=returned)
-        if error is None:
-            ckpt_dir = os.path.join(workdir, directory)
+    with recorded_run(run, scenario, models, directory=directory, timeout=timeout,
+                      workdir=workdir) as (result, recorder, directory):
+        if result.error is None:
+            ckpt_dir = result.folder
             windows = parallel_windows(recorder.ops, scenario.task)
             check_trace(result, recorder, ckpt_dir, scenario, max_violations, windows=lambda ops, task: windows,
                         checker=check_parallel, same=same_state)
-            kept = Exploration(scenario.name, models)
+            kept = Exploration(scenario.name, result.models)
             check_trace(kept, recorder, ckpt_dir, scenario, max_violations, windows=lambda ops, task: windows,
                         checker=check_kept)
             shown = {(v.model, v.point, v.operation) for v in result.violations if v.invariant == "KEPT"}
@@ -615,14 +592,13 @@ class ParallelLevel(LevelModule):
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
         from grader.levels import columns
 
-        module, failed = self.import_file(title, folder, level)
+        fn, failed = self.import_function(title, folder, level)
         if failed is not None:
             return failed
-        fn = getattr(module, level.function, None)
-        if not callable(fn):
-            return columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
         scenario = parallel_tickets(seed)
-        exploration = explore_parallel(fn, scenario, models=tuple(level.crash_models) or ("M1", "M2"))
+        # The level's tests' own folder, so the matrix counts the crash states they count.
+        exploration = explore_parallel(fn, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
+                                       directory=NESTED_FOLDER)
         return columns.column(title, exploration, scenario.task, parallel_windows)
 
 

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine.crash_models import MODEL_NAMES, crash_states
 from grader.engine.explore import (LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback,
                                    time_limit, describe_bytes, folder_in, record_run, windows_for)
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, reference_saves, run_reference, snapshot, tool_use_blocks
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
 from grader.engine.forwarded import free_fsync
 from grader.levels import registry
@@ -248,18 +248,10 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def _watch_disk(path: str, outcome: _Outcome, model: ScriptedModel, tools: KeyedTools) -> Callable:
     """Wrap the model so each call checks the file first; make the tools check it too (SAVED)."""
     def on_disk() -> Optional[dict]:
-        raw = _read(path)
+        raw = read_or_none(path)
         try:
             return _parse(raw) if raw else None
         except ValueError:
@@ -343,7 +335,7 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 outcome.error, outcome.error_type = short_traceback(exc), type(exc).__name__
-        outcome.after = _read(path)
+        outcome.after = read_or_none(path)
     return outcome
 
 
