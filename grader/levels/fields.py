@@ -48,6 +48,7 @@ from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, re
 from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
 from grader.levels import registry
 from grader.levels.interface import LevelModule
+from grader.levels import columns
 
 RUNTIME_KEYS = ("client", "startedAt")
 # Not the default "checkpoints", and nested with a space in it: a save that ignores `directory`, or
@@ -786,8 +787,6 @@ class FieldsLevel(LevelModule):
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
         """Each check of :data:`LEVEL1_CHECKS`, ok or what went wrong on resume."""
-        from grader.levels import columns
-
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
             return failed

@@ -34,6 +34,7 @@ from grader.engine.invariants import Finding, check
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, check_messages, clone, from_turns
 from grader.levels.interface import LevelModule
+from grader.levels import columns
 
 LONG_TURNS = 200
 AMPLIFICATION_LIMIT = 10.0
@@ -524,8 +525,6 @@ class JournalLevel(LevelModule):
         size of the conversation (the tests use 200 turns and the same rule; 60 keeps the demo quick)."""
         from grader.engine.explore import record_run
         from grader.engine.scripted import support_tickets
-        from grader.levels import columns
-
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
             return failed

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.levels.interface import LevelModule
+from grader.levels import columns
 
 __all__ = ["LEVEL", "LoopLevel"]
 
@@ -25,8 +26,6 @@ class LoopLevel(LevelModule):
         """The crash matrix column of the loop in ``folder`` on the course's scripted task."""
         from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
         from grader.engine.scripted import support_tickets
-        from grader.levels import columns
-
         fn, failed = self.import_function(title, folder, level)
         if failed is not None:
             return failed

@@ -35,6 +35,7 @@ from grader.engine.checkpoint import field_problems as protocol_field_problems
 from grader.engine import conversations as conversations_module
 from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, random_tool_id, random_usage
 from grader.levels.interface import LevelModule
+from grader.levels import columns
 
 # The course's tools, with tickets listed a month at a time (three months: three calls in one turn)
 # and a second tool that must not run twice.
@@ -590,8 +591,6 @@ class ParallelLevel(LevelModule):
     several_calls = True
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
-        from grader.levels import columns
-
         fn, failed = self.import_function(title, folder, level)
         if failed is not None:
             return failed

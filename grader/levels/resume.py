@@ -49,6 +49,7 @@ from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, 
 from grader.engine.forwarded import free_fsync
 from grader.levels import registry
 from grader.levels.interface import LevelModule
+from grader.levels import columns
 
 # Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
 # system in memory makes that a matter of milliseconds. Durability is not graded here.
@@ -711,8 +712,6 @@ class ResumeLevel(LevelModule):
         """The same steps as :func:`explore_resume`, kept per crash point so each row of the matrix can
         say what resume made of the file that crash left."""
         from grader.engine.scripted import support_tickets
-        from grader.levels import columns
-
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
             return failed
