@@ -35,6 +35,23 @@ LEVEL2 = {
 }
 
 
+# The other levels' new cases (issue 18), each with whether it must pass: a folder of its own
+# (`directory` honoured), version true or 1.0, fsync faults, sync flags, leftovers, subfolders.
+OTHERS = {
+    1: {"level1/w12_version_true_or_float_loads.py": False},
+    3: {"level3/right_o_sync_temp": True, "level3/right_fsync_bound_as_default": True,
+        "level3/wrong_retries_fsync": False, "level3/wrong_swallows_folder_fsync_error": False,
+        "level3/wrong_os_sync_cannot_report_errors": False, "level3/wrong_ignores_directory": False,
+        "level3/wrong_temp_without_o_trunc": False},
+    4: {"level4/wrong_ignores_directory": False, "level4/wrong_version_true_or_float": False},
+    5: {"level5/wrong/save_ignores_directory.py": False, "level5/wrong/temp_in_append_mode.py": False},
+    6: {"level6/right/journal_in_wal_subfolder.py": True, "level6/wrong/journal_ignores_directory.py": False,
+        "level6/wrong/snapshot_temp_opened_exclusively.py": False,
+        "level6/wrong/sequence_numbers_restart_each_run.py": False},
+}
+FILES = {1: "checkpoint.py", 3: "agent.py", 4: "resume.py", 5: "agent.py", 6: "agent.py"}
+
+
 def _grade(folder: Path, level: int, report: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", str(level),
                            "--examples", "1", "--output", str(report)],
@@ -85,3 +102,32 @@ def test_level_2_fidelity_cases_get_their_verdicts_through_the_sandbox(graded, n
         failures = _failures(got)
         assert got["score"] < got["max_score"] and failures
         assert any(LEVEL2[name] in text for _, _, text in failures), failures[0][2][:2000]
+
+
+@pytest.fixture(scope="module")
+def graded_others(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fidelity-levels")
+    for level, cases in OTHERS.items():
+        for case in cases:
+            source = CORPUS / case
+            target = tmp / f"level{level}" / Path(case).stem
+            if source.is_dir():
+                shutil.copytree(source, target)
+            else:
+                target.mkdir(parents=True)
+                shutil.copy(source, target / FILES[level])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        jobs = {level: pool.submit(_grade, tmp / f"level{level}", level, tmp / f"report{level}.json")
+                for level in OTHERS}
+        return {level: job.result() for level, job in jobs.items()}
+
+
+@pytest.mark.parametrize("level, case", [(level, case) for level, cases in OTHERS.items() for case in cases],
+                         ids=[Path(case).stem for cases in OTHERS.values() for case in cases])
+def test_the_other_levels_fidelity_cases_get_their_verdicts_through_the_sandbox(graded_others, level, case):
+    got = graded_others[level][Path(case).stem]
+    if OTHERS[level][case]:
+        assert got["score"] == got["max_score"] > 0, _failures(got)
+    else:
+        assert got["status"] != "error" and got["score"] < got["max_score"], (got["status"], got.get("error"),
+                                                                               _failures(got)[:1])

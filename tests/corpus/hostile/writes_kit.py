@@ -82,7 +82,12 @@ def _attack():
             opened.append(path)
         except OSError:
             pass
+    # The box's private /tmp is a tmpfs of its own: a folder on it (the way to the kit, when the kit
+    # itself sits under /tmp) is the box's, and what is written there vanishes with the box.
+    private = os.stat("/tmp").st_dev if os.path.isdir("/tmp") else None
     for folder in ("/", "/etc", "/dev", os.path.dirname(package)):  # past the box's one writable folder
+        if folder != "/" and private is not None and os.stat(folder).st_dev == private:
+            continue
         try:
             os.close(os.open(os.path.join(folder, "crashcourse-hostile"), os.O_WRONLY | os.O_CREAT | os.O_EXCL))
             os.unlink(os.path.join(folder, "crashcourse-hostile"))
