@@ -424,6 +424,23 @@ CAP = 4            # turn cap of the turns check (the long task needs 8)
 CAP_CRASH = 3      # turns done before the crash
 
 
+def _crash_then_resume(module: Any, scenario: Scenario, workdir: str, crash_turn: int, crash_phase: str, *,
+                       no_error: bool = False, **resume_options: Any) -> tuple:
+    """Crash a run of the learner's save_checkpoint, then resume it with their load_checkpoint.
+
+    Returns ``(run, resume, problem)``: ``problem`` is the story of the first thing that went wrong
+    before the field under test could matter (the save failed, the loader refused a good file, or,
+    with ``no_error``, the resumed run fell over), else None.
+    """
+    run = crash_run(module.save_checkpoint, scenario, workdir, crash_turn, crash_phase)
+    trouble = _run_trouble(run)
+    if trouble:
+        return run, None, trouble
+    resume = resume_run(module.load_checkpoint, run, **resume_options)
+    problem = _refused(resume, run) or (_resume_error(resume, run) if no_error else None)
+    return run, resume, problem
+
+
 def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
     """After every save, checkpoint.json holds exactly the six protocol keys, with the state's values."""
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
@@ -467,12 +484,8 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
 def check_turns(module: Any, seed: int = 0) -> Optional[str]:
     """Without `turns`, the turn cap overshoots: resume counts from 0 and grants a crashed task a new allowance."""
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
-        run = crash_run(module.save_checkpoint, long_task(seed), workdir, CAP_CRASH, "model")
-        trouble = _run_trouble(run)
-        if trouble:
-            return trouble
-        resume = resume_run(module.load_checkpoint, run, max_turns=CAP)
-        problem = _refused(resume, run) or _resume_error(resume, run)
+        run, resume, problem = _crash_then_resume(module, long_task(seed), workdir, CAP_CRASH, "model", no_error=True,
+                                                  max_turns=CAP)
         if problem:
             return problem
         total = run.tool_runs_before + len(resume.tool_runs)
@@ -499,12 +512,8 @@ def check_tokens(module: Any, seed: int = 0) -> Optional[str]:
     expected_at = crash_turn + 2         # the budget is reached at the second response after resume
     threshold = sum(spent[:expected_at])
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
-        run = crash_run(module.save_checkpoint, scenario, workdir, crash_turn, "model")
-        trouble = _run_trouble(run)
-        if trouble:
-            return trouble
-        resume = resume_run(module.load_checkpoint, run, compact_at=threshold)
-        problem = _refused(resume, run) or _resume_error(resume, run)
+        run, resume, problem = _crash_then_resume(module, scenario, workdir, crash_turn, "model", no_error=True,
+                                                  compact_at=threshold)
         if problem:
             return problem
         if resume.compacted_at == expected_at:
@@ -556,12 +565,7 @@ def check_version(module: Any, seed: int = 0) -> Optional[str]:
 def check_task(module: Any, seed: int = 0) -> Optional[str]:
     """Resume can say which task it is continuing."""
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
-        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 2, "model")
-        trouble = _run_trouble(run)
-        if trouble:
-            return trouble
-        resume = resume_run(module.load_checkpoint, run)
-        problem = _refused(resume, run) or _resume_error(resume, run)
+        run, resume, problem = _crash_then_resume(module, support_tickets(seed), workdir, 2, "model", no_error=True)
         if problem:
             return problem
         if resume.task == run.scenario.task:
@@ -576,12 +580,7 @@ def check_task(module: Any, seed: int = 0) -> Optional[str]:
 def check_messages(module: Any, seed: int = 0) -> Optional[str]:
     """Without `messages`, resume starts the task over and repeats tools that already ran."""
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
-        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 3, "model")
-        trouble = _run_trouble(run)
-        if trouble:
-            return trouble
-        resume = resume_run(module.load_checkpoint, run)
-        problem = _refused(resume, run)
+        run, resume, problem = _crash_then_resume(module, support_tickets(seed), workdir, 3, "model")
         if problem:
             return problem
         if resume.finished and not resume.tool_runs and not resume.error:
@@ -596,12 +595,7 @@ def check_messages(module: Any, seed: int = 0) -> Optional[str]:
 def check_pending(module: Any, seed: int = 0) -> Optional[str]:
     """A crash while a tool runs is on disk as pendingToolUse, so resume answers that call before going on."""
     with tempfile.TemporaryDirectory(prefix="crashcourse-l1-") as workdir:
-        run = crash_run(module.save_checkpoint, support_tickets(seed), workdir, 3, "tool")
-        trouble = _run_trouble(run)
-        if trouble:
-            return trouble
-        resume = resume_run(module.load_checkpoint, run)
-        problem = _refused(resume, run)
+        run, resume, problem = _crash_then_resume(module, support_tickets(seed), workdir, 3, "tool")
         if problem:
             return problem
         wanted = run.pending_id()
