@@ -198,20 +198,23 @@ def normalize(state: Any) -> Any:
     one turn's tool results, an empty pending list, an empty user message waiting for results."""
     if not isinstance(state, dict):
         return state
-    out = json.loads(json.dumps(state))
+    # Copied only where it changes (the top level, the message list, a reordered message): the
+    # states compared here are large, and a deep copy of each was most of level 5's checking time.
+    out = dict(state)
     pending = out.get("pendingToolUse")
     if isinstance(pending, list):
         out["pendingToolUse"] = sorted(pending, key=lambda p: json.dumps(p, sort_keys=True)) or None
     messages = out.get("messages")
     if isinstance(messages, list):
+        messages = out["messages"] = list(messages)
         if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user" \
                 and messages[-1].get("content") == [] and len(messages) > 1:
             messages.pop()
-        for message in messages:
+        for i, message in enumerate(messages):
             content = message.get("content") if isinstance(message, dict) else None
             if isinstance(content, list) and content and all(isinstance(b, dict) and b.get("type") == "tool_result"
                                                              for b in content):
-                content.sort(key=lambda b: str(b.get("tool_use_id")))
+                messages[i] = dict(message, content=sorted(content, key=lambda b: str(b.get("tool_use_id"))))
     return out
 
 
