@@ -301,9 +301,9 @@ def time_limit(seconds: Optional[float], owner: Any = None):
                 except Exception:  # noqa: BLE001 - a progress line must never break the run
                     pass
             return
-        where = _stuck_words(_learner_frames(frame, owner_file))
-        key = owner_file or (os.path.realpath(_learner_frames(frame, "")[-1].filename)
-                             if _learner_frames(frame, "") else "")
+        frames = _learner_frames(frame, owner_file)
+        where = _stuck_words(frames)
+        key = owner_file or (os.path.realpath(frames[-1].filename) if frames else "")
         message = f"the loop was still running after {seconds:g} s, so it was stopped"
         if where:
             message += f". It was at {where}"

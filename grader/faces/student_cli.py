@@ -477,6 +477,15 @@ def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutc
     _write_state("status.json", status)
 
 
+def _level_or_say(number: int) -> Optional[manifest_mod.Level]:
+    """The manifest's level ``number``, or None after saying why there is none."""
+    try:
+        return _manifest().require(number)
+    except manifest_mod.ManifestError as exc:
+        _say(str(exc))
+        return None
+
+
 def _folder_for(level: manifest_mod.Level, path: Optional[str]) -> Path:
     if path is None and level.root.resolve() == manifest_mod.PACKAGED_KIT.resolve():
         # No workspace around: the files are the installed package's own copies, not the learner's.
@@ -486,10 +495,8 @@ def _folder_for(level: manifest_mod.Level, path: Optional[str]) -> Path:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    try:
-        level = _manifest().require(args.level)
-    except manifest_mod.ManifestError as exc:
-        _say(str(exc))
+    level = _level_or_say(args.level)
+    if level is None:
         return 2
     folder = _folder_for(level, args.path)
     if not folder.is_dir():
@@ -520,10 +527,8 @@ def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> tuple
 
 
 def cmd_hint(args: argparse.Namespace) -> int:
-    try:
-        level = _manifest().require(args.level)
-    except manifest_mod.ManifestError as exc:
-        _say(str(exc))
+    level = _level_or_say(args.level)
+    if level is None:
         return 2
     hints_path = level.starter_dir / level.hints
     tasks = manifest_mod.parse_hints(hints_path)
@@ -1020,10 +1025,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from grader.engine.checkpoint import spend
     from grader.engine.scripted import TICKET_TASK
 
-    try:
-        level = _manifest().require(args.level)
-    except manifest_mod.ManifestError as exc:
-        _say(str(exc))
+    level = _level_or_say(args.level)
+    if level is None:
         return 2
     folder = _folder_for(level, args.path)
     resuming = level.function == "resume_agent"

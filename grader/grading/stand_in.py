@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from grader.engine import loader
 from grader.engine import recorder as recorder_module
-from grader.engine.explore import REMOTE_FRAMES
+from grader.engine.explore import REMOTE_FRAMES, LoopTimeout
 from grader.engine.recorder import Op
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.wire import Callback, Stand
@@ -337,7 +337,7 @@ class RemoteFunction:
             worker.sent_messages.pop(ident, None)
         try:
             value = fn(*args, **kwargs)
-        except (Incident, _loop_timeout()):
+        except (Incident, LoopTimeout):
             raise
         except Exception as exc:  # noqa: BLE001 - the model or a tool refusing: the student's loop sees it
             worker.send({"op": "error", "type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__],
@@ -355,11 +355,6 @@ def with_kept_messages(kwargs: Any, before: Optional[list], keep: Any) -> Any:
             or not isinstance(kwargs.get("messages"), list):
         raise ValueError("the call refers to messages the grader was not sent")
     return dict(kwargs, messages=before[:keep] + kwargs["messages"])
-
-
-def _loop_timeout() -> type:
-    from grader.engine.explore import LoopTimeout
-    return LoopTimeout
 
 
 def prepare(value: Any, objects: dict, depth: int = 0) -> Any:
