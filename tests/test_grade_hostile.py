@@ -58,6 +58,9 @@ EXPECTED = {
     "reads_environment": ("passed", 10.0, None),
     "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
     "forges_recorded_ops": ("failed", 0.0, "the recorded file operations do not match what the kernel saw"),
+    # Its recorded bytes are forged past the first few hundred (same length, same operations): the
+    # crash states are built from the kernel's bytes, so it earns what its lagging count earns.
+    "forges_written_bytes": ("failed", 8.0, "break COUNTS"),
     # In a box its parent is bwrap's, in another pid namespace: strace is out of its reach, so the
     # kill misses and its working loop earns full marks. (With --no-box the kill lands: an error, 0/10.)
     "kills_its_tracer": ("passed", 10.0, None),
@@ -226,7 +229,7 @@ def test_the_report_has_the_contract_shape(batch):
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
-    if student in ("forges_recorded_ops", "kills_its_tracer") and kernel_trace.problem():
+    if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer") and kernel_trace.problem():
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
     text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])

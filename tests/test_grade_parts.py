@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 import zipfile
 from pathlib import Path
 
@@ -34,13 +33,15 @@ def test_worker_data_comes_back_as_the_same_values():
 def test_a_message_that_points_outside_itself_or_lies_about_its_length_is_refused():
     def framed(body: dict, blob: bytes) -> bytes:
         text = json.dumps(body).encode()
-        return struct.pack(">II", len(text), len(blob)) + text + blob
+        return b"%010d%010d" % (len(text), len(blob)) + text + blob
 
     assert wire.unframe(framed({"v": {"$B": [1, 2]}}, b"abc")) == {"v": b"bc"}
     assert wire.unframe(framed({"v": {"$B": [0, 99]}}, b"abc")) is None, "bytes past the end of the message"
     assert wire.unframe(framed({"v": {"$B": [-1, 2]}}, b"abc")) is None
     assert wire.unframe(framed({"v": 1}, b"")[:-1]) is None, "a message shorter than its header says"
     assert wire.unframe(b"\x00\x00\x00\x02{}") is None
+    assert wire.unframe(b"+000000002000000000{}") is None, "a length that is not ten digits"
+    assert wire.reply_size(b" 00000000200000000000") > wire.MAX_MESSAGE, "so the worker that sent it is stopped"
 
 
 def test_an_object_the_worker_cannot_send_comes_back_as_a_description_not_code():

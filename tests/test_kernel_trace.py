@@ -1,6 +1,6 @@
 """The kernel's account of a worker's file operations (grader.grading.kernel_trace).
 
-Lines in strace's own format (``-f -y -xx``) are read into operations; two accounts of one run are
+Lines in strace's own format (``-f -y -x``, and ``-xx`` where a string holds other bytes) are read into operations; two accounts of one run are
 compared, and the first difference is worded for the learner; a real strace run of a small child
 agrees with what the child did, and is read only up to the bytes it sent on the judge's pipe.
 """
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from grader.engine.ops import Op
-from grader.grading import kernel_trace
+from grader.grading import kernel_trace, wire
 from grader.grading.kernel_trace import MISMATCH, KernelTrace, compare
 
 
@@ -129,6 +129,45 @@ def test_a_forged_atomic_save_is_told_apart_from_the_in_place_one():
     assert "missing from the recorded operations" in compare(dropped, kernel, ["/w/ck"])
     # Operations outside the watched folder are not compared.
     assert compare(honest + [Op(3, "unlink", api="os.unlink", path="/elsewhere/x")], kernel, ["/w/ck"]) is None
+
+
+def test_printable_bytes_as_strace_prints_them_under_x_are_read_exactly(trace):
+    """Under ``-x`` a JSON save is printed as it is: quotes escaped, newlines as ``\\n``, and commas,
+    brackets and even ``) = 5`` inside the written string; a path holding ``>`` is printed in octal."""
+    odd = "/box/home/ck/a>b, [c]"
+    saved = b'{"messages": [{"content": "x, y) = 5"}],\n\t"turns": 3}\\'
+    printed = saved.decode().replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    path = odd.replace(">", "\\76")
+    feed(trace, [
+        f'10 openat(AT_FDCWD</box/home>, "ck/a>b, [c]", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3<{path}>',
+        f'10 write(3<{path}>, "{printed}", {len(saved)}) = {len(saved)}',
+        f'10 writev(3<{path}>, [{{iov_base="a, b", iov_len=4}}, {{iov_base="\\"]", iov_len=2}}], 2) = 6',
+        '10 write(5<pipe:[777]>, "' + "x" * 100_000 + '", 100000) = 100000',
+        '10 write(1<pipe:[778]>, "printed, not on disk", 20) = 20',
+    ])
+    assert trace.tampered is None
+    assert trace.wire == 100_000
+    ops = trace.take(100_000)
+    assert [(op.kind, op.path) for op in ops] == [("open", odd), ("write", odd), ("write", odd)]
+    assert ops[1].data == saved and ops[2].data == b'a, b"]' and ops[2].offset == len(saved)
+
+
+def test_the_crash_states_take_the_kernels_bytes():
+    """Every byte of a write is compared, not only its first few hundred; a write the worker sent
+    without its bytes agrees by size and offset, and the recorded operation then holds the kernel's."""
+    ck = "/w/ck/checkpoint.json"
+    real = b'{"messages": [' + b" " * 400 + b'], "turns": 0}'
+    kernel = [Op(-1, "write", api="write", path=ck, handle=1, data=real, size=len(real))]
+    forged = [Op(0, "write", api="os.write", path=ck, handle=7, data=real.replace(b'"turns": 0', b'"turns": 1'))]
+    said = compare(forged, kernel, ["/w/ck"])
+    assert said is not None and said.startswith(MISMATCH), "a write that differs past its first bytes"
+    elided = [Op(0, "write", api="os.write", path=ck, handle=7, size=len(real), flags=frozenset({wire.ELIDED}))]
+    assert compare(elided, kernel, ["/w/ck"]) is None
+    assert elided[0].data == real and wire.ELIDED not in elided[0].flags
+    short = [Op(0, "write", api="os.write", path=ck, handle=7, size=len(real) - 1, flags=frozenset({wire.ELIDED}))]
+    assert "write of" in compare(short, kernel, ["/w/ck"])
+    moved = [Op(0, "write", api="os.write", path=ck, handle=7, offset=4, size=len(real), flags=frozenset({wire.ELIDED}))]
+    assert compare(moved, kernel, ["/w/ck"]) is not None, "the same bytes at another offset"
 
 
 @pytest.mark.skipif(kernel_trace.problem() is not None, reason=f"no kernel trace here: {kernel_trace.problem()}")

@@ -115,6 +115,9 @@ class Worker:
         self.out_r, out_w = os.pipe()
         # The pytest arguments (they hold the seed) go down the pipe, never on a command line.
         extra = ", '--pytest', 'pipe'" if pytest_args is not None else ""
+        traced = pytest_args is None and box.kernel_problem is None
+        if traced:
+            extra += ", '--bytes', 'kernel'"  # the judge takes written bytes from the kernel trace
         # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
         # the site-packages folders are still on the path, for a submission that imports a library.
         code = (f"import sys, site; sys.path[:0] = [{KIT_PARENT!r}]; sys.path += site.getsitepackages(); "
@@ -130,7 +133,7 @@ class Worker:
         self.cgroup = None
         self.consumed = 0  # bytes of whole messages read from the worker (where the kernel trace must reach)
         self.kernel: Optional[kernel_trace.KernelTrace] = None
-        if pytest_args is None and box.kernel_problem is None:
+        if traced:
             self.kernel = kernel_trace.KernelTrace(box.root)
             pass_fds += self.kernel.pass_fds
         if box.boxed:

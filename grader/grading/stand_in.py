@@ -262,12 +262,13 @@ class RemoteFunction:
                 message = worker.read_message(what, objects=objects)
                 op = message.get("op")
                 if op in ("ops", "callback", "return", "raise"):
-                    self._take_ops(rec, message.get("ops"), objects, handle_base)
                     if rec is not None and worker.kernel is not None:
-                        # The kernel's account of the same stretch of the run (grader.grading.kernel_trace).
+                        # The kernel's account of the same stretch of the run (grader.grading.kernel_trace),
+                        # first: each write that agrees takes the kernel's bytes before it is kept.
                         differs = worker.kernel.check(message.get("ops") or (), worker.consumed, rec.watch)
                         if differs and differs not in rec.unseen:
                             rec.unseen.append(differs)
+                    self._take_ops(rec, message.get("ops"), objects, handle_base)
                 if op == "callback":
                     self._serve_callback(worker, message, objects, what)
                     continue

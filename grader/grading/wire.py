@@ -4,7 +4,7 @@ Judge to worker (requests): a 4-byte length, then a pickle (:func:`request_frame
 :func:`read_request`). The judge is trusted and the worker is not, so only that direction may
 be unpickled.
 
-Worker to judge (replies): two 4-byte lengths (JSON, raw bytes), the JSON, then the raw bytes it
+Worker to judge (replies): two lengths as ten decimal digits each (JSON, raw bytes), the JSON, then the raw bytes it
 points into (:func:`frame`, :func:`unframe`). The JSON carries a few tagged one-key objects, each
 written by :func:`encode` and read back by :func:`message_hook`:
 
@@ -35,7 +35,9 @@ from typing import Any, Callable, Optional
 from grader.engine.recorder import FS_KINDS, Op
 
 MAX_MESSAGE = 256 * 1024 * 1024
-HEADER = 8  # the two lengths in front of every reply
+# The two lengths in front of every reply, as ten decimal digits each: ASCII, so a reply of plain JSON
+# is printed by the kernel tracer as it is (one character a byte) rather than wholly in hex (four).
+HEADER = 20
 
 
 # -- things the judge hands over that cannot cross as data ------------------------------------------
@@ -125,6 +127,11 @@ def _encode_other(value: Any, depth: int) -> Any:
 
 # -- worker to judge: JSON with tags, then raw bytes -------------------------------------------------
 
+# The flag on a write the worker sent with its size but not its bytes: when the judge takes a kernel
+# trace, the bytes of writes in the watched folders come from there (grader.grading.kernel_trace);
+# sent on the pipe as well, they would cross it, and be printed by the tracer, a second time.
+ELIDED = "bytes-from-kernel"
+
 _TAG_KEY = re.compile(rb'\{"\$(?:B|t|s|d|o|r|f|op)":')
 
 
@@ -162,13 +169,21 @@ def frame(message: dict) -> bytes:
         return {"$B": [start, len(value.data)]}
 
     body = json.dumps(message, separators=(",", ":"), allow_nan=False, default=place).encode("utf-8")
-    return b"".join([struct.pack(">II", len(body), offset), body, *blobs])
+    return b"".join([b"%010d%010d" % (len(body), offset), body, *blobs])
 
 
 def reply_size(header: bytes) -> int:
     """The length of a reply after its :data:`HEADER`, read from that header."""
-    head, blob_size = struct.unpack(">II", header[:HEADER])
+    head, blob_size = _lengths(header)
     return head + blob_size
+
+
+def _lengths(header: bytes) -> tuple[int, int]:
+    """The two lengths of a :data:`HEADER`; a header that is not twenty digits reads as too large."""
+    digits = header[:HEADER]
+    if len(digits) != HEADER or not digits.isdigit():
+        return MAX_MESSAGE + 1, 0
+    return int(digits[:10]), int(digits[10:])
 
 
 class RemoteObject:
@@ -241,13 +256,13 @@ def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
 
 def unframe(data: bytes, objects: Optional[dict] = None) -> Any:
     """One whole reply from the worker (see :func:`frame`), decoded; None if unreadable."""
-    if len(data) < 8:
+    if len(data) < HEADER:
         return None
-    head, blob_size = struct.unpack(">II", data[:8])
-    if len(data) != 8 + head + blob_size:
+    head, blob_size = _lengths(data)
+    if len(data) != HEADER + head + blob_size:
         return None
     try:
-        return json.loads(data[8:8 + head], object_hook=message_hook(data, 8 + head, objects))
+        return json.loads(data[HEADER:HEADER + head], object_hook=message_hook(data, HEADER + head, objects))
     except (ValueError, RecursionError):
         return None
 

@@ -31,7 +31,7 @@ from grader.engine.forwarded import FORWARDED
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
 from grader.engine.turnstile import Turnstile
-from grader.grading.wire import Blob, Callback, Stand, encode, frame, plain_json, read_request
+from grader.grading.wire import ELIDED, Blob, Callback, Stand, encode, frame, plain_json, read_request
 
 _write_fd = -1
 _read_fd = -1
@@ -100,9 +100,20 @@ def _note_read(event: str, args: tuple) -> None:
 
 # -- serving ----------------------------------------------------------------------------------------
 
+def _without_bytes(op: Any) -> Any:
+    """A copy of a recorded write that carries its size but not its bytes (the kernel trace has them)."""
+    copy = type(op)(op.index, op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset,
+                    size=len(op.data), flags=op.flags | {ELIDED}, is_dir=op.is_dir, payload=op.payload, note=op.note)
+    return copy
+
+
 class Session:
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, bytes_from_kernel: bool = False):
         self.folder = folder
+        # The judge takes the bytes of writes in the watched folders from its kernel trace
+        # (grader.grading.kernel_trace): sent here too, they would cross the pipe, and be printed by
+        # the tracer, a second time. Only their sizes go.
+        self.bytes_from_kernel = bytes_from_kernel
         self.modules: dict[int, tuple[Any, str]] = {}
         self.recorder: Optional[Recorder] = None
         self.sent = 0
@@ -217,6 +228,10 @@ class Session:
             return []
         ops = rec.ops[self.sent:]
         self.sent = len(rec.ops)
+        if self.bytes_from_kernel and rec.watch:
+            roots = tuple(root + os.sep for root in rec.watch)
+            ops = [_without_bytes(op) if op.kind == "write" and op.data and op.path and op.path.startswith(roots)
+                   else op for op in ops]
         return [encode(op) for op in ops]
 
     # requests
@@ -296,8 +311,8 @@ class Session:
         return outcome
 
 
-def serve(folder: str) -> None:
-    session = Session(folder)
+def serve(folder: str, bytes_from_kernel: bool = False) -> None:
+    session = Session(folder, bytes_from_kernel)
     send({"op": "ready", "pid": os.getpid()})
     while True:
         try:
@@ -337,7 +352,8 @@ def _options(argv: list) -> dict:
     """``--name value`` pairs. The judge builds this command line; argparse would cost every worker
     a noticeable share of its start-up for four options."""
     if len(argv) % 2 or any(not name.startswith("--") for name in argv[::2]):
-        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH [--pytest JSON]")
+        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH "
+                         "[--pytest JSON] [--bytes kernel]")
     options = {name[2:]: value for name, value in zip(argv[::2], argv[1::2])}
     missing = {"read", "write", "folder"} - set(options)
     if missing:
@@ -364,7 +380,7 @@ def main(argv: Optional[list] = None) -> None:
     elif options.get("pytest"):
         run_tests(json.loads(options["pytest"]))
     else:
-        serve(options["folder"])
+        serve(options["folder"], options.get("bytes") == "kernel")
     # Leave at once: a non-daemon thread a submission started must not keep this process alive.
     os._exit(0)
 
