@@ -35,7 +35,8 @@ What that buys:
   makes the run "unseen", which fails. A lie that leaves the same final files (a submission that
   edits the recorder's list from inside its own process) is caught by the kernel's account: the
   worker runs under strace, and the operations it reports up to each message must be the system
-  calls it made (:mod:`grader.grading.kernel_trace`); where they differ the run is not trusted.
+  calls it made (:mod:`grader.grading.kernel_trace`); where they differ the run is not trusted,
+  and where they agree the crash states are built from the bytes the kernel saw written.
 
 The worker's data is decoded as JSON with a few tagged forms and checked (kinds of operation,
 types of fields); written bytes travel raw after the JSON, by offset. Nothing it sends is

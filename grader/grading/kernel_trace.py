@@ -3,17 +3,20 @@
 The recorder (:mod:`grader.engine.recorder`) runs inside the worker, in the same interpreter as the
 submission, so a submission can edit what it wrote down (``Recorder.ops``) before it reaches the
 judge. This module takes a second account that the submission cannot edit: ``strace -f
---seccomp-bpf`` starts the worker, and writes every file-system system call it makes (with the
-bytes of every write, in hex) to a file that has no name anywhere (created and unlinked by the
-judge; strace reaches it through the descriptor it was handed, and the worker closes that
-descriptor before any of the submission's code runs).
+--seccomp-bpf`` starts the worker, and writes every file-system system call it makes (with every
+byte of every write) to a file that has no name anywhere (created and unlinked by the judge;
+strace reaches it through the descriptor it was handed, and the worker closes that descriptor
+before any of the submission's code runs).
 
 After each message from the worker that carries recorded operations, the judge waits until the
 trace has caught up with that message (the kernel saw the worker write every byte of it to the
 judge's pipe), takes the system calls made before it, and compares them with the recorded
 operations on the watched folders (:func:`compare`). Where they differ, the run's verdict is not
 trusted: the difference is added to the recorder's list of things it could not see, so the
-tests built on that run fail with the reason.
+tests built on that run fail with the reason. Where they agree, each recorded write takes the
+kernel's bytes (the worker sends only the sizes of its writes in the watched folders), so the crash
+states are built from the kernel's account; the recorder only says where in the loop each
+operation happened (save point A or B, which tool).
 
 What the tracer costs, and why it is outside the worker's Python but inside today's box: see
 ``benchmarks/README.md`` and the README's section on why a submission cannot grade itself. A
