@@ -1,6 +1,7 @@
 """The kernel's account of a worker's file operations (grader.grading.kernel_trace).
 
-Lines in strace's own format (``-f -y -x``, and ``-xx`` where a string holds other bytes) are read into operations; two accounts of one run are
+Lines in strace's own format (``-f -y -x``; a string holding bytes other than printable ASCII is
+all ``\\xHH``) are read into operations; two accounts of one run are
 compared, and the first difference is worded for the learner; a real strace run of a small child
 agrees with what the child did, and is read only up to the bytes it sent on the judge's pipe.
 """
