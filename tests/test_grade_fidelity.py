@@ -32,6 +32,10 @@ LEVEL2 = {
     "w25_hard_link_kept_then_rewritten": "did nothing: both names were hard links to one file",
     "c10_o_tmpfile_then_linkat": "",
     "c11_temporary_directory_inside": "",
+    # shutil.copyfile writes with sendfile, whose bytes strace does not print, and ends with a
+    # sendfile of 0 bytes: the kernel's account must still agree with the recorder's.
+    "c12_copy_of_the_previous_save": "",
+    "w05_copyfile_from_tmp": "break PARSE",
 }
 
 

@@ -100,6 +100,10 @@ def _note_read(event: str, args: tuple) -> None:
 
 # -- serving ----------------------------------------------------------------------------------------
 
+# Bytes copied from file to file inside the kernel: strace prints none of them, so these still travel.
+_COPIED = ("os.sendfile", "os.copy_file_range")
+
+
 def _without_bytes(op: Any) -> Any:
     """A copy of a recorded write that carries its size but not its bytes (the kernel trace has them)."""
     copy = type(op)(op.index, op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset,
@@ -230,8 +234,8 @@ class Session:
         self.sent = len(rec.ops)
         if self.bytes_from_kernel and rec.watch:
             roots = tuple(root + os.sep for root in rec.watch)
-            ops = [_without_bytes(op) if op.kind == "write" and op.data and op.path and op.path.startswith(roots)
-                   else op for op in ops]
+            ops = [_without_bytes(op) if op.kind == "write" and op.data and op.api not in _COPIED
+                   and op.path and op.path.startswith(roots) else op for op in ops]
         return [encode(op) for op in ops]
 
     # requests
