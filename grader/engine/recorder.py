@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import _io
 import builtins
+import functools
 import io
 import os
 import stat
@@ -285,7 +286,9 @@ class Recorder:
                 # when the module is imported: swap it in the defaults too, or that fsync is never seen.
                 for fn in [value, *(vars(value).values() if isinstance(value, type) else ())]:
                     fn = getattr(fn, "__func__", fn)
-                    held = getattr(fn, "func", None) if hasattr(fn, "keywords") else None
+                    # isinstance, not hasattr: an object that makes attributes on demand (pytest.mark)
+                    # would answer any name, and warn about each.
+                    held = fn.func if isinstance(fn, functools.partial) else None
                     if held is not None and _RECORDED_REAL.get(id(held), None) is held:
                         # functools.partial(os.fsync, ...) keeps the real function where no swap reaches.
                         self.unseen.append(f"{name} holds os.{getattr(held, '__name__', '?')} inside a "
