@@ -91,3 +91,19 @@ def test_a_loop_whose_temp_folder_is_in_dev_shm_is_recorded(tmp_path):
     with tempfile.TemporaryDirectory(dir="/dev/shm") as work:
         found = explore_loop(module.run_agent, support_tickets(1), models=("M1",), workdir=work)
     assert found.ok and found.error is None and any(op.kind == "rename" for op in found.ops), found.report()
+
+
+def test_fsync_held_in_a_partial_is_named_and_pytest_mark_is_left_alone(tmp_path):
+    """A module that binds os.fsync into functools.partial at import keeps the real function where no
+    swap reaches: the recorder says so. A name that answers any attribute (pytest.mark) is not one."""
+    import functools
+    import warnings
+
+    from grader.engine import recorder
+
+    namespace = {"__name__": "student", "sync": functools.partial(os.fsync), "mark": pytest.mark}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with recorder.Recorder(watch=[str(tmp_path)], namespaces=[namespace]) as rec:
+            pass
+    assert any("functools.partial" in u and "os.fsync" in u for u in rec.unseen), rec.unseen
