@@ -153,6 +153,20 @@ def test_printable_bytes_as_strace_prints_them_under_x_are_read_exactly(trace):
     assert ops[1].data == saved and ops[2].data == b'a, b"]' and ops[2].offset == len(saved)
 
 
+def test_a_claimed_o_sync_is_held_to_the_open_the_kernel_saw(trace):
+    """The power-cut models take every write to an O_SYNC file as durable on return: a recorded
+    "sync" the kernel never saw would buy DURABLE for nothing."""
+    tmp = "/box/home/ck/c.tmp"
+    feed(trace, [f'10 openat(AT_FDCWD</box/home>, "ck/c.tmp", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666) = 3<{tmp}>',
+                 f'10 openat(AT_FDCWD</box/home>, "ck/c.tmp", O_WRONLY|O_CREAT|O_DSYNC, 0666) = 4<{tmp}>'])
+    plain, synced = trace.take(10)
+    assert plain.flags == {"create", "trunc"} and synced.flags == {"create", "sync"}
+    claimed = [Op(0, "open", api="os.open", path=tmp, handle=7, flags=frozenset({"create", "trunc", "sync"}))]
+    assert compare(claimed, [plain], ["/box/home/ck"]).startswith(MISMATCH)
+    honest = [Op(0, "open", api="os.open", path=tmp, handle=7, flags=frozenset({"create", "sync", "existed"}))]
+    assert compare(honest, [synced], ["/box/home/ck"]) is None
+
+
 def test_the_crash_states_take_the_kernels_bytes():
     """Every byte of a write is compared, not only its first few hundred; a write the worker sent
     without its bytes agrees by size and offset, and the recorded operation then holds the kernel's."""

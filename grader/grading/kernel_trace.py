@@ -250,7 +250,8 @@ class KernelTrace:
             is_dir = "O_DIRECTORY" in flags
             self.fds[ret] = [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir]
             if writable and not is_dir:
-                named = {"O_CREAT": "create", "O_TRUNC": "trunc", "O_APPEND": "append", "O_EXCL": "excl"}
+                named = {"O_CREAT": "create", "O_TRUNC": "trunc", "O_APPEND": "append", "O_EXCL": "excl",
+                         "O_SYNC": "sync", "O_DSYNC": "sync", "O_TMPFILE": "tmpfile"}
                 self._emit("open", api=name, path=path, handle=handle,
                            flags=frozenset(v for k, v in named.items() if k in flags))
             return
@@ -393,10 +394,14 @@ def _nameless(path: Optional[str]) -> Optional[str]:
     return path
 
 
+_OPEN_FLAGS = frozenset({"create", "trunc", "append", "excl", "sync", "tmpfile"})
+
+
 def _key(op: Op, real: Any) -> tuple:
     path, dest = _nameless(real(op.path)), _nameless(real(op.dest))
     if op.kind == "open":
-        return ("open", path, frozenset(op.flags) & {"create", "trunc", "append", "excl"})
+        # "sync" too: a claimed O_SYNC would make every write durable on return for the power-cut models.
+        return ("open", path, frozenset(op.flags) & _OPEN_FLAGS)
     if op.kind == "write":
         return ("write", path)
     if op.kind == "truncate":
