@@ -167,6 +167,16 @@ def test_a_claimed_o_sync_is_held_to_the_open_the_kernel_saw(trace):
     assert compare(honest, [synced], ["/box/home/ck"]) is None
 
 
+def test_a_claimed_os_sync_must_be_one_the_kernel_saw(trace):
+    """os.sync() makes every file durable for the power-cut models, so one that never happened is a lie."""
+    feed(trace, ["10 sync() = 0", "10 syncfs(3</box/home/ck>) = 0"])
+    kernel = trace.take(10)
+    assert [op.kind for op in kernel] == ["sync", "sync"]
+    assert compare([Op(0, "sync", api="os.sync"), Op(1, "sync", api="os.syncfs")], kernel, ["/box/home/ck"]) is None
+    claimed = [Op(0, "sync", api="os.sync")]
+    assert "os.sync() (every file and folder made durable), which the kernel never saw" in compare(claimed, [], ["/w/ck"])
+
+
 def test_the_crash_states_take_the_kernels_bytes():
     """Every byte of a write is compared, not only its first few hundred; a write the worker sent
     without its bytes agrees by size and offset, and the recorded operation then holds the kernel's."""

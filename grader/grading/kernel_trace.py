@@ -41,12 +41,12 @@ from grader.grading.wire import ELIDED
 # next write lands). Reads are not traced: they change nothing a crash could leave behind.
 CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy_file_range,lseek,"
          "rename,renameat,renameat2,link,linkat,unlink,unlinkat,rmdir,mkdir,mkdirat,fsync,fdatasync,"
-         "ftruncate,truncate,close,chdir,fchdir,io_uring_setup")
+         "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup")
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
 # Compared with the recorder: the operations that decide what a crash leaves behind.
-COMPARED = frozenset({"open", "write", "truncate", "fsync", "rename", "link", "unlink", "mkdir", "rmdir"})
+COMPARED = frozenset({"open", "write", "truncate", "fsync", "sync", "rename", "link", "unlink", "mkdir", "rmdir"})
 # Bytes of one write strace prints: every byte of any write the box allows (its file-size cap), so the
 # crash states are built from what the kernel was asked to write, not from what the worker reported.
 # Under ``-x`` printable ASCII (a JSON save) is printed as it is, about one character per byte; the
@@ -328,6 +328,9 @@ class KernelTrace:
         if name == "mkdirat":
             self._emit("mkdir", api=name, path=self._path(pid, args[1], args[0]))
             return
+        if name in ("sync", "syncfs"):
+            self._emit("sync", api=name)
+            return
         if name == "chdir":
             self.cwd = self._path(pid, args[0])
             return
@@ -446,8 +449,9 @@ def compare(recorded: list, kernel: list, roots: list) -> Optional[str]:
     def kept(ops: list) -> list:
         # A write of nothing changes nothing (shutil.copyfile's last sendfile returns 0 at the end of
         # its source, and the recorder has no operation for it).
+        # os.sync() names no file but makes every one durable, so it is compared wherever it happens.
         return [op for op in ops if op.kind in COMPARED and not (op.kind == "write" and not op.data and not op.size)
-                and (_inside(real(op.path), roots) or _inside(real(op.dest), roots))]
+                and (op.kind == "sync" or _inside(real(op.path), roots) or _inside(real(op.dest), roots))]
 
     mine, theirs = kept(recorded), kept(kernel)
     for i in range(max(len(mine), len(theirs))):
