@@ -3,24 +3,28 @@
 A box (one per worker process, see :class:`grader.grading.box.Worker`) is made by ``bwrap``:
 
 * new user, pid, network, ipc, uts and cgroup namespaces; inside, the code runs as uid 1000 with
-  no capabilities, cannot make further user namespaces, and is in a session of its own;
+  no capabilities, cannot make further user namespaces, and is in a session of its own. Outside,
+  when ``crashcourse grade`` runs as root, each box is a host uid of its own
+  (:data:`BOX_UID_BASE` plus its judge's pid, see :func:`private_disk`), so the kernel applies
+  RLIMIT_NPROC to it and no box can signal another or the judge; graded as an ordinary user, the
+  box is that user's uid;
 * an allowlist of read-only binds and nothing else: the Python installation the worker runs on
   (its prefix and, for a virtual environment, the base one), the ``grader`` package, the level's
   tests when a fault-injection check must run beside the code, and ``/usr`` with its usual links.
   The kit's ``.git``, ``solutions/``, ``tests/``, the instructor's home, other boxes, the reports
   and the submissions folder are simply not there;
-* its own ``/proc`` (it sees only its own processes; ``/proc/sys`` hidden, since the code is the
-  host's uid 0 without capabilities and the kernel lets uid 0 write machine-wide settings there),
+* its own ``/proc`` (it sees only its own processes; ``/proc/sys`` hidden, since where a box must
+  run as the host's uid 0, the kernel lets that uid write machine-wide settings there),
   a minimal ``/dev``, a small private ``/tmp``;
 * one writable path, the submission's root folder (its copy of the code, its home and temp
   folder, the scratch folders of the checks), at the same path as outside, so that the judge and
   the worker name files alike. The judge puts a size-capped tmpfs there when it may mount;
 * a seccomp filter refusing symbolic links, FIFOs and ``io_uring``, so nothing in the writable
   folder can send the judge, which reads it from outside, to another file or make it wait;
-* caps: address space, CPU seconds, file size and no core files (rlimits, which hold for root
-  too), and, where cgroups can be written, a cgroup with a process count, a memory cap and one
-  core's worth of CPU (the kernel never applies RLIMIT_NPROC to uid 0; it holds when an
-  ordinary user grades);
+* caps: address space, CPU seconds, file size, no core files and a process count (rlimits; the
+  kernel never applies RLIMIT_NPROC to uid 0, which is why a box graded by root gets a uid of its
+  own), and, where cgroups can be written, a cgroup with a process count, a memory cap and one
+  core's worth of CPU;
 * ``--die-with-parent``: when the judge stops the worker (or dies), the box's first process dies,
   and with it, at once, every process in its pid namespace.
 
@@ -30,6 +34,7 @@ A box (one per worker process, see :class:`grader.grading.box.Worker`) is made b
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import platform
@@ -52,6 +57,14 @@ CLONE_NEWNS = 0x00020000
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_NOSUID, MS_NODEV = 2, 4
+# A box that root grades runs as this uid plus its judge's pid: a uid of its own among the boxes
+# running at once (pids are unique among live processes), with no passwd entry, far above the
+# uids of people and services and above the range systemd-nspawn hands to containers.
+BOX_UID_BASE = 1_900_000_000
+# Where the process that starts a box, in a mount namespace of its own, binds the folders the box
+# needs, so that the box's uid can reach them (a Python under /root is on no path that uid may walk).
+STAGE = "/tmp"
+CAP_DAC_READ_SEARCH = 2
 
 
 @dataclass
@@ -78,9 +91,27 @@ def private_disk(root: str, size: int) -> bool:
 
     What was in ``root`` (the unpacked submission) is copied onto the tmpfs first. The tmpfs is
     the box's only writable place, so its size caps what the code can write; it disappears with
-    the judge's mount namespace, whatever happens to the judge. Returns False (and changes
-    nothing) where this process may not mount.
+    the judge's mount namespace, whatever happens to the judge. Returns False where this process
+    may not mount.
+
+    Run as root, this also hands ``root`` to the uid this judge's boxes will run as
+    (:func:`box_uid`), where one can (:func:`own_uid_problem`): the tmpfs (or, without one, every
+    file already there) belongs to that uid, and from here on the judge creates files as that uid
+    (its home and temp folders, pytest's folders, the crash states of levels 4 and 6), so the
+    box can write them. The judge stays root in every other respect, out of the box's reach.
     """
+    uid = box_uid() if os.geteuid() == 0 and own_uid_problem() is None else None
+    mounted = _mount_private(root, size, uid)
+    if uid is not None:
+        if not mounted:
+            _give(root, uid)
+            if not _files_as(uid):
+                raise OSError(errno.EPERM, "the judge could not take its box's uid for the files it makes")
+        _OWN[os.path.realpath(root)] = uid
+    return mounted
+
+
+def _mount_private(root: str, size: int, uid: Optional[int]) -> bool:
     c = sandbox.libc()
     if c.unshare(CLONE_NEWNS) != 0:
         return False
@@ -88,9 +119,12 @@ def private_disk(root: str, size: int) -> bool:
         return False
     before = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        options = f"size={int(size)},mode=0700".encode()
-        if c.mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        options = f"size={int(size)},mode=0700" + (f",uid={uid},gid={uid}" if uid is not None else "")
+        if c.mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options.encode()) != 0:
             return False
+        # Copied as the box's uid, so the copy is the box's own (the original stays root's).
+        if uid is not None and not _files_as(uid):
+            raise OSError(errno.EPERM, "the judge could not take its box's uid for the files it makes")
         for name in os.listdir(before):
             source = f"/proc/self/fd/{before}/{name}"
             if os.path.isdir(source) and not os.path.islink(source):
@@ -100,6 +134,150 @@ def private_disk(root: str, size: int) -> bool:
     finally:
         os.close(before)
     return True
+
+
+# -- a uid of its own for each box that root grades -----------------------------------------------------
+
+_OWN: dict = {}  # box root -> the host uid its boxes run as (set by private_disk, in the judge)
+_UID_CHECK: dict = {}
+
+
+def box_uid() -> int:
+    """The host uid of the boxes this judge starts: unique among the judges running at once."""
+    return BOX_UID_BASE + os.getpid()
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _raise_capability(cap: int) -> bool:
+    """Put ``cap`` back in this thread's effective set (it must still be in the permitted set)."""
+    c = sandbox.libc()
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    data = (_CapData * 2)()
+    if c.capget(ctypes.byref(header), data) != 0:
+        return False
+    data[cap // 32].effective |= 1 << (cap % 32)
+    return c.capset(ctypes.byref(header), data) == 0
+
+
+def _files_as(uid: int) -> bool:
+    """From now on this thread creates files as ``uid`` and writes only where ``uid`` may write.
+
+    Only the file-system uid changes: signals, ptrace and mounting stay root's. The kernel drops
+    the file capabilities with it; the one to read and search any folder is taken back, so the
+    judge still imports the kit and reads the instructor's files wherever they are.
+    """
+    c = sandbox.libc()
+    c.setfsgid(uid)
+    c.setfsuid(uid)
+    return c.setfsuid(-1) == uid and _raise_capability(CAP_DAC_READ_SEARCH)
+
+
+@contextlib.contextmanager
+def _as_root():
+    """Root's file rights for a moment (a cgroup's files are root's), then the box's uid again."""
+    c = sandbox.libc()
+    uid = c.setfsuid(-1)
+    if uid == 0:
+        yield
+        return
+    c.setfsuid(0)  # back to 0: the kernel gives the file capabilities back
+    c.setfsgid(0)
+    try:
+        yield
+    finally:
+        _files_as(uid)
+
+
+def _give(root: str, uid: int) -> None:
+    """Hand every file under ``root`` to ``uid`` (before any box runs there, so nothing can race it)."""
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(folder, name), uid, uid)
+    os.lchown(root, uid, uid)
+
+
+def own_uid_problem() -> Optional[str]:
+    """None when a box that root grades can run as a uid of its own here; else why not (checked once)."""
+    if "result" not in _UID_CHECK:
+        _UID_CHECK["result"] = _own_uid_problem()
+    return _UID_CHECK["result"]
+
+
+_USERNS_SWITCHES = (
+    ("user/max_user_namespaces", "0", "`sudo sysctl -w user.max_user_namespaces=15000`"),
+    ("kernel/unprivileged_userns_clone", "0", "`sudo sysctl -w kernel.unprivileged_userns_clone=1`"),
+    ("kernel/apparmor_restrict_unprivileged_userns", "1",
+     "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"),
+)
+
+
+def _own_uid_problem() -> Optional[str]:
+    if os.geteuid() != 0:
+        return "only root can hand a box another uid; an ordinary user's boxes are that user's uid"
+    if shutil.which("setpriv") is None:
+        return ("setpriv, which starts each box as a uid of its own, is not installed (Debian and Ubuntu: "
+                "`sudo apt-get install util-linux`)")
+    for name, off, fix in _USERNS_SWITCHES:
+        with contextlib.suppress(OSError):
+            with open(f"/proc/sys/{name}", encoding="ascii") as f:
+                if f.read().strip() == off:
+                    return (f"user namespaces are off for users other than root here ({name.replace('/', '.')} "
+                            f"is {off}); to give each box a uid of its own: {fix}")
+    return _probe_own_uid()
+
+
+def _probe_own_uid() -> Optional[str]:
+    """Start a trivial box the way a judge does, in a child process; None if it ran as its own uid."""
+    import tempfile
+    root = tempfile.mkdtemp(prefix="crashcourse-uidcheck-")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        said = b""
+        try:
+            os.close(r)
+            _UID_CHECK["result"] = None  # this child is the probe: it takes the path it is testing
+            private_disk(root, Limits().tmp)
+            said = (_probe_box(root) or "").encode()
+        except BaseException as exc:  # noqa: BLE001 - the probe reports, whatever happens
+            said = f"{type(exc).__name__}: {exc}".encode()
+        finally:
+            with contextlib.suppress(OSError):
+                os.write(w, said[:4000])
+            os._exit(0)
+    os.close(w)
+    said = b""
+    with os.fdopen(r, "rb") as f:
+        said = f.read()
+    os.waitpid(pid, 0)
+    shutil.rmtree(root, ignore_errors=True)
+    if not said:
+        return None
+    return "a box could not start as a uid of its own: " + said.decode("utf-8", "replace").strip()
+
+
+def _probe_box(root: str) -> Optional[str]:
+    uid = _OWN.get(os.path.realpath(root))
+    if uid is None:
+        return "the judge could not hand its folder to the box's uid"
+    argv = [sys.executable, "-I", "-S", "-c", "import os; open('probe', 'w').write(str(os.getuid()))"]
+    proc = _launch(root, argv, cwd=root, limits=Limits(), cgroup=None, env=sandbox.scrubbed_env(root, "check"),
+                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = proc.communicate(timeout=60)
+    probe = os.path.join(root, "probe")
+    if proc.returncode != 0 or not os.path.isfile(probe):
+        return f"exit status {proc.returncode}: " + out.decode("utf-8", "replace").strip()[-2000:]
+    owner = os.lstat(probe).st_uid
+    if owner != uid:
+        return f"its file belongs to uid {owner}, not {uid}"
+    return None
 
 
 def read_box_file(root: str, relative: str, limit: int = MAX_READ) -> tuple[Optional[bytes], str]:
@@ -201,18 +379,19 @@ class Cgroup:
                     self.kinds.append("cpu")
 
     def _make(self, folder: str, settings: dict) -> bool:
-        try:
-            os.mkdir(folder, 0o700)
-        except OSError:
-            return False
-        try:
-            for key, value in settings.items():
-                with open(os.path.join(folder, key), "w") as f:
-                    f.write(str(value))
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
-            return False
+        with _as_root():
+            try:
+                os.mkdir(folder, 0o700)
+            except OSError:
+                return False
+            try:
+                for key, value in settings.items():
+                    with open(os.path.join(folder, key), "w") as f:
+                        f.write(str(value))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+                return False
         self.folders.append(folder)
         return True
 
@@ -223,15 +402,18 @@ class Cgroup:
                 f.write("0")
 
     def remove(self) -> None:
-        for folder in self.folders:
-            for attempt in range(40):
-                try:
-                    os.rmdir(folder)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.005 * (attempt + 1))  # the box's last processes are still exiting
+        if not self.folders:
+            return
+        with _as_root():
+            for folder in self.folders:
+                for attempt in range(40):
+                    try:
+                        os.rmdir(folder)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.005 * (attempt + 1))  # the box's last processes are still exiting
         self.folders = []
 
 
@@ -287,13 +469,24 @@ def _python_paths() -> list[str]:
     return out
 
 
+def _bound(also: tuple = ()) -> list[str]:
+    """The folders bound read-only from outside /usr: Python's, the kit's ``grader``, and ``also``."""
+    python = [p for p in _python_paths() if p != "/usr" and not p.startswith("/usr/")]
+    return python + [os.path.join(KIT_PARENT, "grader")] + [str(p) for p in also]
+
+
 def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Optional[int] = None,
-            also: tuple = ()) -> list[str]:
+            also: tuple = (), uid: Optional[int] = None, staged: Optional[dict] = None) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in a box writable only at ``root``.
 
     ``also``: more folders bound read-only (the level's tests, when they must run beside the code).
+    ``uid``: bwrap starts as this host uid (``setpriv`` drops root's to it first), and ``staged``
+    says where each bound folder (and ``root``) can be reached from then on (see :func:`_launch`).
     """
-    args = [shutil.which("bwrap") or "bwrap",
+    staged = staged or {}
+    args = ([shutil.which("setpriv") or "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups", "--"]
+            if uid is not None else [])
+    args += [shutil.which("bwrap") or "bwrap",
             "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--disable-userns",
             "--hostname", "crashcourse-box", "--die-with-parent", "--new-session",
@@ -316,17 +509,17 @@ def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Opti
     for path in ("/etc/ld.so.cache", "/etc/localtime"):
         args += ["--ro-bind-try", path, path]
     python = [p for p in _python_paths() if p != "/usr" and not p.startswith("/usr/")]
-    args += [w for p in python for w in ("--ro-bind", p, p)]
+    args += [w for p in python for w in ("--ro-bind", staged.get(p, p), p)]
     if any(KIT_PARENT.startswith(p + "/") for p in python):
         # The kit sits inside the Python installation (a kit unpacked in a conda environment, say):
         # cover it, or its solutions and .git would be bound with the installation.
         args += ["--tmpfs", KIT_PARENT] + [w for p in python if p.startswith(KIT_PARENT + "/")
-                                            for w in ("--ro-bind", p, p)]
+                                            for w in ("--ro-bind", staged.get(p, p), p)]
     for path in [os.path.join(KIT_PARENT, "grader")] + [str(p) for p in also]:
-        args += ["--ro-bind", path, path]
+        args += ["--ro-bind", staged.get(path, path), path]
     # The box's own root (a tmpfs bwrap makes, holding the mount points) is read-only once they are
     # made: the one writable folder, with its cap, and the small /tmp are all the code can write.
-    args += ["--bind", root, root, "--remount-ro", "/", "--chdir", cwd]
+    args += ["--bind", staged.get(root, root), root, "--remount-ro", "/", "--chdir", cwd]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     return args + ["--"] + list(argv)
@@ -353,19 +546,27 @@ def _own_processes() -> int:
     return n
 
 
-def preexec(limits: Limits, cgroup: Optional[Cgroup]):
+def preexec(limits: Limits, cgroup: Optional[Cgroup], uid: Optional[int] = None, stage: tuple = ()):
     """What runs in the child before ``bwrap``: the cgroup and the rlimits every process in the box inherits.
 
-    RLIMIT_NPROC holds only for a uid other than 0 (an instructor grading as an ordinary user); it
-    counts every process of that uid, so the cap is what runs now plus the box's share.
+    RLIMIT_NPROC holds only for a uid other than 0. A box with a ``uid`` of its own (root grading)
+    is the only user of that uid, so the cap is the box's share; an ordinary user's box shares
+    the count with every process of that user, so the cap is what runs now plus the box's share.
+    ``stage``: ``(folder, name)`` pairs, each folder bound at ``name`` in a mount namespace of this
+    child's own (see :func:`_mount_stage`).
     """
     import resource
     import signal
 
-    processes = limits.processes if cgroup is not None and "pids" in cgroup.kinds or os.getuid() == 0 \
-        else _own_processes() + limits.processes
+    processes = limits.processes if uid is not None or cgroup is not None and "pids" in cgroup.kinds \
+        or os.getuid() == 0 else _own_processes() + limits.processes
 
     def run() -> None:
+        if uid is not None:
+            # The judge makes files as the box's uid; this child needs root's file rights back for
+            # the cgroup and the mounts below (exec would restore them too, but too late for those).
+            sandbox.libc().setfsuid(0)
+            sandbox.libc().setfsgid(0)
         sandbox.libc().prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if cgroup is not None:
             cgroup.enter()
@@ -374,24 +575,90 @@ def preexec(limits: Limits, cgroup: Optional[Cgroup]):
                             (resource.RLIMIT_NPROC, processes)):
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(kind, (value, value))
+        if stage:
+            _mount_stage(stage)
 
     return run
 
 
+def _mount_stage(stage: tuple) -> None:
+    """Bind each ``(folder, name)`` of ``stage`` at ``name`` under :data:`STAGE`, in a mount namespace of this process.
+
+    Each folder is opened by root before the stage covers :data:`STAGE` (it may be under it), and
+    bound through that descriptor: the box's uid, which bwrap runs as, then reaches it by a path
+    every uid may walk. Only this process and what it starts (strace, bwrap) see the stage, and it
+    goes when they do.
+    """
+    c = sandbox.libc()
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    check(c.unshare(CLONE_NEWNS), "a mount namespace for the box's start")
+    check(c.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the mounts private")
+    # Opened in this namespace: the kernel binds no mount of another one.
+    fds = [(os.open(folder, os.O_PATH | os.O_CLOEXEC), name) for folder, name in stage]
+    check(c.mount(b"tmpfs", STAGE.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,uid=0,gid=0,size=65536"),
+          f"a tmpfs on {STAGE}")
+    for fd, name in fds:
+        os.mkdir(name, 0o755)
+        check(c.mount(f"/proc/self/fd/{fd}".encode(), name.encode(), None, sandbox.MS_BIND | MS_REC, None),
+              f"binding a folder at {name}")
+        os.close(fd)
+
+
+def _launch(root: str, argv: list, *, cwd: str, limits: Limits, cgroup: Optional[Cgroup], also: tuple = (),
+            wrap=None, pass_fds: tuple = (), **popen) -> subprocess.Popen:
+    """Start ``argv`` in a box writable only at ``root``; ``popen``: stdio and env for :class:`subprocess.Popen`.
+
+    Where the judge handed ``root`` to a uid of its own (:func:`private_disk`), bwrap starts as that
+    uid. strace, when ``wrap`` adds it, stays root: the box's uid can neither signal nor trace it,
+    even if it could name its pid (it cannot: the tracer is outside the box's pid namespace).
+    """
+    uid = _OWN.get(os.path.realpath(root))
+    staged: dict = {}
+    if uid is not None:
+        for path in _bound(also) + [root]:
+            staged.setdefault(path, f"{STAGE}/crashcourse-box-{len(staged)}")
+    fd = seccomp_fd()
+    try:
+        cmd = command(root, argv, cwd=cwd, limits=limits, seccomp_fd=fd, also=also, uid=uid, staged=staged)
+        if wrap is not None:
+            cmd = wrap(cmd, cwd)
+        fds = tuple(pass_fds) + ((fd,) if fd is not None else ())
+        return subprocess.Popen(cmd, pass_fds=fds, cwd="/", start_new_session=True,
+                                preexec_fn=preexec(limits, cgroup, uid, tuple(staged.items())), **popen)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def cap_note() -> Optional[str]:
-    """What the boxes lack here for want of a cgroup, in words (None when they have one)."""
+    """What the boxes lack here, in words, for a batch's notes (None when nothing: the process cap holds).
+
+    As root, each box runs as a uid of its own, to which the kernel applies RLIMIT_NPROC; where that
+    cannot be (:func:`own_uid_problem`), it says why, what to enable, and what is lost.
+    """
     group = Cgroup(f"probe-{os.getpid()}", Limits())
     try:
-        if "pids" in group.kinds:
-            return None
+        pids = "pids" in group.kinds
     finally:
         group.remove()
     if os.getuid() != 0:
-        return ("no cgroup could be made for the boxes (grading as an ordinary user): RLIMIT_NPROC caps "
-                "their processes instead, counted together with your own")
-    return ("no cgroup could be made for the boxes (/sys/fs/cgroup is not writable here): as root, nothing "
-            "caps how many processes a box starts until its time is up (the kernel does not apply "
-            "RLIMIT_NPROC to root), though every one of them ends with the box")
+        return None if pids else ("no cgroup could be made for the boxes (grading as an ordinary user): "
+                                  "RLIMIT_NPROC caps their processes instead, counted together with your own")
+    problem = own_uid_problem()
+    if problem is None:
+        return None
+    if pids:
+        return (f"the boxes run as root's uid outside, not each as a uid of its own ({problem}); a cgroup "
+                "still caps their processes, and their pid namespaces keep them from signalling one another")
+    return (f"the boxes run as root's uid outside, not each as a uid of its own ({problem}); and no cgroup "
+            "could be made for them (/sys/fs/cgroup is not writable here). So nothing caps how many "
+            "processes a box starts until its time is up (the kernel does not apply RLIMIT_NPROC to root), "
+            "though every one of them ends with the box")
 
 
 _CHECKED: dict = {}
@@ -450,18 +717,11 @@ def start(box, argv: list, pass_fds: tuple, output_fd: int, env: dict, cwd: str,
     """
     limits = box.limits if isinstance(box.limits, Limits) else Limits(**vars(box.limits))
     cgroup = Cgroup(box.token, limits)
-    fd = seccomp_fd()
-    fds = tuple(pass_fds) + ((fd,) if fd is not None else ())
     try:
-        cmd = command(box.root, argv, cwd=cwd, limits=limits, seccomp_fd=fd, also=box.tests if tests else ())
-        if wrap is not None:
-            cmd = wrap(cmd, cwd)
-        proc = subprocess.Popen(cmd, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=output_fd, stderr=output_fd,
-                                env=env, cwd="/", start_new_session=True, preexec_fn=preexec(limits, cgroup))
+        proc = _launch(box.root, argv, cwd=cwd, limits=limits, cgroup=cgroup, also=box.tests if tests else (),
+                       wrap=wrap, pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=output_fd, stderr=output_fd,
+                       env=env)
     except BaseException:
         cgroup.remove()
         raise
-    finally:
-        if fd is not None:
-            os.close(fd)
     return cgroup, proc
