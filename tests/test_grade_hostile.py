@@ -93,7 +93,10 @@ ODD = {
 
 
 def _process_cap() -> bool:
-    """Whether a box gets a cgroup with pids.max here (root and a writable /sys/fs/cgroup)."""
+    """Whether a box's processes are capped here: by RLIMIT_NPROC (an ordinary user, or root handing
+    each box a uid of its own) or by a cgroup with pids.max (root and a writable /sys/fs/cgroup)."""
+    if os.geteuid() != 0 or bubblewrap.own_uid_problem() is None:
+        return True
     group = bubblewrap.Cgroup(f"probe-{os.getpid()}", bubblewrap.Limits())
     try:
         return "pids" in group.kinds
@@ -102,8 +105,9 @@ def _process_cap() -> bool:
 
 
 if not _process_cap():
-    # Known limit (README): the box runs as the host's uid 0, to which the kernel never applies
-    # RLIMIT_NPROC, so without a cgroup the fork bomb is not held back (the box still ends it).
+    # Known limit (README): where user namespaces are off for other users, a box graded by root
+    # runs as the host's uid 0, to which the kernel never applies RLIMIT_NPROC; without a cgroup
+    # the fork bomb is then not held back (the box still ends it). The batch's notes say so.
     EXPECTED["fork_bomb"] = ("error", 0.0, "ESCAPED: started 400 processes")
 SECRET = Path("/tmp/crashcourse-hostile-secret.txt")
 SECRET_TEXT = "instructor-only: the hidden scenarios live in /srv/private"
@@ -418,3 +422,123 @@ def test_an_exception_shows_the_learners_frames_never_the_kits(batch):
         if "MemoryError" in t["output"]:
             assert "agent.py\", line" in t["output"] and "grader" + os.sep not in t["output"], t["output"]
             assert t["output"].count("MemoryError") == 1, t["output"]
+
+
+# -- the process cap, as root, without a cgroup -------------------------------------------------------
+
+FORKS = """
+import errno, json, os, time
+started, failed = 0, None
+try:
+    while started < 200:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        started += 1
+except OSError as exc:
+    failed = errno.errorcode.get(exc.errno, str(exc.errno))
+with open("forks.json", "w") as f:
+    json.dump({"started": started, "failed": failed, "uid": os.getuid()}, f)
+"""
+
+
+def _box_as_a_judge_runs_it(root: Path, code: str, limits) -> dict:
+    """Run ``code`` in a box the way a judge started by root does (its own disk, handed to the box's uid),
+    with no cgroup: only RLIMIT_NPROC can hold its processes. Returns what the judge saw."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        said = {}
+        try:
+            os.close(r)
+            bubblewrap.private_disk(str(root), 16 * 1024 ** 2)
+            proc = bubblewrap._launch(str(root), [sys.executable, "-I", "-S", "-c", code], cwd=str(root),
+                                      limits=limits, cgroup=None, env=sandbox.scrubbed_env(str(root), "t"),
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            out, _ = proc.communicate(timeout=60)
+            said = {"box_uid": bubblewrap.box_uid(), "status": proc.returncode, "output": out.decode()[-2000:]}
+            data, why = bubblewrap.read_box_file(str(root), "forks.json")
+            said["forks"] = json.loads(data) if data else why
+            said["owner"] = os.lstat(root / "forks.json").st_uid if data else None
+        except BaseException as exc:  # noqa: BLE001 - the parent asserts on what happened
+            said["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            os.write(w, json.dumps(said).encode())
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        said = json.loads(f.read() or b"{}")
+    os.waitpid(pid, 0)
+    return said
+
+
+def _root_with_own_uids() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("as an ordinary user the box is that user's uid, and RLIMIT_NPROC already holds")
+    if bubblewrap.check() is not None:
+        pytest.skip(f"no bubblewrap box here: {bubblewrap.check()}")
+    if bubblewrap.own_uid_problem() is not None:
+        pytest.skip(f"boxes cannot have uids of their own here: {bubblewrap.own_uid_problem()}")
+
+
+def test_a_box_graded_by_root_cannot_fork_past_its_cap_without_a_cgroup(tmp_path):
+    """The kernel never applies RLIMIT_NPROC to uid 0; a box graded by root runs as a uid of its own,
+    so it does: fork fails with EAGAIN once the box holds its share of processes."""
+    _root_with_own_uids()
+    limits = bubblewrap.Limits(processes=16)
+    seen = _box_as_a_judge_runs_it(tmp_path, FORKS, limits)
+    assert "error" not in seen and seen["status"] == 0, seen
+    forks = seen["forks"]
+    assert forks["failed"] == "EAGAIN", seen
+    # bwrap's two processes and the box's first one count too
+    assert limits.processes - 5 <= forks["started"] < limits.processes, seen
+    assert forks["uid"] == bubblewrap.INSIDE_UID
+    # Outside, the file it wrote is its own uid's, not root's
+    assert seen["owner"] == seen["box_uid"] >= bubblewrap.BOX_UID_BASE, seen
+
+
+def test_boxes_graded_by_root_cannot_signal_each_other_even_outside_their_pid_namespaces(tmp_path):
+    """Two judges' boxes are two uids. Seen from the host (as if a box had left its pid namespace),
+    one box's uid may not signal the other's process, nor the judge's."""
+    _root_with_own_uids()
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one that any uid may run
+    if python is None:
+        pytest.skip("needs a system python3")
+    sleeper = subprocess.Popen([python, "-c", "import time; time.sleep(30)"],
+                               preexec_fn=lambda: os.setresuid(*(bubblewrap.BOX_UID_BASE + 1,) * 3))
+    try:
+        code = ("import os, sys\n"
+                "for pid in map(int, sys.argv[1:]):\n"
+                "    try:\n        os.kill(pid, 0)\n        print('reached', pid)\n"
+                "    except PermissionError:\n        print('refused', pid)\n")
+        other = subprocess.run([python, "-c", code, str(sleeper.pid), str(os.getpid())],
+                               capture_output=True, text=True, timeout=30,
+                               preexec_fn=lambda: os.setresuid(*(bubblewrap.BOX_UID_BASE + 2,) * 3))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert other.stdout.split() == ["refused", str(sleeper.pid), "refused", str(os.getpid())], other
+
+
+def test_without_uids_of_their_own_the_note_says_what_root_loses(monkeypatch):
+    """Where user namespaces are off for other users, the boxes run as root's uid: the batch's note
+    says why, what to enable, and that without a cgroup nothing caps their processes."""
+    if os.geteuid() != 0:
+        pytest.skip("only root hands boxes uids of their own")
+    problem = "user namespaces are off for users other than root here (user.max_user_namespaces is 0)"
+    monkeypatch.setitem(bubblewrap._UID_CHECK, "result", problem)
+
+    class NoCgroup:
+        kinds: list = []
+
+        def __init__(self, *args):
+            pass
+
+        def remove(self):
+            pass
+
+    monkeypatch.setattr(bubblewrap, "Cgroup", NoCgroup)
+    note = bubblewrap.cap_note()
+    assert problem in note and "nothing caps how many processes" in note
+    monkeypatch.setitem(bubblewrap._UID_CHECK, "result", None)
+    assert bubblewrap.cap_note() is None

@@ -137,7 +137,8 @@ class Worker:
             self.kernel = kernel_trace.KernelTrace(box.root)
             pass_fds += self.kernel.pass_fds
         if box.boxed:
-            # strace wraps bwrap: the tracer stays outside the box's pid namespace, out of its reach.
+            # strace wraps bwrap: the tracer stays outside the box's pid namespace, out of its reach,
+            # and stays root while a box graded by root drops to a uid of its own (bubblewrap._launch).
             self.cgroup, self.proc = bubblewrap.start(box, argv, pass_fds, out_w, env, cwd or env["HOME"],
                                                       tests=pytest_args is not None,
                                                       wrap=self.kernel.wrap if self.kernel is not None else None)

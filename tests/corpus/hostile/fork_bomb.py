@@ -1,5 +1,6 @@
 # The working loop, which first starts 400 sleeping processes, far past the box's cap on
-# processes (and past RLIMIT_NPROC, which the kernel does not apply to root).
+# processes. Blocked, fork fails with EAGAIN (RLIMIT_NPROC, which holds for root too because a box
+# graded by root runs as a uid of its own, or a cgroup's pids.max); any other failure is not the cap.
 """Level 2, solved: checkpoints that a crash cannot tear, written at both save points."""
 
 import json
@@ -72,6 +73,7 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
 
 
 def _attack():
+    import errno
     import time
     started = 0
     try:
@@ -80,8 +82,10 @@ def _attack():
                 time.sleep(60)
                 os._exit(0)
             started += 1
-    except OSError:
-        return
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            return
+        raise RuntimeError(f"ESCAPED: fork failed after {started} processes, but not at a cap ({exc})") from None
     raise RuntimeError(f"ESCAPED: started {started} processes")
 
 
