@@ -29,6 +29,14 @@ A box (one per worker process, see :class:`grader.grading.box.Worker`) is made b
   and with it, at once, every process in its pid namespace.
 
 :func:`check` runs a trivial box at start-up; when it fails, it says what to install or enable.
+As root, :func:`own_uid_problem` then starts one as a uid of its own, the way a judge does; where
+that fails (user namespaces off for ordinary users, no ``setpriv``), boxes run as root's uid and
+:func:`cap_note` tells the batch's notes what is lost and what to change.
+
+Why strace stays root while the box drops to its own uid: a tracer running as the box's uid would
+be one more process of that uid, one the box could signal or trace if it ever named its pid; as
+root it is out of reach by uid as well as by pid namespace, and it sees the drop (``setpriv``) and
+everything after it, as it saw bwrap before.
 """
 
 from __future__ import annotations
