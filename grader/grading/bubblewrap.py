@@ -70,8 +70,9 @@ MS_NOSUID, MS_NODEV = 2, 4
 # uids of people and services and above the range systemd-nspawn hands to containers.
 BOX_UID_BASE = 1_900_000_000
 # Where the process that starts a box, in a mount namespace of its own, binds the folders the box
-# needs, so that the box's uid can reach them (a Python under /root is on no path that uid may walk).
-STAGE = "/tmp"
+# needs, so that the box's uid can reach them (a Python under /root is on no path that uid may walk):
+# the first of these folders that holds none of the programs it runs next (see _stage_place).
+STAGES = ("/run", "/tmp", "/mnt", "/var/tmp")
 CAP_DAC_READ_SEARCH = 2
 
 
@@ -218,12 +219,23 @@ def own_uid_problem() -> Optional[str]:
     return _UID_CHECK["result"]
 
 
+# Settings that keep ordinary users (and so a box's uid) from making user namespaces: the setting,
+# the value that does, whether it always does (AppArmor's may still let bwrap through a profile).
 _USERNS_SWITCHES = (
-    ("user/max_user_namespaces", "0", "`sudo sysctl -w user.max_user_namespaces=15000`"),
-    ("kernel/unprivileged_userns_clone", "0", "`sudo sysctl -w kernel.unprivileged_userns_clone=1`"),
-    ("kernel/apparmor_restrict_unprivileged_userns", "1",
-     "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"),
+    ("user/max_user_namespaces", "0", True, "user.max_user_namespaces=15000"),
+    ("kernel/unprivileged_userns_clone", "0", True, "kernel.unprivileged_userns_clone=1"),
+    ("kernel/apparmor_restrict_unprivileged_userns", "1", False, "kernel.apparmor_restrict_unprivileged_userns=0"),
 )
+
+
+def _switches_off() -> list:
+    found = []
+    for name, off, always, fix in _USERNS_SWITCHES:
+        with contextlib.suppress(OSError):
+            with open(f"/proc/sys/{name}", encoding="ascii") as f:
+                if f.read().strip() == off:
+                    found.append((f"{name.replace('/', '.')} is {off}", always, f"`sudo sysctl -w {fix}`"))
+    return found
 
 
 def _own_uid_problem() -> Optional[str]:
@@ -232,13 +244,16 @@ def _own_uid_problem() -> Optional[str]:
     if shutil.which("setpriv") is None:
         return ("setpriv, which starts each box as a uid of its own, is not installed (Debian and Ubuntu: "
                 "`sudo apt-get install util-linux`)")
-    for name, off, fix in _USERNS_SWITCHES:
-        with contextlib.suppress(OSError):
-            with open(f"/proc/sys/{name}", encoding="ascii") as f:
-                if f.read().strip() == off:
-                    return (f"user namespaces are off for users other than root here ({name.replace('/', '.')} "
-                            f"is {off}); to give each box a uid of its own: {fix}")
-    return _probe_own_uid()
+    switches = _switches_off()
+    blocking = [s for s in switches if s[1]]
+    if blocking:
+        what, _, fix = blocking[0]
+        return f"user namespaces are off for users other than root here ({what}); to turn them on: {fix}"
+    problem = _probe_own_uid()
+    if problem and switches:
+        what, _, fix = switches[0]
+        problem += f" ({what}; try {fix})"
+    return problem
 
 
 def _probe_own_uid() -> Optional[str]:
@@ -589,15 +604,28 @@ def preexec(limits: Limits, cgroup: Optional[Cgroup], uid: Optional[int] = None,
     return run
 
 
-def _mount_stage(stage: tuple) -> None:
-    """Bind each ``(folder, name)`` of ``stage`` at ``name`` under :data:`STAGE`, in a mount namespace of this process.
+def _stage_place() -> str:
+    """The folder the stage covers: one the programs that start the box (strace, setpriv, bwrap) are not in."""
+    programs = [p for p in (shutil.which(n) for n in ("strace", "setpriv", "bwrap")) if p]
+    programs += [os.path.realpath(p) for p in programs]
+    for place in STAGES:
+        if os.path.isdir(place) and not os.path.islink(place) and \
+                not any(p.startswith(place + "/") for p in programs):
+            return place
+    return STAGES[1]
 
-    Each folder is opened by root before the stage covers :data:`STAGE` (it may be under it), and
+
+def _mount_stage(stage: tuple) -> None:
+    """Bind each ``(folder, name)`` of ``stage`` at ``name``, in a tmpfs over the folder holding the names,
+    in a mount namespace of this process.
+
+    Each folder is opened by root before the tmpfs covers that place (it may be under it), and
     bound through that descriptor: the box's uid, which bwrap runs as, then reaches it by a path
     every uid may walk. Only this process and what it starts (strace, bwrap) see the stage, and it
     goes when they do.
     """
     c = sandbox.libc()
+    place = os.path.dirname(stage[0][1])
 
     def check(result: int, what: str) -> None:
         if result != 0:
@@ -608,8 +636,8 @@ def _mount_stage(stage: tuple) -> None:
     check(c.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the mounts private")
     # Opened in this namespace: the kernel binds no mount of another one.
     fds = [(os.open(folder, os.O_PATH | os.O_CLOEXEC), name) for folder, name in stage]
-    check(c.mount(b"tmpfs", STAGE.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,uid=0,gid=0,size=65536"),
-          f"a tmpfs on {STAGE}")
+    check(c.mount(b"tmpfs", place.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,uid=0,gid=0,size=65536"),
+          f"a tmpfs on {place}")
     for fd, name in fds:
         os.mkdir(name, 0o755)
         check(c.mount(f"/proc/self/fd/{fd}".encode(), name.encode(), None, sandbox.MS_BIND | MS_REC, None),
@@ -628,8 +656,9 @@ def _launch(root: str, argv: list, *, cwd: str, limits: Limits, cgroup: Optional
     uid = _OWN.get(os.path.realpath(root))
     staged: dict = {}
     if uid is not None:
+        place = _stage_place()
         for path in _bound(also) + [root]:
-            staged.setdefault(path, f"{STAGE}/crashcourse-box-{len(staged)}")
+            staged.setdefault(path, f"{place}/crashcourse-box-{len(staged)}")
     fd = seccomp_fd()
     try:
         cmd = command(root, argv, cwd=cwd, limits=limits, seccomp_fd=fd, also=also, uid=uid, staged=staged)
