@@ -542,3 +542,26 @@ def test_without_uids_of_their_own_the_note_says_what_root_loses(monkeypatch):
     assert problem in note and "nothing caps how many processes" in note
     monkeypatch.setitem(bubblewrap._UID_CHECK, "result", None)
     assert bubblewrap.cap_note() is None
+
+
+def test_a_box_with_a_uid_of_its_own_starts_through_setpriv_from_the_stage(monkeypatch, tmp_path):
+    """As its own uid, bwrap binds each folder from the stage (which that uid can walk) to the same
+    path as outside; the command drops to the uid before bwrap; without a uid nothing changes."""
+    level3 = str(KIT / "exercises" / "level3")
+    root = "/tmp/some-box"
+    staged = {p: f"/run/crashcourse-box-{i}" for i, p in enumerate(bubblewrap._bound((level3,)) + [root])}
+    args = bubblewrap.command(root, ["true"], cwd=root, limits=bubblewrap.Limits(), also=(level3,),
+                              uid=bubblewrap.BOX_UID_BASE + 7, staged=staged)
+    uid = str(bubblewrap.BOX_UID_BASE + 7)
+    assert args[1:6] == ["--reuid", uid, "--regid", uid, "--clear-groups"] and args[6] == "--"
+    assert os.path.basename(args[0]) == "setpriv" and os.path.basename(args[7]) == "bwrap"
+    pairs = {args[i + 2]: args[i + 1] for i, a in enumerate(args) if a in ("--ro-bind", "--bind")}
+    for path, name in staged.items():
+        assert pairs[path] == name, (path, pairs)
+    plain = bubblewrap.command(root, ["true"], cwd=root, limits=bubblewrap.Limits(), also=(level3,))
+    assert os.path.basename(plain[0]) == "bwrap" and plain[plain.index("--bind") + 1] == root
+    # The stage covers a folder none of the programs that start the box sit in.
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setattr(bubblewrap, "STAGES", (str(tmp_path), "/tmp"))
+    monkeypatch.setattr(bubblewrap.shutil, "which", lambda name: str(tmp_path / "bin" / name))
+    assert bubblewrap._stage_place() == "/tmp"
