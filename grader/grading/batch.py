@@ -521,7 +521,15 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, sc
         return job
     r, w = os.pipe()
     job.started = time.monotonic()
-    pid = os.fork()
+    # Ctrl-C waits until fork is over: one that lands in fork's own Python hooks (logging's lock) is
+    # printed and dropped there, and the batch would run on to the end.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:  # the judge lets it through below, once it has its own handler
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if pid == 0:  # the judge
         try:
             os.close(r)
@@ -535,6 +543,7 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, sc
             for std in (0, 1, 2):
                 os.dup2(null, std)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             bubblewrap.not_dumpable()
             if boxed:
                 # Its own mount namespace, with a size-capped tmpfs as the box's only writable folder.
