@@ -18,6 +18,7 @@ from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
 from grader.engine.recorder import Op
 from grader.engine.scripted import from_turns, support_tickets
 from grader.engine.loader import import_file
+from grader.faces.plugin import Submission
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus" / "level3"
@@ -56,11 +57,12 @@ def failed_checks(agent_file, tmp_path):
         failed.add("M4/M5")
     (tmp_path / "win").mkdir()
     (tmp_path / "eio").mkdir()
-    if EXERCISE_TESTS.problem_where_folders_cannot_be_opened(lambda: load(agent_file), tmp_path / "win"):
+    submission = Submission(Path(agent_file).parent)  # the platform checks load agent.py from its folder
+    if EXERCISE_TESTS.problem_where_folders_cannot_be_opened(submission, tmp_path / "win"):
         failed.add("windows")
     for fault in EXERCISE_TESTS.FSYNC_FAULTS:
         (tmp_path / "eio" / fault).mkdir()
-        if EXERCISE_TESTS.problem_when_fsync_fails(lambda: load(agent_file), tmp_path / "eio" / fault, fault):
+        if EXERCISE_TESTS.problem_when_fsync_fails(submission, tmp_path / "eio" / fault, fault):
             failed.add("fsync-error")
             break
     if failed & {"killed", "M3", "M4/M5"}:

@@ -11,12 +11,11 @@ import errno
 import json
 import os
 import stat
-import sys
-import warnings
 
 import pytest
 
 from grader.engine.conversations import generated
+from grader.engine.forwarded import windows_like
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
@@ -74,8 +73,14 @@ def test_a_save_that_returned_is_never_undone(crash, request):
 
 # -- Task 4: platforms ---------------------------------------------------------------------------------
 #
-# These two run save_checkpoint directly, with the operating system made to behave like another
-# platform for one call. They are plain functions so the kit's own tests can reuse them.
+# These two run save_checkpoint directly, with the operating system made to misbehave for some calls.
+# In your own pytest run the check patches `os` in this process (run_here). Under `crashcourse grade`
+# your code runs in a box of its own, and the kernel fails the same calls from outside it (the
+# grader's `run_with_fault`): the same steps, the same verdicts. They are plain functions so the
+# kit's own tests can reuse them.
+
+FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER = "fsync of a file", "fsync of a folder", "opening a folder"
+
 
 def _is_directory(fd):
     try:
@@ -84,72 +89,32 @@ def _is_directory(fd):
         return False
 
 
-def problem_where_folders_cannot_be_opened(load, workdir):
-    """Save twice where opening a folder raises PermissionError, os.O_DIRECTORY does not exist and
-    sys.platform is "win32" (as on Windows). Returns what went wrong, or None."""
-    real_open = os.open
-    had_flag = hasattr(os, "O_DIRECTORY")
-    flag = getattr(os, "O_DIRECTORY", None)
+class FaultRun:
+    """What a check reads after its steps: what they returned, the calls the fault hit, whether a
+    whole-disk sync ran after the fault was armed, and the files left (``read``)."""
 
-    def windows_like_open(path, flags, *args, **kwargs):
-        target = path if kwargs.get("dir_fd") is None else None
-        if target is not None and os.path.isdir(target):
-            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
+    def __init__(self, value, failed, whole_syncs, workdir):
+        self.value, self.failed, self.whole_syncs, self.workdir = value, failed, whole_syncs, workdir
 
-    old = os.getcwd()
-    os.chdir(workdir)
-    caught = warnings.catch_warnings()
-    caught.__enter__()
-    platform = sys.platform
-    sys.platform = "win32"  # for code that checks the platform instead of catching the error
-    os.open = windows_like_open
-    if had_flag:
-        del os.O_DIRECTORY
-    try:
-        warnings.simplefilter("ignore")  # a warning that says "cannot sync the folder here" is welcome
-        module = load()  # loaded here, so `from os import open` sees this platform too
-        first = dict(SAMPLE)
-        second = dict(SAMPLE, turns=2, tokensUsed=300)
-        for state in (first, second):
-            try:
-                module.save_checkpoint(state, "checkpoints")
-            except Exception as exc:  # noqa: BLE001 - any exception is the finding
-                return (f"save_checkpoint raised {type(exc).__name__}: {exc}. On a platform where a folder cannot "
-                        "be opened, the save itself still works: only the directory fsync has to be skipped")
-        with open(os.path.join("checkpoints", "checkpoint.json"), encoding="utf-8") as f:
-            on_disk = json.load(f)
-        if on_disk != second:
-            return "after two saves checkpoint.json does not hold the second state"
-        return None
-    finally:
-        os.open = real_open
-        sys.platform = platform
-        if had_flag:
-            os.O_DIRECTORY = flag
-        caught.__exit__(None, None, None)
-        os.chdir(old)
+    def read(self, relative):
+        try:
+            with open(os.path.join(self.workdir, relative), "rb") as f:
+                return f.read()
+        except OSError:
+            return None
 
 
-FSYNC_FAULTS = ("file, always", "file, once", "folder, always", "folder, once")
-
-
-def problem_when_fsync_fails(load, workdir, fault="file, always"):
-    """Save once, then save again while fsync (or fdatasync) reports an I/O error (EIO). Returns what
-    went wrong, or None.
-
-    ``fault`` says which fsync fails and how often: of the file or of the folder, every time or only
-    the first time (then it succeeds). "Once" is the trap: on Linux a failed fsync may have dropped
-    the data, and a second fsync then reports success, so trying again proves nothing. A write to a
-    file opened with O_SYNC is its own fsync: in the file modes it fails with EIO as well.
-    """
+def run_here(fault, steps, workdir):
+    """Run ``steps(arm)`` in ``workdir``, in this process; from ``arm()`` on, ``os`` misbehaves as
+    ``fault`` says: ``fails`` names the calls (an fsync of a file, where a write to a file opened with
+    O_SYNC counts as one; an fsync of a folder; opening a folder), ``once`` whether only the first one
+    fails, and ``platform`` "windows" makes Python look like Windows too."""
     real = {name: getattr(os, name) for name in ("fsync", "fdatasync", "open", "write", "sync") if hasattr(os, name)}
-    on_file = fault.startswith("file")
-    once = fault.endswith("once")
-    failed, synced_opens, whole_syncs = [], set(), []
+    fails, once = fault["fails"], fault.get("once", False)
+    failed, synced_opens, whole_syncs, undo = [], set(), [], []
 
     def fails_now(fd):
-        if _is_directory(fd) == on_file:
+        if _is_directory(fd) != (fails == FSYNC_OF_A_FOLDER):
             return False
         return not (once and failed)
 
@@ -171,67 +136,149 @@ def problem_when_fsync_fails(load, workdir, fault="file, always"):
         return real["sync"]()
 
     def failing_write(fd, data):
-        if fd in synced_opens and on_file and fails_now(fd):
+        if fd in synced_opens and fails == FSYNC_OF_A_FILE and fails_now(fd):
             failed.append(fd)
             raise OSError(errno.EIO, "Input/output error")
         return real["write"](fd, data)
 
-    old = os.getcwd()
-    os.chdir(workdir)
-    try:
-        module = load()
-        module.save_checkpoint(dict(SAMPLE), "checkpoints")
+    def folder_refusing_open(path, flags, *args, **kwargs):
+        target = path if kwargs.get("dir_fd") is None else None
+        if target is not None and os.path.isdir(target):
+            failed.append(path)
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real["open"](path, flags, *args, **kwargs)
+
+    def arm():
+        if fault.get("platform") == "windows":
+            undo.append(windows_like())
+        if fails == OPENING_A_FOLDER:
+            os.open = folder_refusing_open
+            return
         os.fsync = failing_fsync
         if "fdatasync" in real:
             os.fdatasync = failing_fsync
         os.open, os.write = noting_open, failing_write
         if "sync" in real:
             os.sync = noting_sync
-        module = load()
-        try:
-            module.save_checkpoint(dict(SAMPLE, turns=2, tokensUsed=300), "checkpoints")
-        except OSError:
-            pass
-        else:
-            what = "the file it wrote" if on_file else "the folder"
-            if not failed:
-                if not on_file:
-                    return None  # no folder fsync at all: the power-cut models (M5) already say so
-                if whole_syncs:
-                    return ("save_checkpoint made its data durable with os.sync(), which cannot report an I/O "
-                            "error: the disk refused the data and the save returned as if it were safe. fsync the "
-                            "file instead (it raises OSError on EIO)")
-                return ("save_checkpoint never called os.fsync on the file it wrote, so its data may still be only "
-                        "in the operating system's cache when the save returns")
-            if once:
-                return (f"fsync of {what} reported an I/O error; save_checkpoint tried again, the second fsync "
-                        "reported success, and it returned as if the save were safe. On Linux a failed fsync may "
-                        "already have dropped the data, and the retry only says nothing new failed since. After "
-                        "EIO, raise: do not retry")
-            return (f"fsync of {what} reported an I/O error, yet save_checkpoint returned as if the save were safe. "
-                    "The caller will go on and run the next tool, trusting a save that may not be on disk")
-        finally:
-            for name, fn in real.items():
-                setattr(os, name, fn)
-        if not on_file:
-            return None  # the rename came before the folder's fsync: raising is all that can be asked
-        with open(os.path.join("checkpoints", "checkpoint.json"), encoding="utf-8") as f:
-            on_disk = json.load(f)
-        if on_disk != SAMPLE:
-            return ("the failed save still replaced checkpoint.json: the file now points at data the disk "
-                    "said it could not store, instead of the previous save")
-        return None
+
+    old = os.getcwd()
+    os.chdir(workdir)
+    try:
+        value = steps(arm)
     finally:
         for name, fn in real.items():
             setattr(os, name, fn)
+        for step in reversed(undo):
+            step()
         os.chdir(old)
+    return FaultRun(value, failed, bool(whole_syncs), workdir)
+
+
+def run_with_fault(submission, fault, steps, workdir):
+    """``steps(arm)`` with ``fault`` from ``arm()`` on: by the kernel under ``crashcourse grade``, else here."""
+    from_outside = getattr(submission, "run_with_fault", None)
+    if from_outside is not None:
+        old = os.getcwd()
+        os.chdir(workdir)  # the code runs in this folder (calls carry the working folder)
+        try:
+            return from_outside(fault, steps, workdir)
+        finally:
+            os.chdir(old)
+    return run_here(fault, steps, workdir)
+
+
+def _checkpoint(run):
+    data = run.read(os.path.join("checkpoints", "checkpoint.json"))
+    return None if data is None else json.loads(data.decode("utf-8"))
+
+
+def problem_where_folders_cannot_be_opened(submission, workdir):
+    """Save twice where opening a folder raises PermissionError, os.O_DIRECTORY does not exist and
+    sys.platform is "win32" (as on Windows). Returns what went wrong, or None."""
+    first = dict(SAMPLE)
+    second = dict(SAMPLE, turns=2, tokensUsed=300)
+
+    def steps(arm):
+        arm()
+        module = submission.load("agent.py")  # loaded now, so `from os import open` sees this platform too
+        for state in (first, second):
+            try:
+                module.save_checkpoint(state, "checkpoints")
+            except Exception as exc:  # noqa: BLE001 - any exception is the finding
+                return (f"save_checkpoint raised {type(exc).__name__}: {exc}. On a platform where a folder cannot "
+                        "be opened, the save itself still works: only the directory fsync has to be skipped")
+        return None
+
+    run = run_with_fault(submission, {"fails": OPENING_A_FOLDER, "platform": "windows"}, steps, workdir)
+    if run.value is not None:
+        return run.value
+    if _checkpoint(run) != second:
+        return "after two saves checkpoint.json does not hold the second state"
+    return None
+
+
+FSYNC_FAULTS = ("file, always", "file, once", "folder, always", "folder, once")
+
+
+def problem_when_fsync_fails(submission, workdir, fault="file, always"):
+    """Save once, then save again while fsync (or fdatasync) reports an I/O error (EIO). Returns what
+    went wrong, or None.
+
+    ``fault`` says which fsync fails and how often: of the file or of the folder, every time or only
+    the first time (then it succeeds). "Once" is the trap: on Linux a failed fsync may have dropped
+    the data, and a second fsync then reports success, so trying again proves nothing. A write to a
+    file opened with O_SYNC is its own fsync: in the file modes it fails with EIO as well.
+    """
+    on_file = fault.startswith("file")
+    once = fault.endswith("once")
+
+    def steps(arm):
+        submission.load("agent.py").save_checkpoint(dict(SAMPLE), "checkpoints")
+        arm()
+        module = submission.load("agent.py")
+        try:
+            module.save_checkpoint(dict(SAMPLE, turns=2, tokensUsed=300), "checkpoints")
+        except OSError:
+            return True
+        return False
+
+    run = run_with_fault(submission, {"fails": FSYNC_OF_A_FILE if on_file else FSYNC_OF_A_FOLDER, "once": once},
+                         steps, workdir)
+    if not run.value:
+        what = "the file it wrote" if on_file else "the folder"
+        if not run.failed:
+            if not on_file:
+                return None  # no folder fsync at all: the power-cut models (M5) already say so
+            if run.whole_syncs:
+                return ("save_checkpoint made its data durable with os.sync(), which cannot report an I/O "
+                        "error: the disk refused the data and the save returned as if it were safe. fsync the "
+                        "file instead (it raises OSError on EIO)")
+            return ("save_checkpoint never called os.fsync on the file it wrote, so its data may still be only "
+                    "in the operating system's cache when the save returns")
+        if once:
+            return (f"fsync of {what} reported an I/O error; save_checkpoint tried again, the second fsync "
+                    "reported success, and it returned as if the save were safe. On Linux a failed fsync may "
+                    "already have dropped the data, and the retry only says nothing new failed since. After "
+                    "EIO, raise: do not retry")
+        return (f"fsync of {what} reported an I/O error, yet save_checkpoint returned as if the save were safe. "
+                "The caller will go on and run the next tool, trusting a save that may not be on disk")
+    if not on_file:
+        return None  # the rename came before the folder's fsync: raising is all that can be asked
+    on_disk = _checkpoint(run)
+    if on_disk is None:
+        return ("after the failed save there is no checkpoint.json at all: the previous save, which had "
+                "returned, is gone")
+    if on_disk != SAMPLE:
+        return ("the failed save still replaced checkpoint.json: the file now points at data the disk "
+                "said it could not store, instead of the previous save")
+    return None
 
 
 @pytest.mark.task(taskno=4)
 @pytest.mark.points(1)
 def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path):
     """On a platform that will not open a folder, save_checkpoint still saves (and skips only that sync)."""
-    problem = problem_where_folders_cannot_be_opened(lambda: submission.load("agent.py"), tmp_path)
+    problem = problem_where_folders_cannot_be_opened(submission, tmp_path)
     require(problem is None, problem)
 
 
@@ -243,7 +290,7 @@ def test_a_failed_fsync_is_not_swallowed(submission, tmp_path):
     for fault in FSYNC_FAULTS:
         folder = tmp_path / fault.replace(", ", "-")
         folder.mkdir()
-        problem = problem_when_fsync_fails(lambda: submission.load("agent.py"), folder, fault)
+        problem = problem_when_fsync_fails(submission, folder, fault)
         require(problem is None, f"When {fault.replace(', ', ' fsync fails ')}: {problem}")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import select
 import signal
@@ -40,10 +39,9 @@ class Box:
     """One submission's sandbox as the judge sees it: the folder, the deadline, the worker."""
 
     def __init__(self, folder: str, root: str, token: str, timeout: float, limits: Optional[sandbox.Limits] = None,
-                 read_only: Optional[bool] = None, hide: tuple = (), boxed: bool = False, tests: tuple = ()):
+                 read_only: Optional[bool] = None, hide: tuple = (), boxed: bool = False):
         self.hide = tuple(hide)
         self.boxed = boxed  # a bubblewrap box (grader.grading.bubblewrap); otherwise the bare sandbox
-        self.tests = tuple(tests)  # folders a fault-injection run needs beside the code, read-only
         self.folder = os.path.realpath(folder)
         self.root = os.path.realpath(root)
         self.token = token
@@ -60,7 +58,6 @@ class Box:
         self.output_dropped = 0
         self.load_failures: dict[str, str] = {}
         self.calls = 0
-        self.needs_local: set = set()
         # Whether each worker runs under strace (grader.grading.kernel_trace), and if not, why not.
         self.kernel_problem = kernel_trace.problem()
 
@@ -108,24 +105,23 @@ class Box:
 class Worker:
     """The sandboxed process, and the two pipes to it (plus one for whatever it prints)."""
 
-    def __init__(self, box: Box, pytest_args: Optional[list] = None, cwd: Optional[str] = None):
+    def __init__(self, box: Box, inject: Optional[tuple] = None):
+        """``inject``: for a check's fault, the faults the tracer makes the kernel report (strace
+        ``inject=`` expressions, none for the run that finds them; see :mod:`grader.grading.faults`).
+        Such a worker's trace keeps every traced call, failed ones too."""
         self.box = box
         to_worker_r, self.to_worker = os.pipe()
         self.from_worker, from_worker_w = os.pipe()
         self.out_r, out_w = os.pipe()
-        # The pytest arguments (they hold the seed) go down the pipe, never on a command line.
-        extra = ", '--pytest', 'pipe'" if pytest_args is not None else ""
-        traced = pytest_args is None and box.kernel_problem is None
-        if traced:
-            extra += ", '--bytes', 'kernel'"  # the judge takes written bytes from the kernel trace
+        traced = box.kernel_problem is None
+        # The judge takes written bytes from the kernel trace.
+        extra = ", '--bytes', 'kernel'" if traced else ""
         # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
         # the site-packages folders are still on the path, for a submission that imports a library.
         code = (f"import sys, site; sys.path[:0] = [{KIT_PARENT!r}]; sys.path += site.getsitepackages(); "
                 f"from grader.grading.worker import main; "
                 f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
-        if pytest_args is not None:
-            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins the args name (see LEAN)
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
         argv = [sys.executable, "-I", "-S", "-c", code]
@@ -134,28 +130,25 @@ class Worker:
         self.consumed = 0  # bytes of whole messages read from the worker (where the kernel trace must reach)
         self.kernel: Optional[kernel_trace.KernelTrace] = None
         if traced:
-            self.kernel = kernel_trace.KernelTrace(box.root)
+            self.kernel = kernel_trace.KernelTrace(box.root, keep_calls=inject is not None)
             pass_fds += self.kernel.pass_fds
+        wrap = (lambda command, cwd: self.kernel.wrap(command, cwd, inject=inject or ())) \
+            if self.kernel is not None else None
         if box.boxed:
             # strace wraps bwrap: the tracer stays outside the box's pid namespace, out of its reach,
             # and stays root while a box graded by root drops to a uid of its own (bubblewrap._launch).
-            self.cgroup, self.proc = bubblewrap.start(box, argv, pass_fds, out_w, env, cwd or env["HOME"],
-                                                      tests=pytest_args is not None,
-                                                      wrap=self.kernel.wrap if self.kernel is not None else None)
+            self.cgroup, self.proc = bubblewrap.start(box, argv, pass_fds, out_w, env, env["HOME"], wrap=wrap)
         else:
-            command = self.kernel.wrap(argv, cwd or env["HOME"]) if self.kernel is not None else argv
+            command = wrap(argv, env["HOME"]) if wrap is not None else argv
             self.proc = subprocess.Popen(command, pass_fds=pass_fds,
                                          stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
-                                         cwd=cwd or env["HOME"], start_new_session=True,
+                                         cwd=env["HOME"], start_new_session=True,
                                          preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only,
                                                                         box.hide))
         for fd in (to_worker_r, from_worker_w, out_w):
             os.close(fd)
         if self.kernel is not None:
             self.kernel.started(self.from_worker, self.proc)
-        if pytest_args is not None:
-            blob = json.dumps(pytest_args).encode()
-            os.write(self.to_worker, len(blob).to_bytes(4, "big") + blob)
         os.set_blocking(self.to_worker, False)
         for fd in (self.from_worker, self.out_r):
             with contextlib.suppress(OSError, AttributeError):

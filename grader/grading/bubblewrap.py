@@ -9,8 +9,8 @@ A box (one per worker process, see :class:`grader.grading.box.Worker`) is made b
   RLIMIT_NPROC to it and no box can signal another or the judge; graded as an ordinary user, the
   box is that user's uid;
 * an allowlist of read-only binds and nothing else: the Python installation the worker runs on
-  (its prefix and, for a virtual environment, the base one), the ``grader`` package, the level's
-  tests when a fault-injection check must run beside the code, and ``/usr`` with its usual links.
+  (its prefix and, for a virtual environment, the base one), the ``grader`` package, and ``/usr``
+  with its usual links (no level's tests: every check runs in the judge, outside).
   The kit's ``.git``, ``solutions/``, ``tests/``, the instructor's home, other boxes, the reports
   and the submissions folder are simply not there;
 * its own ``/proc`` (it sees only its own processes; ``/proc/sys`` hidden, since where a box must
@@ -502,7 +502,7 @@ def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Opti
             also: tuple = (), uid: Optional[int] = None, staged: Optional[dict] = None) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in a box writable only at ``root``.
 
-    ``also``: more folders bound read-only (the level's tests, when they must run beside the code).
+    ``also``: more folders bound read-only (none today: every check runs in the judge, outside).
     ``uid``: bwrap starts as this host uid (``setpriv`` drops root's to it first), and ``staged``
     says where each bound folder (and ``root``) can be reached from then on (see :func:`_launch`).
     """
@@ -744,19 +744,16 @@ def _check() -> Optional[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def start(box, argv: list, pass_fds: tuple, output_fd: int, env: dict, cwd: str, tests: bool = False,
-          wrap=None):
+def start(box, argv: list, pass_fds: tuple, output_fd: int, env: dict, cwd: str, wrap=None):
     """Start ``argv`` in a new box for the judge's ``box``; returns ``(cgroup, Popen)``.
 
-    ``tests``: the level's tests are bound read-only too (a fault-injection check runs beside the code).
     ``wrap``: ``wrap(command, cwd)`` returns the command that runs the whole box (bwrap included) under a
     tracer (:meth:`grader.grading.kernel_trace.KernelTrace.wrap`).
     """
     limits = box.limits if isinstance(box.limits, Limits) else Limits(**vars(box.limits))
     cgroup = Cgroup(box.token, limits)
     try:
-        proc = _launch(box.root, argv, cwd=cwd, limits=limits, cgroup=cgroup, also=box.tests if tests else (),
-                       wrap=wrap, pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=output_fd, stderr=output_fd,
+        proc = _launch(box.root, argv, cwd=cwd, limits=limits, cgroup=cgroup, wrap=wrap, pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=output_fd, stderr=output_fd,
                        env=env)
     except BaseException:
         cgroup.remove()

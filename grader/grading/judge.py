@@ -57,17 +57,24 @@ Four things a level's tests may do in their own process are carried across:
   since it grades resume, not durability) is made in the worker by name
   (:func:`~grader.grading.stand_in.forwarded_patches`, ``grader.engine.forwarded.FORWARDED``); only names the worker knows are used.
 
-One thing cannot be carried across: a test that patches ``os`` or ``open`` in its own process to
-inject a fault (level 3: a failing ``fsync``, a platform without ``O_DIRECTORY``). Such a test is
-detected (:func:`~grader.grading.stand_in.patched_by_test`), and only that test is re-run with pytest inside the sandbox,
-beside the code (:func:`run_local`); its outcome is labelled in the report, because it was
-computed where the submission could have interfered.
+Faults are made from outside too. A check that needs the platform to misbehave (level 3: the
+second save's ``fsync`` reports an I/O error, once or every time; a folder cannot be opened, as on
+Windows) patches ``os`` in a learner's own pytest run, but under grade it asks the stand-in
+(:meth:`~grader.grading.stand_in.RemoteSubmission.run_with_fault`): its steps run in a fresh worker
+whose strace makes the kernel fail exactly those calls (``inject=fsync:error=EIO:when=N``, with N
+read from the trace of a run without the fault; :mod:`grader.grading.faults`). The verdict comes
+from what the judge sees from outside: whether the save raised (the stand-in's reply), which calls
+failed and what followed them (the kernel's trace), and the files left (read with ``O_NOFOLLOW``).
+No pytest runs inside a box, and nothing computed there is scored. A test that still patches the
+judge's own process is spotted (:func:`~grader.grading.stand_in.patched_by_test`) and fails with
+that reason, since the patch cannot reach the code.
 
 Where each job lives:
 
 * :mod:`grader.grading.wire`  the format on the pipes, both halves (worker's encoder, judge's decoder);
 * :mod:`grader.grading.box`  one submission's box and the worker process (:class:`Box`, :class:`Worker`);
 * :mod:`grader.grading.kernel_trace`  the worker's file-system calls as strace saw them, compared with what it reported;
+* :mod:`grader.grading.faults`  which calls a check's fault is for, and the strace injection that fails them;
 * :mod:`grader.grading.stand_in`  the stand-in for the student's module, and what crosses with a call;
 * :mod:`grader.grading.outcomes`  the outcome collector every run of a level's tests shares;
 * :mod:`grader.grading.scenarios`  an instructor's own scenarios;
@@ -81,7 +88,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.grading import bubblewrap
-from grader.grading.box import Box, Incident, Worker
+from grader.grading.box import Box
 from grader.grading.outcomes import Outcome, Outcomes
 from grader.grading.scenarios import run_scenarios
 from grader.grading.stand_in import RemoteSubmission, remember_pristine
@@ -213,7 +220,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     kit_root = level.parent.parent
     # Hidden from the student's code: the instructor's scenarios and the kit's solutions.
     hide = tuple(hide) + ((scenarios,) if scenarios else ()) + (str(kit_root / "solutions"),)
-    box = Box(folder, root, token, timeout, read_only=read_only, hide=hide, boxed=boxed, tests=(str(level),))
+    box = Box(folder, root, token, timeout, read_only=read_only, hide=hide, boxed=boxed)
     scratch = os.path.join(box.root, "tmp")
     os.makedirs(scratch, exist_ok=True)
     import tempfile
@@ -247,9 +254,6 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
             error = f"pytest stopped with exit code {int(code)}"
     except BaseException as exc:  # noqa: BLE001 - the judge reports, it does not crash the batch
         error = f"the grader failed on this submission: {type(exc).__name__}: {exc}"
-    local = sorted(n for n in box.needs_local if n in collector.tests)
-    if local and error is None:
-        run_local(box, local, collector, args[1:], str(kit_root))
     extra = []
     if scenarios:
         extra = run_scenarios(scenarios, box)
@@ -297,42 +301,3 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     return {"id": student, "score": score if status != "error" or score else 0.0, "max_score": max_score,
             "status": status, "error": _shorten(error, box, names) if error else None, "tests": tests,
             "stdout": _shorten(output, box, names), "stray_processes": killed}
-
-
-LOCAL_NOTE = ("(This check injects faults into the process that runs your code, so it ran inside the sandbox "
-              "beside your code rather than in the separate grading process.)")
-
-
-def run_local(box: Box, nodeids: list, collector: Collector, options: list, kit_root: str) -> None:
-    """The fallback for fault-injection tests: run them with the code, in the sandbox, and take the outcome."""
-    args = list(nodeids) + [o for o in options if o != "--basetemp"]
-    if "--basetemp" in options:
-        i = options.index("--basetemp")
-        args = list(nodeids) + options[:i] + options[i + 2:] + ["--basetemp", os.path.join(box.root, "pytest-local")]
-    args += LEAN  # the same few plugins as the judge (the worker's environment turns autoloading off)
-    reason = None
-    try:
-        if box.expired:
-            raise Incident(box.expired)
-        worker = Worker(box, pytest_args=args, cwd=kit_root)
-        try:
-            message = worker.read_message("running the checks that inject faults")
-        finally:
-            worker.stop()
-        results = message.get("tests") if message.get("op") == "results" else None
-        if not isinstance(results, dict):
-            raise Incident("the checks that inject faults did not report back")
-    except Incident as exc:
-        results, reason = {}, str(exc)
-    for nodeid in nodeids:
-        got = results.get(nodeid)
-        entry = collector.tests[nodeid]
-        if isinstance(got, dict) and got.get("status") == "skipped":  # as in the judge: a skip earns nothing
-            got = dict(got, status="failed", output="skipped: " + str(got.get("output") or ""))
-        if isinstance(got, dict) and got.get("status") in ("passed", "failed", "error"):
-            entry.status = got["status"]
-            entry.output = (str(got.get("output") or "") + "\n\n" + LOCAL_NOTE).strip()
-            entry.checks = [c for c in got.get("checks") or [] if isinstance(c, str)]
-        else:
-            entry.status, entry.output = "error", reason or "the check did not run in the sandbox"
-            box.incidents.setdefault(nodeid, reason or "the check did not run in the sandbox")

@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from grader.engine.ops import Op
@@ -55,6 +56,36 @@ COMPARED = frozenset({"open", "write", "truncate", "fsync", "sync", "rename", "l
 # box with a larger cap could make one) is compared by its first bytes, its size and its offset.
 STRING_LIMIT = 64 * 1024 * 1024
 MISMATCH = "the recorded file operations do not match what the kernel saw"
+
+# Kept call by call when a worker's tracer injects faults (grader.grading.faults): failed ones too.
+KEPT = frozenset({"open", "openat", "write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync",
+                  "close", "rename", "renameat", "renameat2", "sync", "syncfs"})
+# Traced besides CALLS in such a worker: a whole-disk sync that cannot report an error.
+SYNC_CALLS = "sync,syncfs"
+_ERRNO = re.compile(r"= -1 (E[A-Z0-9]+) ")
+
+
+@dataclass
+class Call:
+    """One system call of a worker, failed or not, as a fault-injection check reads it.
+
+    ``ordinal``: how many calls of this name the thread ``tid`` had made, this one included: the
+    count strace's ``inject=...:when=N`` goes by. ``wire``: bytes the worker had written to the
+    judge's pipe before it. ``path``: the file it names; ``flags``: the flags that file was
+    opened with (an ``open`` gives its own). ``at_cwd``: a path relative to the working folder,
+    not to a descriptor (``dir_fd``).
+    """
+    tid: str
+    name: str
+    ordinal: int
+    wire: int
+    ret: int
+    errno: Optional[str]
+    injected: bool
+    path: str
+    flags: str
+    at_cwd: bool = True
+
 
 _LINE = re.compile(r"^(\d+) +(.*)$")
 _WRITES = ("write", "writev", "pwrite64", "pwritev", "pwritev2", "sendfile", "copy_file_range")
@@ -111,7 +142,7 @@ class KernelTrace:
     after each message.
     """
 
-    def __init__(self, scratch: str):
+    def __init__(self, scratch: str, keep_calls: bool = False):
         # A file with no name anywhere: a memfd (or, without one, a file unlinked at once); strace
         # reaches it through the descriptor it is handed, the worker closes that descriptor.
         self.name = f"crashcourse-kernel-trace-{os.getpid()}"
@@ -134,16 +165,28 @@ class KernelTrace:
         self.proc: Any = None
         self.first_pid: Optional[str] = None  # the worker: strace's first tracee
         self.worker_ended = False  # strace wrote how the worker ended (it does unless it was killed first)
+        # With keep_calls: every call in KEPT, in order (see Call), and what the worker's own thread is.
+        self.calls: Optional[list[Call]] = [] if keep_calls else None
+        self.counts: dict[tuple, int] = {}
+        self.open_flags: dict[int, tuple] = {}  # fd -> (path, open flags), for the kept calls
+        self.main_tid: Optional[str] = None  # the thread that answers the judge (the first to write to its pipe)
 
     @property
     def pass_fds(self) -> tuple:
         return (self.fd,)
 
-    def wrap(self, command: list, cwd: str) -> list:
-        """``command`` started under strace, writing to this trace."""
+    def wrap(self, command: list, cwd: str, inject: Iterable[str] = ()) -> list:
+        """``command`` started under strace, writing to this trace.
+
+        ``inject``: more of strace's ``inject=`` expressions (``fsync:error=EIO:when=3``), the faults a
+        check makes the kernel report (:mod:`grader.grading.faults`); a whole-disk sync is traced too.
+        """
         self.cwd = os.path.realpath(cwd)
+        inject = list(inject)
+        calls = CALLS + ("," + SYNC_CALLS if inject or self.calls is not None else "")
         return ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
-                "-e", "trace=" + CALLS, "-e", "inject=" + REFUSED, "-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
+                "-e", "trace=" + calls, "-e", "inject=" + REFUSED] + [w for spec in inject for w in ("-e", "inject=" + spec)] \
+            + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
 
     def started(self, judge_end: int, proc: Any) -> None:
         self.pipe = f"pipe:[{os.fstat(judge_end).st_ino}]"
@@ -206,6 +249,13 @@ class KernelTrace:
             self._tamper(f"a line the tracer would never write: {line[:80]!r}")
             return
         name, args, ret, ret_path = c.groups()
+        if self.calls is not None and name in KEPT:
+            try:
+                # A write's bytes (megabytes, maybe) are not split into arguments: its target is enough.
+                target = _TARGET.match(args) if name in _WRITES else None
+                self._keep(pid, name, [target.group(0)] if target else _split(args), ret, ret_path, rest)
+            except (ValueError, IndexError, KeyError) as exc:
+                self._tamper(f"a {name} line that could not be read ({exc})")
         if ret == "?" or int(ret) < 0:
             return
         if name in _WRITES and name != "copy_file_range":
@@ -225,6 +275,35 @@ class KernelTrace:
     def _tamper(self, what: str) -> None:
         if self.tampered is None:
             self.tampered = what
+
+    def _keep(self, pid: str, name: str, args: list, ret: str, ret_path: Optional[str], line: str) -> None:
+        """Note one call of KEPT, failed or not, with its count for this thread (see :class:`Call`)."""
+        key = (pid, name)
+        self.counts[key] = ordinal = self.counts.get(key, 0) + 1
+        value = -1 if ret == "?" else int(ret)
+        failed = _ERRNO.search(line) if value < 0 else None
+        path, flags, at_cwd = "", "", True
+        if name in ("open", "openat"):
+            flags = args[2 if name == "openat" else 1]
+            at_cwd = name == "open" or args[0].startswith("AT_FDCWD") or _string(args[1])[0].startswith(b"/")
+            path = os.fsdecode(_unescape(ret_path)) if ret_path and value >= 0 else \
+                self._path(pid, args[1], args[0]) if name == "openat" else self._path(pid, args[0])
+            if value >= 0:
+                self.open_flags[value] = (path, flags)
+        elif name in ("sync",):
+            pass
+        elif name.startswith("rename"):
+            path = self._path(pid, args[0]) if name == "rename" else self._path(pid, args[1], args[0])
+        else:
+            fd, path = _annotation(args[0])
+            if path == self.pipe and name == "write" and self.main_tid is None:
+                self.main_tid = pid
+            known = self.open_flags.get(fd)
+            flags = known[1] if known is not None and known[0] == path else ""
+            if name == "close" and value >= 0:
+                self.open_flags.pop(fd, None)
+        self.calls.append(Call(pid, name, ordinal, self.wire, value, failed.group(1) if failed else None,
+                               line.rstrip().endswith("(INJECTED)"), path, flags, at_cwd))
 
     # -- one system call -----------------------------------------------------------------------
     def _path(self, pid: str, arg: str, dirfd: Optional[str] = None) -> str:

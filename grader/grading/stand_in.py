@@ -10,29 +10,34 @@ cross as handles (:func:`prepare`), so each model and tool call is served, and r
 from __future__ import annotations
 
 import builtins
+import itertools
 import json
 import os
 import pickle
+import shutil
+import stat
 import sys
 import types
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from grader.engine import loader
 from grader.engine import recorder as recorder_module
 from grader.engine.explore import REMOTE_FRAMES, LoopTimeout
 from grader.engine.recorder import Op
+from grader.grading import faults
+from grader.grading.bubblewrap import read_box_file
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.wire import Callback, Stand
 
 SAFE_MODULES = {"datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
 
 
-class NeedsLocalRun(BaseException):
-    """The test patched the judge's own process (fault injection), which cannot reach the worker."""
-
-
 _PRISTINE: dict = {}
+_ATTEMPT_GENERATIONS = itertools.count(-1, -1)  # never a normal worker's generation (those count up from 1)
+PATCHED = ("this check changes {names} in the grading process, which cannot reach your code: it runs in a "
+           "box of its own. The check cannot be made this way under crashcourse grade, so it earns nothing; "
+           "tell your instructor (a check that needs a fault asks for one with run_with_fault)")
 
 
 def remember_pristine() -> None:
@@ -80,8 +85,7 @@ class RemoteSubmission:
                                      "with exactly that name."), pytrace=False)
         patched = patched_by_test()
         if patched:
-            box.needs_local.add(box.current)
-            raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
+            pytest.fail(box.incident(PATCHED.format(names=", ".join(patched[:3]))), pytrace=False)
         try:
             return RemoteModule.load(box, filename)
         except Incident as exc:
@@ -96,6 +100,90 @@ class RemoteSubmission:
             pytest.fail(self.box.incident(f"{filename} has no function `{name}`; the tests call it by that name."),
                         pytrace=False)
         return fn
+
+    def run_with_fault(self, fault: dict, steps: Callable[[Callable[[], None]], Any], workdir: Any) -> faults.FaultRun:
+        """Run a check's ``steps(arm)`` in a fresh worker whose tracer makes the kernel fail the calls
+        ``fault`` names (``{"fails": "fsync of a file", "once": True}``, see :mod:`grader.grading.faults`)
+        once the steps call ``arm()``; ``fault["platform"]`` (``"windows"``) makes the code see that
+        platform from then on. ``workdir``: the folder the steps save in, emptied before each run.
+
+        The steps run first with no fault, to find in the kernel's trace which calls the fault is
+        for, then with it, and again if the fault missed a call or hit one it was not meant for.
+        Returns the last run: what the steps returned, and what the kernel and the disk say.
+        """
+        import pytest
+        box = self.box
+        wanted_fault = faults.Fault.from_dict(fault)
+        if box.kernel_problem is not None:
+            pytest.fail(box.incident(
+                f"This check makes the kernel fail one of your code's calls ({wanted_fault.fails}), through strace, "
+                f"and strace cannot run here: {box.kernel_problem}. It was not scored."), pytrace=False)
+        inject: list = []
+        for attempt in range(faults.ATTEMPTS):
+            _empty(Path(workdir))
+            value, calls, main, armed_at = self._attempt(inject, fault.get("platform"), steps)
+            mine = [c for c in calls if c.tid == main]
+            after = faults.after_arming(mine, main, armed_at)
+            want = faults.wanted(after, wanted_fault)
+            exact = want == faults.hit(mine) and not any(c.injected for c in calls if c.tid != main)
+            better = None if exact else faults.plan(calls, main, want, wanted_fault, first=attempt == 0)
+            if exact or better is None or better == inject:
+                break
+            inject = better
+        root = box.root
+
+        def read(relative: str) -> Optional[bytes]:
+            path = os.path.relpath(os.path.join(os.path.realpath(workdir), relative), root)
+            return read_box_file(root, path)[0]  # through O_NOFOLLOW, a regular file only
+        return faults.FaultRun(value=value, read=read, exact=exact, whole_syncs=faults.whole_syncs(after),
+                               failed=[faults.describe(c) for c in after if c.injected])
+
+    def _attempt(self, inject: list, platform: Optional[str], steps: Callable) -> tuple:
+        """One run of ``steps`` in a new worker injecting ``inject``: ``(value, calls, main thread, armed at)``."""
+        box = self.box
+        if box.expired:
+            raise Incident(box.incident(box.expired))
+        if box.worker is not None:
+            # Stopping a worker ends every process of the box: the idle one would not outlive this run.
+            box.worker.stop()
+            box.worker = None
+        saved = box.generation
+        worker = Worker(box, inject=tuple(inject))
+        box.worker, box.generation = worker, next(_ATTEMPT_GENERATIONS)
+        armed = {"at": 0}
+        worker.send({"op": "pad", "calls": faults.PAD}, "starting")
+        worker.read_message("starting")
+
+        def arm() -> None:
+            if platform is not None:
+                worker.send({"op": "platform", "name": platform}, "changing the platform")
+                worker.read_message("changing the platform")
+            armed["at"] = worker.consumed
+        try:
+            value = steps(arm)
+            kernel = worker.kernel
+            if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered:
+                raise Incident(box.incident("the kernel's trace of your code stopped before the check ended, so the "
+                                            "fault could not be checked" + (f" ({kernel.tampered})" if kernel and
+                                                                            kernel.tampered else "")))
+            return value, list(kernel.calls or ()), kernel.main_tid, armed["at"]
+        finally:
+            worker.stop()
+            if box.worker is not None and box.worker is not worker:
+                box.worker.stop()  # started during the steps after the fault worker died
+            # The next call starts a fresh worker, and modules loaded before import again there.
+            box.worker, box.generation = None, saved
+
+
+def _empty(folder: Path) -> None:
+    """Remove what an earlier run of a check left in ``folder`` (never following a link)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in os.listdir(folder):
+        path = folder / entry
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
 
 
 class RemoteModule(types.ModuleType):
@@ -242,8 +330,7 @@ class RemoteFunction:
             raise Incident(box.incident(box.expired))
         patched = patched_by_test()
         if patched:
-            box.needs_local.add(box.current)
-            raise NeedsLocalRun(f"this test replaces {', '.join(patched[:3])} in the test process")
+            raise Incident(box.incident(PATCHED.format(names=", ".join(patched[:3]))))
         worker = module._worker()
         objects: dict = {}
         payload_args = prepare(list(args), objects)

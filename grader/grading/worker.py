@@ -5,6 +5,8 @@ inside the sandbox that :mod:`grader.grading.sandbox` builds. It serves a small 
 
 ``load``      import one file of the submission as a fresh module and describe its names
 ``call``      call one of those functions, optionally under a :class:`~grader.engine.recorder.Recorder`
+``pad``, ``platform``  before a check's fault: count past the box's own calls; look like another
+              platform from now on (see :mod:`grader.grading.faults`)
 
 It decides nothing. It reports, as plain data, what happened: the value a function returned or the
 exception it raised, the file operations the recorder saw, and its requests to call back into the
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import itertools
-import json
 import os
 import pickle
 import sys
@@ -27,7 +28,7 @@ import threading
 from typing import Any, Optional
 
 from grader.engine import loader
-from grader.engine.forwarded import FORWARDED
+from grader.engine.forwarded import FORWARDED, PLATFORMS
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
 from grader.engine.turnstile import Turnstile
@@ -315,6 +316,23 @@ class Session:
         return outcome
 
 
+def pad(calls: object) -> None:
+    """Open and write ``/dev/null`` ``calls`` times, before a check's fault is armed.
+
+    strace counts a thread's calls of each name, and its fault injection (``when=N``) holds for
+    every process it traces: bubblewrap's own processes made some dozens of opens and writes while
+    they set up the box. Counted past them, the N-th call of this thread is one they never reach.
+    """
+    n = calls if type(calls) is int and 0 < calls <= 10000 else 0
+    fd = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for _ in range(n):
+            os.write(fd, b"")
+            os.close(os.open(os.devnull, os.O_RDONLY))
+    finally:
+        os.close(fd)
+
+
 def serve(folder: str, bytes_from_kernel: bool = False) -> None:
     session = Session(folder, bytes_from_kernel)
     send({"op": "ready", "pid": os.getpid()})
@@ -330,34 +348,23 @@ def serve(folder: str, bytes_from_kernel: bool = False) -> None:
             send(session.call(request))
         elif op == "setattr":
             send(session.set_value(request))
+        elif op == "pad":
+            pad(request.get("calls"))
+            send({"op": "ok"})
+        elif op == "platform" and request.get("name") in PLATFORMS:
+            # A check that makes a platform misbehave (level 3's "a folder cannot be opened"): the
+            # look of that platform is made here; the refusal itself comes from the tracer outside.
+            PLATFORMS[request["name"]]()
+            send({"op": "ok"})
         elif op == "bye":
             return
-
-
-def run_tests(args: list) -> None:
-    """The fallback: run some of the level's tests here, beside the code, and report their outcomes.
-
-    Only for tests that patch the test process itself (fault injection such as a failing
-    ``os.fsync``), which cannot reach code running in another process. These outcomes are
-    produced where the submission could interfere with them; the judge labels them so.
-    """
-    import pytest
-
-    from grader.grading.outcomes import Outcomes
-
-    outcomes = Outcomes()
-    send({"op": "ready", "pid": os.getpid()})
-    pytest.main(args, plugins=[outcomes])
-    send({"op": "results", "tests": {nodeid: {"status": t.status, "output": t.output[-4000:], "checks": t.checks}
-                                     for nodeid, t in outcomes.tests.items() if t.reported}})
 
 
 def _options(argv: list) -> dict:
     """``--name value`` pairs. The judge builds this command line; argparse would cost every worker
     a noticeable share of its start-up for four options."""
     if len(argv) % 2 or any(not name.startswith("--") for name in argv[::2]):
-        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH "
-                         "[--pytest JSON] [--bytes kernel]")
+        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH [--bytes kernel]")
     options = {name[2:]: value for name, value in zip(argv[::2], argv[1::2])}
     missing = {"read", "write", "folder"} - set(options)
     if missing:
@@ -378,13 +385,7 @@ def main(argv: Optional[list] = None) -> None:
     os.closerange(start, 1 << 16)
     sys.dont_write_bytecode = True
     sys.addaudithook(_note_read)
-    if options.get("pytest") == "pipe":
-        # The judge sends the pytest arguments first, as JSON (they hold the seed: never on a command line).
-        run_tests(json.loads(_read_exact(int.from_bytes(_read_exact(4), "big"))))
-    elif options.get("pytest"):
-        run_tests(json.loads(options["pytest"]))
-    else:
-        serve(options["folder"], options.get("bytes") == "kernel")
+    serve(options["folder"], options.get("bytes") == "kernel")
     # Leave at once: a non-daemon thread a submission started must not keep this process alive.
     os._exit(0)
 

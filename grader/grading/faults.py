@@ -1,0 +1,174 @@
+"""Faults the kernel makes for a check, under ``crashcourse grade``: a failing fsync, a folder that
+cannot be opened.
+
+Some checks need the platform to misbehave for one call: level 3 saves twice and makes the second
+save's fsync report an I/O error (EIO), or refuses to open a folder (EACCES, as on Windows). In a
+learner's own pytest run the check patches ``os`` in its own process. Under ``crashcourse grade``
+the code runs in a box and the check in the judge, so the fault comes from outside the box
+instead: the worker runs under strace (:mod:`grader.grading.kernel_trace`), and strace's
+``inject=NAME:error=ERRNO:when=N`` makes the kernel fail the N-th call of that name a thread makes.
+
+Which N? The check's steps run first in a worker with no fault, and its kernel trace says which
+calls the fault is meant for: an fsync of a file (or a write to a file opened with ``O_SYNC``), an
+fsync of a folder, or an open of a folder, made after the check armed the fault. Those counts
+become the injection of the next run (:func:`plan`). A fault changes what the code does next (it
+may retry, or go on to the folder), so each run's trace is read again: the calls the fault should
+have hit (:func:`wanted`) against the ones it did hit (:func:`hit`). When they agree, that run is
+the one the check is judged on; when they differ, the plan is corrected and the steps run again,
+a few times at most (:data:`ATTEMPTS`). strace counts calls per thread and per name, and one
+``when=`` takes an arithmetic series (``3..7+2``), which covers every case in the corpus; a code
+whose calls cannot be covered so is judged on the closest run, and the report says so.
+
+Nothing here believes the worker: whether a save raised comes from the judge's own stand-in
+(:mod:`grader.grading.stand_in`), which calls failed and whether a whole-disk ``sync`` ran come
+from the trace, and the files the check reads afterwards are read by the judge with ``O_NOFOLLOW``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from grader.grading.kernel_trace import Call
+
+# The kinds of call a check may ask to fail, and the error each reports.
+FSYNC_OF_A_FILE = "fsync of a file"
+FSYNC_OF_A_FOLDER = "fsync of a folder"
+OPENING_A_FOLDER = "opening a folder"
+ERRORS = {FSYNC_OF_A_FILE: "EIO", FSYNC_OF_A_FOLDER: "EIO", OPENING_A_FOLDER: "EACCES"}
+SYNCS = ("fsync", "fdatasync")
+WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2")
+OPENS = ("open", "openat")
+ATTEMPTS = 5  # runs of one check's steps at most: the run without a fault, then corrections
+# Opens and writes the worker makes before the fault is armed (grader.grading.worker.pad), so that
+# the calls a fault is for come later in their count than any call of bubblewrap's own processes,
+# which strace's `when=` counts on its own (their setup made some 50 opens and 6 writes here).
+PAD = 200
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What a check asks the kernel to fail: ``fails`` (one of :data:`ERRORS`), once or every time."""
+    fails: str
+    once: bool = False
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> "Fault":
+        fails = spec.get("fails")
+        if fails not in ERRORS:
+            raise ValueError(f"a fault fails one of {sorted(ERRORS)}, not {fails!r}")
+        return cls(fails, bool(spec.get("once")))
+
+
+@dataclass
+class FaultRun:
+    """What a check reads after its steps ran with the fault (the same fields in-process).
+
+    ``value``: what the steps returned. ``failed``: the calls the fault hit, in words. ``whole_syncs``:
+    whether the code called ``sync()`` or ``syncfs()`` after the fault was armed. ``exact``: whether
+    the fault hit exactly the calls it was meant for. ``read(path)``: a file's bytes, or None.
+    """
+    value: Any
+    failed: list = field(default_factory=list)
+    whole_syncs: bool = False
+    exact: bool = True
+    read: Callable[[str], Optional[bytes]] = lambda path: None
+
+
+def _is_directory(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)  # the worker has stopped: nothing changes it now
+    except (OSError, ValueError):
+        return False
+
+
+def _meant(call: Call, fault: Fault, is_dir: Callable[[str], bool]) -> bool:
+    """Whether ``call`` is one of the calls ``fault`` is for (whatever it returned)."""
+    if fault.fails == OPENING_A_FOLDER:
+        # As os.open(path) with no dir_fd; a listing (os.listdir, os.scandir: O_DIRECTORY|O_NONBLOCK,
+        # and Python's own imports) is left alone, as the in-process check leaves it.
+        listing = "O_DIRECTORY" in call.flags and "O_NONBLOCK" in call.flags
+        return call.name in OPENS and call.at_cwd and not listing and \
+            ("O_DIRECTORY" in call.flags or is_dir(call.path))
+    if call.name in SYNCS:
+        folder = "O_DIRECTORY" in call.flags or is_dir(call.path)
+        return folder == (fault.fails == FSYNC_OF_A_FOLDER)
+    if call.name in WRITES and fault.fails == FSYNC_OF_A_FILE:
+        return "O_SYNC" in call.flags or "O_DSYNC" in call.flags  # each such write is its own fsync
+    return False
+
+
+def after_arming(calls: Iterable[Call], main_tid: Optional[str], armed_at: int) -> list:
+    """The worker's own thread's calls from the moment the check armed the fault."""
+    return [c for c in calls if c.tid == main_tid and c.wire >= armed_at]
+
+
+def wanted(calls: list, fault: Fault, is_dir: Callable[[str], bool] = _is_directory) -> list:
+    """``(name, ordinal)`` of the calls the fault should hit in this run: the first one, or all."""
+    out = []
+    for call in calls:
+        if _meant(call, fault, is_dir):
+            out.append((call.name, call.ordinal))
+            if fault.once:
+                break
+    return out
+
+
+def hit(calls: list) -> list:
+    """``(name, ordinal)`` of the calls strace failed on purpose."""
+    return [(c.name, c.ordinal) for c in calls if c.injected]
+
+
+def _series(ordinals: list, avoid: set, open_ended: bool) -> Optional[tuple]:
+    """``(first, last or None, step)``: an arithmetic series through ``ordinals`` that misses ``avoid``."""
+    first = ordinals[0]
+    step = ordinals[1] - first if len(ordinals) > 1 else 1
+    if any(b - a != step for a, b in zip(ordinals, ordinals[1:])) or step <= 0:
+        return None
+    on_series = sorted(a for a in avoid if a > first and (a - first) % step == 0)
+    if any(a <= ordinals[-1] for a in on_series):
+        return None
+    if on_series:
+        return first, on_series[0] - step, step
+    return first, (None if open_ended else ordinals[-1]), step
+
+
+def plan(calls: list, main_tid: Optional[str], want: list, fault: Fault, first: bool = False) -> Optional[list]:
+    """strace ``inject=`` expressions that fail the calls in ``want`` (of the thread ``main_tid``)
+    and none of the others seen in ``calls`` (of any thread: the counts of each apply to all), or
+    None when one series per name cannot do that.
+
+    ``first``: ``calls`` come from the run without the fault. A fault that fails every time then
+    reaches past the calls seen after it: once a call has failed, the code goes another way (it
+    may try again), and a later run corrects the plan if the fault hits a call it was not meant for.
+    """
+    out = []
+    for name in sorted({n for n, _ in want}):
+        ordinals = sorted(o for n, o in want if n == name)
+        avoid = {c.ordinal for c in calls if c.name == name and not (c.tid == main_tid and c.ordinal in ordinals)
+                 and not (first and not fault.once and name in SYNCS and c.ordinal > ordinals[-1])}
+        # Only an fsync fault reaches past the last call seen: opens and writes are also how the
+        # worker answers the judge and loads modules, which a fault must leave alone.
+        series = _series(ordinals, avoid, open_ended=not fault.once and name in SYNCS)
+        if series is None:
+            return None
+        first, last, step = series
+        if last == first:
+            when = f"{first}"
+        elif last is None:
+            when = f"{first}+" + (str(step) if step != 1 else "")
+        else:
+            when = f"{first}..{last}" + (f"+{step}" if step != 1 else "")
+        out.append(f"{name}:error={ERRORS[fault.fails]}:when={when}")
+    return out
+
+
+def describe(call: Call, is_dir: Callable[[str], bool] = _is_directory) -> str:
+    what = "folder" if is_dir(call.path) else "file"
+    return f"{call.name} of the {what} {os.path.basename(call.path) or call.path}"
+
+
+def whole_syncs(calls: list) -> bool:
+    return any(c.name in ("sync", "syncfs") for c in calls)
