@@ -242,8 +242,8 @@ def problem_when_fsync_fails(submission, workdir, fault="file, always"):
             return True
         return False
 
-    run = run_with_fault(submission, {"fails": FSYNC_OF_A_FILE if on_file else FSYNC_OF_A_FOLDER, "once": once},
-                         steps, workdir)
+    fails = FSYNC_OF_A_FILE if on_file else FSYNC_OF_A_FOLDER
+    run = run_with_fault(submission, {"fails": fails, "once": once, "baseline": "two saves"}, steps, workdir)
     if not run.value:
         what = "the file it wrote" if on_file else "the folder"
         if not run.failed:

@@ -77,7 +77,7 @@ class FaultRun:
     read: Callable[[str], Optional[bytes]] = lambda path: None
 
 
-def _is_directory(path: str) -> bool:
+def is_directory(path: str) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)  # the worker has stopped: nothing changes it now
     except (OSError, ValueError):
@@ -105,7 +105,7 @@ def after_arming(calls: Iterable[Call], main_tid: Optional[str], armed_at: int) 
     return [c for c in calls if c.tid == main_tid and c.wire >= armed_at]
 
 
-def wanted(calls: list, fault: Fault, is_dir: Callable[[str], bool] = _is_directory) -> list:
+def wanted(calls: list, fault: Fault, is_dir: Callable[[str], bool] = is_directory) -> list:
     """``(name, ordinal)`` of the calls the fault should hit in this run: the first one, or all."""
     out = []
     for call in calls:
@@ -127,7 +127,7 @@ def _series(ordinals: list, avoid: set, open_ended: bool) -> Optional[tuple]:
     step = ordinals[1] - first if len(ordinals) > 1 else 1
     if any(b - a != step for a, b in zip(ordinals, ordinals[1:])) or step <= 0:
         return None
-    on_series = sorted(a for a in avoid if a > first and (a - first) % step == 0)
+    on_series = sorted(a for a in avoid if a >= first and (a - first) % step == 0)
     if any(a <= ordinals[-1] for a in on_series):
         return None
     if on_series:
@@ -165,7 +165,7 @@ def plan(calls: list, main_tid: Optional[str], want: list, fault: Fault, first: 
     return out
 
 
-def describe(call: Call, is_dir: Callable[[str], bool] = _is_directory) -> str:
+def describe(call: Call, is_dir: Callable[[str], bool] = is_directory) -> str:
     what = "folder" if is_dir(call.path) else "file"
     return f"{call.name} of the {what} {os.path.basename(call.path) or call.path}"
 
