@@ -169,8 +169,6 @@ class RemoteSubmission:
         worker = Worker(box, inject=tuple(inject))
         box.worker, box.generation = worker, next(_ATTEMPT_GENERATIONS)
         armed = {"at": 0}
-        worker.send({"op": "pad", "calls": faults.PAD}, "starting")
-        worker.read_message("starting")
 
         def arm() -> None:
             if platform is not None:
@@ -178,9 +176,11 @@ class RemoteSubmission:
                 worker.read_message("changing the platform")
             armed["at"] = worker.consumed
         try:
+            worker.send({"op": "pad", "calls": faults.PAD}, "starting")
+            worker.read_message("starting")
             value = steps(arm)
             kernel = worker.kernel
-            if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered:
+            if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
                 raise Incident(box.incident("the kernel's trace of your code stopped before the check ended, so the "
                                             "fault could not be checked" + (f" ({kernel.tampered})" if kernel and
                                                                             kernel.tampered else "")))
