@@ -17,7 +17,7 @@ def free_fsync_call(fd: Any) -> None:
     os.fstat(fd.fileno() if hasattr(fd, "fileno") else fd)
 
 
-# Marked so the judge makes the same change in the worker instead of taking it for fault injection.
+# Marked so the judge makes the same change in the worker instead of refusing it as a patch of its own process.
 free_fsync_call._crashcourse_forward = "free_fsync"
 
 

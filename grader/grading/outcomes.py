@@ -2,8 +2,8 @@
 
 Every run of a level's tests reads its results through :class:`Outcomes`, a small pytest plugin:
 ``pytest exercises/levelN`` (the points line of the summary), ``crashcourse check`` (the student's
-run, streamed to a file), the judge of ``crashcourse grade`` and the worker's fallback run of
-fault-injection tests. So a test's status and points are decided by one set of rules:
+run, streamed to a file) and the judge of ``crashcourse grade``. So a test's status and points are
+decided by one set of rules:
 
 * **points** (:func:`points_of`): ``@pytest.mark.points(P)`` is worth ``P``; a bare
   ``@pytest.mark.points`` is worth 1 (the plugin's docstring: the marker says a test carries

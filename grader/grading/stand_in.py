@@ -41,7 +41,7 @@ PATCHED = ("this check changes {names} in the grading process, which cannot reac
 
 
 def remember_pristine() -> None:
-    """Note the os module and open() as they are before any test runs, to spot fault injection."""
+    """Note the os module and open() as they are before any test runs, to spot a test that patches them."""
     _PRISTINE["os"] = dict(vars(os))
     _PRISTINE["open"] = (builtins.open, __import__("io").open)
 
