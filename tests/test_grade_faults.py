@@ -206,6 +206,22 @@ def test_the_kernel_made_faults_give_the_verdicts_and_words_of_a_learners_own_ru
     assert any(here.values()) == case.startswith("wrong_")
 
 
+def test_without_strace_the_fault_is_made_in_the_box_and_the_finding_says_so(tmp_path, boxed_submission):
+    """Where strace cannot run, os is patched in the worker (as in a learner's own run): the same
+    verdicts, and each finding says the fault was made where the code could undo it."""
+    for case in ("wrong_retries_fsync", "right_o_sync_temp"):
+        agent = CORPUS / case / "agent.py"
+        here = _local(agent, tmp_path / case)
+        submission, root = boxed_submission(agent)
+        submission.box.kernel_problem = "strace is not installed"
+        graded = {"windows": CHECKS.problem_where_folders_cannot_be_opened(submission, _fresh(root / "win"))}
+        for fault in CHECKS.FSYNC_FAULTS:
+            graded[fault] = CHECKS.problem_when_fsync_fails(submission, _fresh(root / fault.replace(", ", "-")), fault)
+        note = "\n\n(No strace here (strace is not installed), so this check's fault was made by patching os"
+        assert {k: v.split(note)[0] if v else v for k, v in graded.items()} == here
+        assert all(note in v for v in graded.values() if v) and any(here.values()) == case.startswith("wrong_")
+
+
 # -- a submission that fools the in-process checks ---------------------------------------------------------
 
 @needs_strace

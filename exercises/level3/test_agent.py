@@ -7,15 +7,13 @@ operations land in any order (M4), or a rename or a new file or folder is lost u
 is fsynced (M5). DURABLE fails when a save that had returned is undone by such a crash.
 """
 
-import errno
 import json
 import os
-import stat
 
 import pytest
 
 from grader.engine.conversations import generated
-from grader.engine.forwarded import windows_like
+from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER, MisbehavingOs
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, require
 from grader.faces.plugin import rerun_command
@@ -79,19 +77,12 @@ def test_a_save_that_returned_is_never_undone(crash, request):
 # grader's `run_with_fault`): the same steps, the same verdicts. They are plain functions so the
 # kit's own tests can reuse them.
 
-FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER = "fsync of a file", "fsync of a folder", "opening a folder"
-
-
-def _is_directory(fd):
-    try:
-        return stat.S_ISDIR(os.fstat(fd).st_mode)
-    except OSError:
-        return False
-
-
 class FaultRun:
     """What a check reads after its steps: what they returned, the calls the fault hit, whether a
-    whole-disk sync ran after the fault was armed, and the files left (``read``)."""
+    whole-disk sync ran after the fault was armed, and the files left (``read``). ``note``: what
+    the grader adds to a finding about how it made the fault (nothing, here)."""
+
+    note = None
 
     def __init__(self, value, failed, whole_syncs, workdir):
         self.value, self.failed, self.whole_syncs, self.workdir = value, failed, whole_syncs, workdir
@@ -106,72 +97,16 @@ class FaultRun:
 
 def run_here(fault, steps, workdir):
     """Run ``steps(arm)`` in ``workdir``, in this process; from ``arm()`` on, ``os`` misbehaves as
-    ``fault`` says: ``fails`` names the calls (an fsync of a file, where a write to a file opened with
-    O_SYNC counts as one; an fsync of a folder; opening a folder), ``once`` whether only the first one
-    fails, and ``platform`` "windows" makes Python look like Windows too."""
-    real = {name: getattr(os, name) for name in ("fsync", "fdatasync", "open", "write", "sync") if hasattr(os, name)}
-    fails, once = fault["fails"], fault.get("once", False)
-    failed, synced_opens, whole_syncs, undo = [], set(), [], []
-
-    def fails_now(fd):
-        if _is_directory(fd) != (fails == FSYNC_OF_A_FOLDER):
-            return False
-        return not (once and failed)
-
-    def failing_fsync(fd):
-        fd = fd.fileno() if hasattr(fd, "fileno") else fd
-        if fails_now(fd):
-            failed.append(fd)
-            raise OSError(errno.EIO, "Input/output error")
-        return real["fsync"](fd)
-
-    def noting_open(path, flags, *args, **kwargs):
-        fd = real["open"](path, flags, *args, **kwargs)
-        if flags & (getattr(os, "O_SYNC", 0) | getattr(os, "O_DSYNC", 0)):
-            synced_opens.add(fd)
-        return fd
-
-    def noting_sync():
-        whole_syncs.append(True)
-        return real["sync"]()
-
-    def failing_write(fd, data):
-        if fd in synced_opens and fails == FSYNC_OF_A_FILE and fails_now(fd):
-            failed.append(fd)
-            raise OSError(errno.EIO, "Input/output error")
-        return real["write"](fd, data)
-
-    def folder_refusing_open(path, flags, *args, **kwargs):
-        target = path if kwargs.get("dir_fd") is None else None
-        if target is not None and os.path.isdir(target):
-            failed.append(path)
-            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
-        return real["open"](path, flags, *args, **kwargs)
-
-    def arm():
-        if fault.get("platform") == "windows":
-            undo.append(windows_like())
-        if fails == OPENING_A_FOLDER:
-            os.open = folder_refusing_open
-            return
-        os.fsync = failing_fsync
-        if "fdatasync" in real:
-            os.fdatasync = failing_fsync
-        os.open, os.write = noting_open, failing_write
-        if "sync" in real:
-            os.sync = noting_sync
-
+    ``fault`` says (see MisbehavingOs: which calls fail, once or every time, on which platform)."""
+    faulty = MisbehavingOs(fault)
     old = os.getcwd()
     os.chdir(workdir)
     try:
-        value = steps(arm)
+        value = steps(faulty.arm)
     finally:
-        for name, fn in real.items():
-            setattr(os, name, fn)
-        for step in reversed(undo):
-            step()
+        faulty.undo()
         os.chdir(old)
-    return FaultRun(value, failed, bool(whole_syncs), workdir)
+    return FaultRun(value, faulty.failed, faulty.whole_syncs, workdir)
 
 
 def run_with_fault(submission, fault, steps, workdir):
@@ -192,6 +127,10 @@ def _checkpoint(run):
     return None if data is None else json.loads(data.decode("utf-8"))
 
 
+def _noted(problem, run):
+    return problem if problem is None or not run.note else f"{problem}\n\n{run.note}"
+
+
 def problem_where_folders_cannot_be_opened(submission, workdir):
     """Save twice where opening a folder raises PermissionError, os.O_DIRECTORY does not exist and
     sys.platform is "win32" (as on Windows). Returns what went wrong, or None."""
@@ -210,11 +149,8 @@ def problem_where_folders_cannot_be_opened(submission, workdir):
         return None
 
     run = run_with_fault(submission, {"fails": OPENING_A_FOLDER, "platform": "windows"}, steps, workdir)
-    if run.value is not None:
-        return run.value
-    if _checkpoint(run) != second:
-        return "after two saves checkpoint.json does not hold the second state"
-    return None
+    return _noted(run.value or (None if _checkpoint(run) == second else
+                                "after two saves checkpoint.json does not hold the second state"), run)
 
 
 FSYNC_FAULTS = ("file, always", "file, once", "folder, always", "folder, once")
@@ -244,6 +180,11 @@ def problem_when_fsync_fails(submission, workdir, fault="file, always"):
 
     fails = FSYNC_OF_A_FILE if on_file else FSYNC_OF_A_FOLDER
     run = run_with_fault(submission, {"fails": fails, "once": once, "baseline": "two saves"}, steps, workdir)
+    return _noted(_fsync_finding(run, on_file, once), run)
+
+
+def _fsync_finding(run, on_file, once):
+    """What went wrong in ``run`` (``run.value``: whether the second save raised), or None."""
     if not run.value:
         what = "the file it wrote" if on_file else "the folder"
         if not run.failed:

@@ -22,6 +22,11 @@ whose calls cannot be covered so is judged on the closest run, and the report sa
 Nothing here believes the worker: whether a save raised comes from the judge's own stand-in
 (:mod:`grader.grading.stand_in`), which calls failed and whether a whole-disk ``sync`` ran come
 from the trace, and the files the check reads afterwards are read by the judge with ``O_NOFOLLOW``.
+
+Where strace cannot run (not installed, ptrace refused), the stand-in falls back to the learner's
+own way, in the worker: ``os`` is patched there (:class:`grader.engine.forwarded.MisbehavingOs`)
+and the worker reports which calls failed. Code in the box could undo that, so the check's report
+says how the fault was made.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
+from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER
 from grader.grading.kernel_trace import Call
 
-# The kinds of call a check may ask to fail, and the error each reports.
-FSYNC_OF_A_FILE = "fsync of a file"
-FSYNC_OF_A_FOLDER = "fsync of a folder"
-OPENING_A_FOLDER = "opening a folder"
+__all__ = ["ATTEMPTS", "ERRORS", "FSYNC_OF_A_FILE", "FSYNC_OF_A_FOLDER", "OPENING_A_FOLDER", "PAD", "Fault", "FaultRun",
+           "after_arming", "describe", "hit", "is_directory", "plan", "wanted", "whole_syncs"]
+
+# The kinds of call a check may ask to fail (named once, with the in-process faults), and the error each reports.
 ERRORS = {FSYNC_OF_A_FILE: "EIO", FSYNC_OF_A_FOLDER: "EIO", OPENING_A_FOLDER: "EACCES"}
 SYNCS = ("fsync", "fdatasync")
 WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2")
@@ -68,12 +74,14 @@ class FaultRun:
 
     ``value``: what the steps returned. ``failed``: the calls the fault hit, in words. ``whole_syncs``:
     whether the code called ``sync()`` or ``syncfs()`` after the fault was armed. ``exact``: whether
-    the fault hit exactly the calls it was meant for. ``read(path)``: a file's bytes, or None.
+    the fault hit exactly the calls it was meant for. ``note``: what a finding should add about how
+    the fault was made, when that weakens it. ``read(path)``: a file's bytes, or None.
     """
     value: Any
     failed: list = field(default_factory=list)
     whole_syncs: bool = False
     exact: bool = True
+    note: Optional[str] = None
     read: Callable[[str], Optional[bytes]] = lambda path: None
 
 

@@ -65,9 +65,11 @@ whose strace makes the kernel fail exactly those calls (``inject=fsync:error=EIO
 read from the trace of a run without the fault; :mod:`grader.grading.faults`). The verdict comes
 from what the judge sees from outside: whether the save raised (the stand-in's reply), which calls
 failed and what followed them (the kernel's trace), and the files left (read with ``O_NOFOLLOW``).
-No pytest runs inside a box, and nothing computed there is scored. A test that still patches the
-judge's own process is spotted (:func:`~grader.grading.stand_in.patched_by_test`) and fails with
-that reason, since the patch cannot reach the code.
+No pytest runs inside a box, and nothing computed there is scored. (Where strace cannot run, the
+fault is made as in a learner's own run, by patching ``os`` in the worker, which then reports the
+calls that failed; each finding of such a check says so.) A test that still patches the judge's
+own process is spotted (:func:`~grader.grading.stand_in.patched_by_test`) and fails with that
+reason, since the patch cannot reach the code.
 
 Where each job lives:
 

@@ -10,6 +10,7 @@ cross as handles (:func:`prepare`), so each model and tool call is served, and r
 from __future__ import annotations
 
 import builtins
+import contextlib
 import itertools
 import json
 import os
@@ -19,7 +20,7 @@ import stat
 import sys
 import types
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from grader.engine import loader
 from grader.engine import recorder as recorder_module
@@ -114,13 +115,10 @@ class RemoteSubmission:
         for, then with it, and again if the fault missed a call or hit one it was not meant for.
         Returns the last run: what the steps returned, and what the kernel and the disk say.
         """
-        import pytest
         box = self.box
         wanted_fault = faults.Fault.from_dict(fault)
         if box.kernel_problem is not None:
-            pytest.fail(box.incident(
-                f"This check makes the kernel fail one of your code's calls ({wanted_fault.fails}), through strace, "
-                f"and strace cannot run here: {box.kernel_problem}. It was not scored."), pytrace=False)
+            return self._run_patched(fault, steps, workdir)
         inject: list = []
         key = fault.get("baseline")  # steps that are the same as another check's: one run without the fault
         cached = self._baselines.get(key) if key is not None else None
@@ -144,20 +142,16 @@ class RemoteSubmission:
             if exact or better is None or better == inject:
                 break
             inject = better
-        if not exact:
-            box.incident(f"The grader could not make the kernel fail exactly the calls this check is for "
-                         f"({wanted_fault.fails}): your code made them in an order one count per call cannot "
-                         "cover, or differently from one run to the next. The verdict comes from the closest run.")
-        root = box.root
-
-        def read(relative: str) -> Optional[bytes]:
-            path = os.path.relpath(os.path.join(os.path.realpath(workdir), relative), root)
-            return read_box_file(root, path)[0]  # through O_NOFOLLOW, a regular file only
-        return faults.FaultRun(value=value, read=read, exact=exact, whole_syncs=faults.whole_syncs(after),
+        note = None if exact else (
+            f"(The grader could not make the kernel fail exactly the calls this check is for ({wanted_fault.fails}): "
+            "your code made them in an order one count per call cannot cover, or differently from one run to the "
+            "next. This verdict comes from the closest run.)")
+        return faults.FaultRun(value=value, read=self._reader(workdir), exact=exact, note=note, whole_syncs=faults.whole_syncs(after),
                                failed=[faults.describe(c, dirs.__contains__) for c in after if c.injected])
 
-    def _attempt(self, inject: list, platform: Optional[str], steps: Callable) -> tuple:
-        """One run of ``steps`` in a new worker injecting ``inject``: ``(value, calls, main thread, armed at)``."""
+    @contextlib.contextmanager
+    def _fresh_worker(self, inject: Optional[tuple]) -> Iterator[Worker]:
+        """A new worker for one run of a check's steps (``inject``: see :class:`Worker`), stopped after."""
         box = self.box
         if box.expired:
             raise Incident(box.incident(box.expired))
@@ -166,16 +160,28 @@ class RemoteSubmission:
             box.worker.stop()
             box.worker = None
         saved = box.generation
-        worker = Worker(box, inject=tuple(inject))
+        worker = Worker(box, inject=inject)
         box.worker, box.generation = worker, next(_ATTEMPT_GENERATIONS)
-        armed = {"at": 0}
-
-        def arm() -> None:
-            if platform is not None:
-                worker.send({"op": "platform", "name": platform}, "changing the platform")
-                worker.read_message("changing the platform")
-            armed["at"] = worker.consumed
         try:
+            yield worker
+        finally:
+            worker.stop()
+            if box.worker is not None and box.worker is not worker:
+                box.worker.stop()  # started during the steps after the fault worker died
+            # The next call starts a fresh worker, and modules loaded before import again there.
+            box.worker, box.generation = None, saved
+
+    def _attempt(self, inject: list, platform: Optional[str], steps: Callable) -> tuple:
+        """One run of ``steps`` in a new worker injecting ``inject``: ``(value, calls, main thread, armed at)``."""
+        box = self.box
+        with self._fresh_worker(tuple(inject)) as worker:
+            armed = {"at": 0}
+
+            def arm() -> None:
+                if platform is not None:
+                    worker.send({"op": "platform", "name": platform}, "changing the platform")
+                    worker.read_message("changing the platform")
+                armed["at"] = worker.consumed
             worker.send({"op": "pad", "calls": faults.PAD}, "starting")
             worker.read_message("starting")
             value = steps(arm)
@@ -185,12 +191,33 @@ class RemoteSubmission:
                                             "fault could not be checked" + (f" ({kernel.tampered})" if kernel and
                                                                             kernel.tampered else "")))
             return value, list(kernel.calls or ()), kernel.main_tid, armed["at"]
-        finally:
-            worker.stop()
-            if box.worker is not None and box.worker is not worker:
-                box.worker.stop()  # started during the steps after the fault worker died
-            # The next call starts a fresh worker, and modules loaded before import again there.
-            box.worker, box.generation = None, saved
+
+    def _run_patched(self, fault: dict, steps: Callable, workdir: Any) -> faults.FaultRun:
+        """Where strace cannot run: the steps with ``os`` patched in the worker (as in a learner's own
+        run), which reports the calls that failed. Said in the check's report: the code could undo it."""
+        note = (f"(No strace here ({self.box.kernel_problem}), so this check's fault was made by patching os in the "
+                "box, as in your own pytest run, and code there could have undone it.)")
+        _empty(Path(workdir))
+        plain = {k: fault[k] for k in ("fails", "once", "platform") if k in fault}
+        with self._fresh_worker(None) as worker:
+            def arm() -> None:
+                worker.send({"op": "misbehave", "fault": plain}, "changing the platform")
+                worker.read_message("changing the platform")
+            value = steps(arm)
+            worker.send({"op": "misbehaved"}, "reading what failed")
+            reply = worker.read_message("reading what failed")
+        failed = reply.get("failed") if type(reply.get("failed")) is int else 0
+        return faults.FaultRun(value=value, read=self._reader(workdir), whole_syncs=reply.get("whole_syncs") is True,
+                               note=note,
+                               failed=["a patched call"] * max(0, min(failed, 1000)))
+
+    def _reader(self, workdir: Any) -> Callable[[str], Optional[bytes]]:
+        root = self.box.root
+
+        def read(relative: str) -> Optional[bytes]:
+            path = os.path.relpath(os.path.join(os.path.realpath(workdir), relative), root)
+            return read_box_file(root, path)[0]  # through O_NOFOLLOW, a regular file only
+        return read
 
 
 def _empty(folder: Path) -> None:

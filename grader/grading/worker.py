@@ -7,6 +7,8 @@ inside the sandbox that :mod:`grader.grading.sandbox` builds. It serves a small 
 ``call``      call one of those functions, optionally under a :class:`~grader.engine.recorder.Recorder`
 ``pad``, ``platform``  before a check's fault: count past the box's own calls; look like another
               platform from now on (see :mod:`grader.grading.faults`)
+``misbehave``, ``misbehaved``  where no tracer can make a check's fault: patch ``os`` to make it,
+              and say which calls failed
 
 It decides nothing. It reports, as plain data, what happened: the value a function returned or the
 exception it raised, the file operations the recorder saw, and its requests to call back into the
@@ -28,7 +30,7 @@ import threading
 from typing import Any, Optional
 
 from grader.engine import loader
-from grader.engine.forwarded import FORWARDED, PLATFORMS
+from grader.engine.forwarded import FORWARDED, PLATFORMS, MisbehavingOs
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
 from grader.engine.turnstile import Turnstile
@@ -351,6 +353,15 @@ def serve(folder: str, bytes_from_kernel: bool = False) -> None:
         elif op == "pad":
             pad(request.get("calls"))
             send({"op": "ok"})
+        elif op == "misbehave" and isinstance(request.get("fault"), dict):
+            # Only where no tracer can make the fault (see grader.grading.faults): os is patched here.
+            session.faulty = MisbehavingOs(request["fault"])
+            session.faulty.arm()
+            send({"op": "ok"})
+        elif op == "misbehaved":
+            faulty = getattr(session, "faulty", None)
+            send({"op": "misbehaved", "failed": len(faulty.failed) if faulty else 0,
+                  "whole_syncs": bool(faulty and faulty.whole_syncs)})
         elif op == "platform" and request.get("name") in PLATFORMS:
             # A check that makes a platform misbehave (level 3's "a folder cannot be opened"): the
             # look of that platform is made here; the refusal itself comes from the tracer outside.
