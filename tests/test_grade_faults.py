@@ -35,6 +35,7 @@ from grader.grading.kernel_trace import Call, KernelTrace
 KIT = Path(__file__).resolve().parent.parent
 CORPUS = KIT / "tests" / "corpus" / "level3"
 HOSTILE = KIT / "tests" / "corpus" / "hostile" / "level3" / "fools_the_fault_checks.py"
+THREADED = KIT / "tests" / "corpus" / "hostile" / "level3" / "folder_fsync_in_a_thread.py"
 CHECKS = import_file(KIT / "exercises" / "level3" / "test_agent.py", "level3_checks_for_faults")
 needs_strace = pytest.mark.skipif(kernel_trace.problem() is not None, reason=f"{kernel_trace.problem()}")
 
@@ -91,11 +92,11 @@ def folders(*paths):
 def test_the_file_or_the_folder_fsync_is_chosen_by_its_path():
     calls = [call("fsync", 1, "/w/ck/t.tmp", wire=10), call("fsync", 2, "/w/ck", wire=10),  # the first save
              call("fsync", 3, "/w/ck/t.tmp"), call("fsync", 4, "/w/ck"), call("fsync", 5, "/w/ck")]
-    after = faults.after_arming(calls, "7", armed_at=50)
+    after = faults.after_arming(calls, {"7"}, armed_at=50)
     is_dir = folders("/w/ck")
-    assert faults.wanted(after, Fault(faults.FSYNC_OF_A_FILE, once=True), is_dir) == [("fsync", 3)]
-    assert faults.wanted(after, Fault(faults.FSYNC_OF_A_FOLDER), is_dir) == [("fsync", 4), ("fsync", 5)]
-    assert faults.wanted(after, Fault(faults.FSYNC_OF_A_FOLDER, once=True), is_dir) == [("fsync", 4)]
+    assert faults.wanted(after, Fault(faults.FSYNC_OF_A_FILE, once=True), is_dir) == [("7", "fsync", 3)]
+    assert faults.wanted(after, Fault(faults.FSYNC_OF_A_FOLDER), is_dir) == [("7", "fsync", 4), ("7", "fsync", 5)]
+    assert faults.wanted(after, Fault(faults.FSYNC_OF_A_FOLDER, once=True), is_dir) == [("7", "fsync", 4)]
 
 
 def test_a_listing_or_a_descriptor_relative_open_is_not_opening_a_folder():
@@ -106,37 +107,49 @@ def test_a_listing_or_a_descriptor_relative_open_is_not_opening_a_folder():
              call("openat", 7, "/w/ck", flags="O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY"),  # os.listdir
              Call("7", "openat", 8, 100, 3, None, False, "/w/ck", "O_RDONLY", at_cwd=False),  # dir_fd=
              call("openat", 9, "/w/ck", flags="O_RDONLY|O_CLOEXEC")]
-    assert faults.wanted(calls, fault, is_dir) == [("openat", 5), ("openat", 9)]
+    assert faults.wanted(calls, fault, is_dir) == [("7", "openat", 5), ("7", "openat", 9)]
+
+
+def want(*pairs, tid="7"):
+    return [(tid, name, ordinal) for name, ordinal in pairs]
 
 
 def test_a_plan_fails_the_wanted_calls_and_no_other():
     once, always = Fault(faults.FSYNC_OF_A_FILE, once=True), Fault(faults.FSYNC_OF_A_FILE)
     seen = [call("fsync", n, "/w/x") for n in range(1, 6)]
-    assert faults.plan(seen, "7", [("fsync", 4)], once) == ["fsync:error=EIO:when=4"]
+    assert faults.plan(seen, want(("fsync", 4)), once) == ["fsync:error=EIO:when=4"]
     # Every time, from the run without the fault: past the last call seen (a retry comes later) ...
-    assert faults.plan(seen, "7", [("fsync", 4)], always, first=True) == ["fsync:error=EIO:when=4+"]
+    assert faults.plan(seen, want(("fsync", 4)), always, first=True) == ["fsync:error=EIO:when=4+"]
     # ... and, once a run showed the fault hitting call 5 it was not meant for, up to 4 only.
-    assert faults.plan(seen, "7", [("fsync", 4)], always) == ["fsync:error=EIO:when=4"]
-    assert faults.plan(seen, "7", [("fsync", 2), ("fsync", 3)], always) == ["fsync:error=EIO:when=2..3"]
+    assert faults.plan(seen, want(("fsync", 4)), always) == ["fsync:error=EIO:when=4"]
+    assert faults.plan(seen, want(("fsync", 2), ("fsync", 3)), always) == ["fsync:error=EIO:when=2..3"]
     # Folders opened between files: a series with a step.
     opens = [call("openat", n, "/w") for n in range(300, 306)]
-    assert faults.plan(opens, "7", [("openat", 300), ("openat", 302), ("openat", 304)],
-                       Fault(faults.OPENING_A_FOLDER)) == ["openat:error=EACCES:when=300..304+2"]
+    folder = Fault(faults.OPENING_A_FOLDER)
+    assert faults.plan(opens, want(("openat", 300), ("openat", 302), ("openat", 304)), folder) == \
+        ["openat:error=EACCES:when=300..304+2"]
     # Not one series: no plan.
-    assert faults.plan(opens, "7", [("openat", 300), ("openat", 301), ("openat", 303)],
-                       Fault(faults.OPENING_A_FOLDER)) is None
+    assert faults.plan(opens, want(("openat", 300), ("openat", 301), ("openat", 303)), folder) is None
     # A write fault never reaches past the last write seen: the worker answers the judge by write.
     writes = [call("write", n, "/w/x") for n in range(206, 210)]
-    assert faults.plan(writes, "7", [("write", 207)], always, first=True) == ["write:error=EIO:when=207"]
+    assert faults.plan(writes, want(("write", 207)), always, first=True) == ["write:error=EIO:when=207"]
+    # Two names, each with its own series.
+    both = seen + [call("fdatasync", 1, "/w/x")]
+    assert faults.plan(both, want(("fsync", 4), ("fdatasync", 1)), once) == \
+        ["fdatasync:error=EIO:when=1", "fsync:error=EIO:when=4"]
 
 
 def test_a_plan_leaves_the_other_threads_calls_alone():
-    """strace's count runs per thread but its `when=` holds for all: bubblewrap's own processes too."""
+    """strace's count runs per thread but its `when=` holds for all: bubblewrap's own processes too,
+    and a thread of the code's own, whose first fsync has the count of the first save's."""
     seen = [call("write", n, "/proc/1/uid_map", tid="6") for n in range(1, 7)] + [call("write", 6, "/w/x")]
-    assert faults.plan(seen, "7", [("write", 6)], Fault(faults.FSYNC_OF_A_FILE, once=True)) is None
+    once = Fault(faults.FSYNC_OF_A_FILE, once=True)
+    assert faults.plan(seen, want(("write", 6)), once) is None
     padded = [call("write", n, "/proc/1/uid_map", tid="6") for n in range(1, 7)] + [call("write", 206, "/w/x")]
-    assert faults.plan(padded, "7", [("write", 206)], Fault(faults.FSYNC_OF_A_FILE, once=True)) == \
-        ["write:error=EIO:when=206"]
+    assert faults.plan(padded, want(("write", 206)), once) == ["write:error=EIO:when=206"]
+    threaded = [call("fsync", 1, "/w/x", wire=10), call("fsync", 1, "/w/ck", tid="9")]
+    assert faults.plan(threaded, want(("fsync", 1), tid="9"), Fault(faults.FSYNC_OF_A_FOLDER)) is None
+    assert faults.worker_threads([call("write", 1, "/x", tid=t) for t in ("5", "6", "7", "9")], "7") == {"7", "9"}
 
 
 @needs_strace
@@ -243,6 +256,19 @@ def test_spotting_the_patched_fsync_or_forging_pytest_earns_nothing_under_grade(
     assert "fsync of the file it wrote reported an I/O error, yet save_checkpoint returned" in \
         failed["test_a_failed_fsync_is_not_swallowed"]
     assert graded["score"] == 9.0 and graded["max_score"] == 10.0
+
+
+@needs_strace
+def test_an_fsync_a_count_cannot_single_out_fails_with_the_reason(tmp_path, boxed_submission):
+    """Each save fsyncs its folder in a new thread, whose count starts at 1 like the first save's:
+    no injection fails the second alone. The check fails and says why (in-process it fails too)."""
+    here = _local(THREADED, tmp_path)
+    assert here["folder, always"] and here["folder, once"] and not here["file, always"]
+    submission, root = boxed_submission(THREADED)
+    for fault in ("folder, always", "file, always"):
+        problem = CHECKS.problem_when_fsync_fails(submission, _fresh(root / fault.replace(", ", "-")), fault)
+        assert (problem and "from several threads" in problem and "earns nothing" in problem) == \
+            fault.startswith("folder"), problem
 
 
 def test_a_check_that_patches_the_judges_own_process_fails_with_the_reason(tmp_path, monkeypatch):

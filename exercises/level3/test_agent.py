@@ -79,10 +79,11 @@ def test_a_save_that_returned_is_never_undone(crash, request):
 
 class FaultRun:
     """What a check reads after its steps: what they returned, the calls the fault hit, whether a
-    whole-disk sync ran after the fault was armed, and the files left (``read``). ``note``: what
-    the grader adds to a finding about how it made the fault (nothing, here)."""
+    whole-disk sync ran after the fault was armed, and the files left (``read``). ``note`` and
+    ``exact``: under grade, what a finding adds about how the fault was made, and whether it hit
+    exactly the calls asked for (here, always)."""
 
-    note = None
+    note, exact = None, True
 
     def __init__(self, value, failed, whole_syncs, workdir):
         self.value, self.failed, self.whole_syncs, self.workdir = value, failed, whole_syncs, workdir
@@ -128,6 +129,8 @@ def _checkpoint(run):
 
 
 def _noted(problem, run):
+    if problem is None and not run.exact:
+        return run.note  # under grade, the fault could not be made as the check asks: nothing to score
     return problem if problem is None or not run.note else f"{problem}\n\n{run.note}"
 
 

@@ -40,7 +40,7 @@ from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_
 from grader.grading.kernel_trace import Call
 
 __all__ = ["ATTEMPTS", "ERRORS", "FSYNC_OF_A_FILE", "FSYNC_OF_A_FOLDER", "OPENING_A_FOLDER", "PAD", "Fault", "FaultRun",
-           "after_arming", "describe", "hit", "is_directory", "plan", "wanted", "whole_syncs"]
+           "after_arming", "describe", "hit", "is_directory", "plan", "wanted", "whole_syncs", "worker_threads"]
 
 # The kinds of call a check may ask to fail (named once, with the in-process faults), and the error each reports.
 ERRORS = {FSYNC_OF_A_FILE: "EIO", FSYNC_OF_A_FOLDER: "EIO", OPENING_A_FOLDER: "EACCES"}
@@ -108,25 +108,36 @@ def _meant(call: Call, fault: Fault, is_dir: Callable[[str], bool]) -> bool:
     return False
 
 
-def after_arming(calls: Iterable[Call], main_tid: Optional[str], armed_at: int) -> list:
-    """The worker's own thread's calls from the moment the check armed the fault."""
-    return [c for c in calls if c.tid == main_tid and c.wire >= armed_at]
+def worker_threads(calls: Iterable[Call], main_tid: Optional[str]) -> set:
+    """The worker's threads (and processes it started): the ones strace saw first after its main
+    thread. The ones before are bubblewrap's, setting up the box."""
+    order: dict = {}
+    for c in calls:
+        order.setdefault(c.tid, len(order))
+    if main_tid not in order:
+        return set()
+    return {tid for tid, n in order.items() if n >= order[main_tid]}
+
+
+def after_arming(calls: Iterable[Call], tids: set, armed_at: int) -> list:
+    """The calls of the worker's threads ``tids`` from the moment the check armed the fault."""
+    return [c for c in calls if c.tid in tids and c.wire >= armed_at]
 
 
 def wanted(calls: list, fault: Fault, is_dir: Callable[[str], bool] = is_directory) -> list:
-    """``(name, ordinal)`` of the calls the fault should hit in this run: the first one, or all."""
+    """``(thread, name, ordinal)`` of the calls the fault should hit in this run: the first one, or all."""
     out = []
     for call in calls:
         if _meant(call, fault, is_dir):
-            out.append((call.name, call.ordinal))
+            out.append((call.tid, call.name, call.ordinal))
             if fault.once:
                 break
     return out
 
 
 def hit(calls: list) -> list:
-    """``(name, ordinal)`` of the calls strace failed on purpose."""
-    return [(c.name, c.ordinal) for c in calls if c.injected]
+    """``(thread, name, ordinal)`` of the calls strace failed on purpose."""
+    return [(c.tid, c.name, c.ordinal) for c in calls if c.injected]
 
 
 def _series(ordinals: list, avoid: set, open_ended: bool) -> Optional[tuple]:
@@ -143,9 +154,9 @@ def _series(ordinals: list, avoid: set, open_ended: bool) -> Optional[tuple]:
     return first, (None if open_ended else ordinals[-1]), step
 
 
-def plan(calls: list, main_tid: Optional[str], want: list, fault: Fault, first: bool = False) -> Optional[list]:
-    """strace ``inject=`` expressions that fail the calls in ``want`` (of the thread ``main_tid``)
-    and none of the others seen in ``calls`` (of any thread: the counts of each apply to all), or
+def plan(calls: list, want: list, fault: Fault, first: bool = False) -> Optional[list]:
+    """strace ``inject=`` expressions that fail the calls in ``want`` and none of the others seen
+    in ``calls``, of any thread (each thread has its own counts, and ``when=`` holds for all), or
     None when one series per name cannot do that.
 
     ``first``: ``calls`` come from the run without the fault. A fault that fails every time then
@@ -153,22 +164,23 @@ def plan(calls: list, main_tid: Optional[str], want: list, fault: Fault, first: 
     may try again), and a later run corrects the plan if the fault hits a call it was not meant for.
     """
     out = []
-    for name in sorted({n for n, _ in want}):
-        ordinals = sorted(o for n, o in want if n == name)
-        avoid = {c.ordinal for c in calls if c.name == name and not (c.tid == main_tid and c.ordinal in ordinals)
+    chosen = set(want)
+    for name in sorted({n for _, n, _ in want}):
+        ordinals = sorted({o for _, n, o in want if n == name})
+        avoid = {c.ordinal for c in calls if c.name == name and (c.tid, c.name, c.ordinal) not in chosen
                  and not (first and not fault.once and name in SYNCS and c.ordinal > ordinals[-1])}
         # Only an fsync fault reaches past the last call seen: opens and writes are also how the
         # worker answers the judge and loads modules, which a fault must leave alone.
         series = _series(ordinals, avoid, open_ended=not fault.once and name in SYNCS)
         if series is None:
             return None
-        first, last, step = series
-        if last == first:
-            when = f"{first}"
+        start, last, step = series
+        if last == start:
+            when = f"{start}"
         elif last is None:
-            when = f"{first}+" + (str(step) if step != 1 else "")
+            when = f"{start}+" + (str(step) if step != 1 else "")
         else:
-            when = f"{first}..{last}" + (f"+{step}" if step != 1 else "")
+            when = f"{start}..{last}" + (f"+{step}" if step != 1 else "")
         out.append(f"{name}:error={ERRORS[fault.fails]}:when={when}")
     return out
 

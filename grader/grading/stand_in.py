@@ -131,11 +131,12 @@ class RemoteSubmission:
                 dirs = {c.path for c in calls if c.path and faults.is_directory(c.path)}
                 if key is not None and not inject:
                     self._baselines[key] = (value, calls, main, armed_at, dirs)
-            mine = [c for c in calls if c.tid == main]
-            after = faults.after_arming(mine, main, armed_at)
+            # The worker's own padding (grader.grading.worker.pad) may be hit: it is there to be counted.
+            considered = [c for c in calls if not (c.path == os.devnull and c.wire < armed_at)]
+            after = faults.after_arming(considered, faults.worker_threads(calls, main), armed_at)
             want = faults.wanted(after, wanted_fault, dirs.__contains__)
-            exact = want == faults.hit(mine) and not any(c.injected for c in calls if c.tid != main)
-            better = None if exact else faults.plan(calls, main, want, wanted_fault, first=not inject)
+            exact = want == faults.hit(considered)  # nothing else hit, in any thread, before or after arming
+            better = None if exact else faults.plan(considered, want, wanted_fault, first=not inject)
             if cached is not None and not inject and (exact or better is None):
                 cached = None  # this run is the answer: make it here after all, so its files are in this folder
                 continue
@@ -143,9 +144,10 @@ class RemoteSubmission:
                 break
             inject = better
         note = None if exact else (
-            f"(The grader could not make the kernel fail exactly the calls this check is for ({wanted_fault.fails}): "
-            "your code made them in an order one count per call cannot cover, or differently from one run to the "
-            "next. This verdict comes from the closest run.)")
+            f"The grader could not make the kernel fail exactly the calls this check is for ({wanted_fault.fails}): "
+            "your code made them from several threads, or in an order one count per call cannot cover, or "
+            "differently from one run to the next. The check could not be made, so it earns nothing. Make those "
+            "calls from the thread that calls save_checkpoint, the same way every time.")
         return faults.FaultRun(value=value, read=self._reader(workdir), exact=exact, note=note, whole_syncs=faults.whole_syncs(after),
                                failed=[faults.describe(c, dirs.__contains__) for c in after if c.injected])
 

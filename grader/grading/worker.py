@@ -319,11 +319,12 @@ class Session:
 
 
 def pad(calls: object) -> None:
-    """Open and write ``/dev/null`` ``calls`` times, before a check's fault is armed.
+    """Open, write and fsync ``/dev/null`` ``calls`` times, before a check's fault is armed.
 
     strace counts a thread's calls of each name, and its fault injection (``when=N``) holds for
-    every process it traces: bubblewrap's own processes made some dozens of opens and writes while
-    they set up the box. Counted past them, the N-th call of this thread is one they never reach.
+    every thread it traces: bubblewrap's own processes made some dozens of opens and writes while
+    they set up the box, and a thread the code starts counts from 1. Counted past them, the N-th
+    call of this thread is one they never reach (and one they make is not one of this thread's).
     """
     n = calls if type(calls) is int and 0 < calls <= 10000 else 0
     fd = os.open(os.devnull, os.O_WRONLY)
@@ -331,6 +332,10 @@ def pad(calls: object) -> None:
         for _ in range(n):
             os.write(fd, b"")
             os.close(os.open(os.devnull, os.O_RDONLY))
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass  # /dev/null may refuse it: the call is counted all the same
     finally:
         os.close(fd)
 
