@@ -16,8 +16,10 @@ may retry, or go on to the folder), so each run's trace is read again: the calls
 have hit (:func:`wanted`) against the ones it did hit (:func:`hit`). When they agree, that run is
 the one the check is judged on; when they differ, the plan is corrected and the steps run again,
 a few times at most (:data:`ATTEMPTS`). strace counts calls per thread and per name, and one
-``when=`` takes an arithmetic series (``3..7+2``), which covers every case in the corpus; a code
-whose calls cannot be covered so is judged on the closest run, and the report says so.
+``when=`` takes an arithmetic series (``3..7+2``) that holds for every thread; that covers every
+case in the corpus. Code whose calls no such series singles out (an fsync in a new thread each
+save; calls that change from run to run) cannot be checked this way: the check fails and says
+why, rather than pass on a run where the fault missed.
 
 Nothing here believes the worker: whether a save raised comes from the judge's own stand-in
 (:mod:`grader.grading.stand_in`), which calls failed and whether a whole-disk ``sync`` ran come
@@ -25,8 +27,8 @@ from the trace, and the files the check reads afterwards are read by the judge w
 
 Where strace cannot run (not installed, ptrace refused), the stand-in falls back to the learner's
 own way, in the worker: ``os`` is patched there (:class:`grader.engine.forwarded.MisbehavingOs`)
-and the worker reports which calls failed. Code in the box could undo that, so the check's report
-says how the fault was made.
+and the worker reports which calls failed. Code in the box could undo that, so each finding of
+such a check says how the fault was made.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ SYNCS = ("fsync", "fdatasync")
 WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2")
 OPENS = ("open", "openat")
 ATTEMPTS = 5  # runs of one check's steps at most: the run without a fault, then corrections
-# Opens and writes the worker makes before the fault is armed (grader.grading.worker.pad), so that
-# the calls a fault is for come later in their count than any call of bubblewrap's own processes,
-# which strace's `when=` counts on its own (their setup made some 50 opens and 6 writes here).
+# Opens, writes and fsyncs the worker makes before the fault is armed (grader.grading.worker.pad),
+# so that the calls a fault is for come later in their count than any call of bubblewrap's own
+# processes, which strace's `when=` counts on their own (their setup made some 50 opens and 6 writes).
 PAD = 200
 
 
