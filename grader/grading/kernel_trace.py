@@ -60,8 +60,6 @@ MISMATCH = "the recorded file operations do not match what the kernel saw"
 # Kept call by call when a worker's tracer injects faults (grader.grading.faults): failed ones too.
 KEPT = frozenset({"open", "openat", "write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync",
                   "close", "rename", "renameat", "renameat2", "sync", "syncfs"})
-# Traced besides CALLS in such a worker: a whole-disk sync that cannot report an error.
-SYNC_CALLS = "sync,syncfs"
 _ERRNO = re.compile(r"= -1 (E[A-Z0-9]+) ")
 
 
@@ -179,13 +177,11 @@ class KernelTrace:
         """``command`` started under strace, writing to this trace.
 
         ``inject``: more of strace's ``inject=`` expressions (``fsync:error=EIO:when=3``), the faults a
-        check makes the kernel report (:mod:`grader.grading.faults`); a whole-disk sync is traced too.
+        check makes the kernel report (:mod:`grader.grading.faults`).
         """
         self.cwd = os.path.realpath(cwd)
-        inject = list(inject)
-        calls = CALLS + ("," + SYNC_CALLS if inject or self.calls is not None else "")
         return ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
-                "-e", "trace=" + calls, "-e", "inject=" + REFUSED] + [w for spec in inject for w in ("-e", "inject=" + spec)] \
+                "-e", "trace=" + CALLS, "-e", "inject=" + REFUSED] + [w for spec in inject for w in ("-e", "inject=" + spec)] \
             + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
 
     def started(self, judge_end: int, proc: Any) -> None:
