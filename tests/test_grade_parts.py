@@ -199,3 +199,24 @@ def test_a_judge_gives_the_same_verdicts_with_a_configuration_parsed_ahead_or_it
     assert got[0] == got[1]
     assert ["test_a_crash_mid_save_never_leaves_half_a_file", "failed"] in got[0]
     assert ["test_the_loop_still_finishes_the_task", "passed"] in got[0]
+
+
+def test_a_worker_passes_on_only_the_output_the_judge_keeps(monkeypatch):
+    """Past the first 64 KiB a submission's prints are counted, not written: the kernel trace would
+    print every byte written to the pipe, for a judge that keeps only the first 64 KiB."""
+    import io
+
+    from grader.grading import worker
+
+    monkeypatch.setattr(worker._Capped, "written", 0)
+    monkeypatch.setattr(worker._Capped, "dropped", 0)
+    out, err = io.StringIO(), io.StringIO()
+    stdout, stderr = worker._Capped(out), worker._Capped(err)
+    print("é" * 1000, file=stdout)  # 2001 bytes in UTF-8
+    print("x" * 4_000_000, file=stderr)
+    print("after", file=stdout)
+    kept = worker._Capped.KEPT
+    assert len(out.getvalue().encode()) + len(err.getvalue().encode()) == kept
+    assert err.getvalue() == "x" * (kept - 2001)
+    assert worker._Capped.dropped == 2001 + 4_000_001 + 6 - kept
+    assert stdout.encoding == out.encoding and stdout.getvalue is not None  # anything else is the stream's

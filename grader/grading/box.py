@@ -128,6 +128,7 @@ class Worker:
         pass_fds = (to_worker_r, from_worker_w)
         self.cgroup = None
         self.consumed = 0  # bytes of whole messages read from the worker (where the kernel trace must reach)
+        self.dropped_output = 0  # bytes of output the worker counted but did not write (worker._Capped)
         self.kernel: Optional[kernel_trace.KernelTrace] = None
         if traced:
             self.kernel = kernel_trace.KernelTrace(box.root, keep_calls=inject is not None)

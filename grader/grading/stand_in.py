@@ -413,6 +413,11 @@ class RemoteFunction:
             if worker.alive:
                 worker.stop()
             raise
+        dropped = message.get("dropped_output")
+        if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > worker.dropped_output:
+            # What the worker printed past what the judge keeps, counted there (grader.grading.worker._Capped).
+            box.output_dropped += dropped - worker.dropped_output
+            worker.dropped_output = dropped
         if rec is not None:
             unseen = message.get("unseen")
             if isinstance(unseen, list):

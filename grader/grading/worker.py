@@ -313,6 +313,8 @@ class Session:
             outcome["unseen"] = list(dict.fromkeys(self.recorder.unseen))[:50]
         self.recorder = None
         outcome["reads"], _reads = _reads, None
+        if _Capped.dropped:
+            outcome["dropped_output"] = _Capped.dropped
         outcome["args"] = encode(args)
         outcome["kwargs"] = encode(kwargs)
         return outcome
@@ -340,8 +342,44 @@ def pad(calls: object) -> None:
         os.close(fd)
 
 
+class _Capped:
+    """``sys.stdout`` or ``sys.stderr`` passing on only what the judge keeps of a submission's output.
+
+    The judge keeps the first :data:`KEPT` bytes and counts the rest; the kernel trace prints every
+    byte written to the output pipe. A correct loop that prints megabytes would make the tracer print
+    them all, and the judge read them, to keep a few kilobytes: past :data:`KEPT` its prints are only
+    counted here (and the count reported with each call). A direct ``os.write(1, ...)`` still goes out.
+    """
+
+    KEPT = 64 * 1024  # grader.grading.sandbox.Limits.output
+    written = 0  # shared by both streams, as the judge's count is
+    dropped = 0
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        size = len(text.encode("utf-8", "surrogateescape")) if isinstance(text, str) else len(text)
+        room = _Capped.KEPT - _Capped.written
+        if size <= room:
+            _Capped.written += size
+            return self._stream.write(text)
+        head = text[:max(room, 0)]  # a character is at least a byte: this is at most `room` characters
+        if head:
+            self._stream.write(head)
+            size -= len(head.encode("utf-8", "surrogateescape")) if isinstance(head, str) else len(head)
+        _Capped.written = _Capped.KEPT
+        _Capped.dropped += max(size, 0)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def serve(folder: str, bytes_from_kernel: bool = False) -> None:
     session = Session(folder, bytes_from_kernel)
+    if bytes_from_kernel:
+        sys.stdout, sys.stderr = _Capped(sys.stdout), _Capped(sys.stderr)
     send({"op": "ready", "pid": os.getpid()})
     while True:
         try:
