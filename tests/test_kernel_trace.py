@@ -177,6 +177,17 @@ def test_a_claimed_os_sync_must_be_one_the_kernel_saw(trace):
     assert "os.sync() (every file and folder made durable), which the kernel never saw" in compare(claimed, [], ["/w/ck"])
 
 
+def test_what_a_call_without_a_recorder_did_is_not_held_against_the_next(trace):
+    """A sync() made during an unrecorded call (before byte 4 of the pipe) belongs to no recorded
+    call: the next recorded call is compared from where it began."""
+    feed(trace, ["10 sync() = 0", '10 write(5<pipe:[777]>, "done", 4) = 4',
+                 '10 mkdir("/box/home/ck/sub", 0777) = 0', '10 write(5<pipe:[777]>, "msg2", 4) = 4'])
+    recorded = [Op(0, "mkdir", api="os.mkdir", path="/box/home/ck/sub")]
+    assert trace.check(recorded, 8, ["/box/home/ck"], since=4) is None
+    feed(trace, ["10 sync() = 0", '10 write(5<pipe:[777]>, "msg3", 4) = 4'])
+    assert "sync" in trace.check([], 12, ["/box/home/ck"], since=8), "a sync inside the call still counts"
+
+
 def test_the_crash_states_take_the_kernels_bytes():
     """Every byte of a write is compared, not only its first few hundred; a write the worker sent
     without its bytes agrees by size and offset, and the recorded operation then holds the kernel's."""

@@ -390,6 +390,7 @@ class RemoteFunction:
                    "forward": forwarded_patches()}
         handle_base = 1_000_000 * box.calls
         worker.sent_messages = {}  # the worker forgets them too when a call starts
+        started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)
         try:
             worker.send(request, what)
             while True:
@@ -399,7 +400,8 @@ class RemoteFunction:
                     if rec is not None and worker.kernel is not None:
                         # The kernel's account of the same stretch of the run (grader.grading.kernel_trace),
                         # first: each write that agrees takes the kernel's bytes before it is kept.
-                        differs = worker.kernel.check(message.get("ops") or (), worker.consumed, rec.watch)
+                        differs = worker.kernel.check(message.get("ops") or (), worker.consumed, rec.watch,
+                                                      since=started_at)
                         if differs and differs not in rec.unseen:
                             rec.unseen.append(differs)
                     self._take_ops(rec, message.get("ops"), objects, handle_base)
