@@ -33,6 +33,7 @@ class Row:
     names: tuple               # words the failure must contain
     not_names: tuple = ()      # words it must not contain (a wrong cause, a misleading file name)
     hint_task: int = 0         # the task `crashcourse hint` leads to (0: the first failing task)
+    hint: str = ""             # words the first hint must hold (a question about this cause, not the task's)
     also: dict = field(default_factory=dict)   # later tests of the same run: {test: (cause, names, not_names)}
 
 
@@ -49,16 +50,18 @@ ROWS = [
         also={"test_a_crash_mid_save_never_leaves_half_a_file": (
             "no-final-save", ("The final answer was never saved", "model's last answer"), (TEMP_FILE_QUESTION,))}),
     Row(2, "level2/w09_save_at_a_only.py", "test_a_crash_mid_save_never_leaves_half_a_file", "no-save-b",
-        ("save point B", "Count the saves in one turn"), (TEMP_FILE_QUESTION, "temp file"), hint_task=3),
+        ("save point B", "Count the saves in one turn"), (TEMP_FILE_QUESTION, "temp file"), hint_task=3,
+        hint="which save puts that result on disk?"),
     Row(2, "level2/w27_removes_the_old_file_first.py", "test_every_tool_call_that_starts_is_on_disk",
         "deleted-first", ("just deleted checkpoint.json (os.unlink)", "before checkpoint.new was renamed in",
                           "replaces the old file in one step"),
-        ("never reach",), hint_task=2),
+        ("never reach",), hint_task=2, hint="removes `checkpoint.json`"),
     Row(2, "level2/w28_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
         "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
-        ("never reach",)),
+        ("never reach",), hint="Which keys end up in `pendingToolUse`"),
     Row(2, "level2/w04_replace_inside_with.py", "test_a_crash_mid_save_never_leaves_half_a_file", "buffered-rename",
-        ("still in Python's buffer", "`with` block had not closed"), ("checkpoint.json.tmp at offset",)),
+        ("still in Python's buffer", "`with` block had not closed"), ("checkpoint.json.tmp at offset",),
+        hint="still held by the open file object?"),
     Row(2, "level2/w08_save_at_b_only.py", "test_every_tool_call_that_starts_is_on_disk", "no-save-a",
         ("while `list_tickets` runs", "Which save point does this loop never reach?"), (TEMP_FILE_QUESTION,)),
     Row(2, "exercises/level2", "test_a_crash_mid_save_never_leaves_half_a_file", "in-place",
@@ -71,6 +74,15 @@ ROWS = [
     Row(2, "level2/w15_save_a_before_the_assistant_message.py", "test_the_file_is_current_when_the_model_is_called",
         "counts-early", ("the spend of 1 model response, but the file's messages hold 0",
                          "before the model's latest message was appended"), ("0 model responses recorded spent 0",)),
+    # Level 4's turn cap: the same overshoot, told apart by how far resume runs under a lower cap.
+    Row(4, "level4/wrong_cap_not_enforced", "test_the_turn_cap_counts_the_turns_before_the_crash",
+        "cap-not-enforced", ("turn 3: one turn past the cap", "On disk: checkpoint.json said turns = 0",
+                             "with MAX_TURNS = 1 it went just as far", "What to try:"),
+        ("restart at zero", "E   ", "assert"), hint="Where does the resumed loop stop"),
+    Row(4, "level4/wrong_cap_counts_from_zero", "test_the_turn_cap_counts_the_turns_before_the_crash",
+        "cap-restarted", ("turn 3: one turn past the cap", "began 2 turns of its own after the crash",
+                          "did the count restart at zero after the crash?"),
+        ("went just as far", "E   "), hint="Does your cap start from that number"),
     # A power cut rolls the file back because nothing was fsynced: no save point is to blame, and
     # the closing question is the level's own.
     Row(3, "level3/wrong_starter_no_fsync", "test_the_data_is_on_disk_before_the_rename", "",
@@ -124,6 +136,10 @@ def test_each_failure_names_its_cause(row, tmp_path):
     run = student_cli.TestRun(1, [student_cli.TestResult(t.nodeid, t.status, t.task, t.points, t.output,
                                                          t.checks, t.causes) for t in tests])
     assert student_cli.hint_task(lv, run) == (row.hint_task or first.task)
+    tasks = manifest.parse_hints(lv.starter_dir / lv.hints)
+    _, cause, steps = student_cli.hint_ladder(tasks, student_cli.hint_task(lv, run), run.first_causes())
+    if row.hint:
+        assert cause == row.cause and row.hint in steps[0] and steps[0].endswith("?"), steps[0]
 
 
 def test_every_cause_a_hint_names_is_one_the_engine_knows():

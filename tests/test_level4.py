@@ -83,6 +83,7 @@ EXPECTED = {
     "wrong_error_result_not_flagged": {"3 pending", "5 cap"},
     "wrong_no_save_point_a": {"4 saved", "5 cap", "6 b-only"},
     "wrong_cap_counts_from_zero": {"5 cap"},
+    "wrong_cap_not_enforced": {"5 cap"},
 }
 
 

@@ -443,3 +443,42 @@ def test_run_live_without_a_key_explains_what_is_missing(kit, capsys, monkeypatc
     code, out = run_cli(capsys, "run", "2", "--live")
     assert code == 2
     assert "ANTHROPIC_API_KEY" in out or "pip install -e '.[anthropic]'" in out
+
+
+def test_the_first_hint_asks_about_the_cause_the_check_recorded(kit, capsys):
+    """A save that is atomic but renames inside its `with` block gets a question about the buffer,
+    not the task's question about temp files it already uses; its count is its own."""
+    shutil.copy(KIT / "exercises" / "level2" / "hints.md", kit / "exercises" / "level2" / "hints.md")
+    remember_failing(kit, [2])
+    status_path = kit / ".crashcourse" / "status.json"
+    status = json.loads(status_path.read_text())
+    status["2"].update(hint_task=2, causes=["buffered-rename"])
+    status_path.write_text(json.dumps(status))
+    code, out = run_cli(capsys, "hint", "2")
+    out = " ".join(out.split())   # the hints are wrapped to the terminal's width
+    assert code == 0 and "task 2: A crash mid-save never leaves half a file" in out and "(hint 1 of 3)" in out
+    assert "still held by the open file object?" in out and "open(path, \"w\")" not in out
+    code, out = run_cli(capsys, "hint", "2")
+    out = " ".join(out.split())
+    assert "(hint 2 of 3)" in out and "indented inside the `with open(...)` block" in out
+    assert json.loads((kit / ".crashcourse" / "hints.json").read_text()) == {"2": {"2:buffered-rename": 2}}
+    # Asked for by number, the task's own ladder.
+    code, out = run_cli(capsys, "hint", "2", "--task", "2")
+    out = " ".join(out.split())
+    assert "open(path, \"w\")" in out and "still held by the open file object" not in out
+
+
+def test_hint_names_a_syntax_error_instead_of_a_task(kit, capsys):
+    (kit / "exercises" / "level2" / "agent.py").write_text("def run_agent(:\n    pass\n")
+    code, out = run_cli(capsys, "hint", "2")
+    out = " ".join(out.split())
+    assert code == 1 and "agent.py has a syntax error on line 1" in out and 'File "agent.py", line 1' in out
+    assert "task 1" not in out and "(hint" not in out
+
+
+def test_hint_refuses_a_task_the_level_does_not_have(kit, capsys):
+    code = cli.main(["hint", "2", "--task", "9"])
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert code == 2 and "Level 2 has no task 9" in err and "1. The loop still finishes" in err
+    assert "(hint" not in captured.out

@@ -88,8 +88,8 @@ def test_the_turn_cap_counts_the_turns_before_the_crash(resume_module, crashcour
     """With MAX_TURNS = 2, a resumed task stops after its second tool turn, wherever the crash came."""
     problems = check_turn_cap(resume_module.resume_agent, resume_module, support_tickets(crashcourse_seed), 2,
                               checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
-    require(not problems, "\n".join(problems) + f"\nRe-run just this check: {rerun_command(request)}",
-            ["CAP"], "resume")
+    require(not problems, "\n".join(problems) + f"\n  Re-run just this check: {rerun_command(request)}",
+            ["CAP"], "resume", causes=[p.cause for p in problems if getattr(p, "cause", "")])
 
 
 @pytest.mark.task(taskno=6)

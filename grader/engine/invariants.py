@@ -86,6 +86,9 @@ CAUSES = {
     "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",
     "counts-early": "the save runs before the model's message is appended, so `tokensUsed` counts a response "
                     "the file does not hold yet",
+    # Level 4's turn cap, told apart by resuming the same file under a cap one lower.
+    "cap-not-enforced": "the resumed loop never stops at MAX_TURNS",
+    "cap-restarted": "the resumed loop counts its turn cap from zero instead of from the file's `turns`",
 }
 
 

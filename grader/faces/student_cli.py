@@ -526,6 +526,34 @@ def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> tuple
     return hint_task(level, run), run.first_causes()
 
 
+def hint_ladder(tasks: list, number: int, causes: list) -> tuple[manifest_mod.TaskHints, str, list]:
+    """The task to hint at, the cause its hints are chosen for ('' if none), and the steps: the
+    cause's own ladder when hints.md has one, else the task's."""
+    task = next((t for t in tasks if t.number == number), tasks[0])
+    cause = next((c for c in causes if c in task.causes and c in CAUSES), "")
+    return task, cause, task.ladder(cause)
+
+
+def _syntax_problem(level: manifest_mod.Level, folder: Path) -> str:
+    """Why one of the level's files cannot even be compiled (a syntax error, as Python shows it), or ''.
+
+    Hints about a task mean nothing while Python cannot read the file: every test fails for that
+    one reason, and the first failing task is then only the first task."""
+    for name in level.files:
+        path = folder / name
+        try:
+            source = path.read_bytes()
+        except OSError:
+            continue
+        try:
+            compile(source, str(path), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            if not isinstance(exc, SyntaxError):   # NUL bytes: no line to point at
+                return f"{name} cannot be compiled: {exc}. Fix it, then re-run."
+            return loader.import_problem(name, loader.describe_exception(exc, name))
+    return ""
+
+
 def cmd_hint(args: argparse.Namespace) -> int:
     level = _level_or_say(args.level)
     if level is None:
@@ -543,37 +571,50 @@ def cmd_hint(args: argparse.Namespace) -> int:
         _say(f"Level {level.number} has no hints yet ({_rel(hints_path)} is missing or empty).")
         return 1
     causes: list = []
+    width = matrix.terminal_width()
     if args.task is not None:
         number = args.task
+        if all(t.number != number for t in tasks):
+            listed = "; ".join(f"{t.number}. {t.title}" for t in tasks)
+            _say(textwrap.fill(f"Level {level.number} has no task {number}. Its tasks: {listed}. For example: "
+                               f"crashcourse hint {level.number} --task {tasks[0].number}", width), sys.stderr)
+            return 2
     else:
-        number, causes = _failing_task(level, _folder_for(level, args.path), tasks)
+        folder = _folder_for(level, args.path)
+        problem = _syntax_problem(level, folder)
+        if problem:
+            _say(problem)
+            _say()
+            _say(textwrap.fill("No task's hints fit yet: until Python can read the file, every test fails for "
+                               f"this one reason. Once it is fixed, `crashcourse hint {level.number}` finds the "
+                               "first task that still fails.", width))
+            return 1
+        number, causes = _failing_task(level, folder, tasks)
         if number is None:
             _say(textwrap.fill(f"Every test of level {level.number} passes, so there is nothing to hint at. "
                                f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)",
                                matrix.terminal_width()))
             return 0
-    task = next((t for t in tasks if t.number == number), None)
-    if task is None:
-        task = tasks[0]
+    task, cause, steps = hint_ladder(tasks, number, causes)
+    # A cause with a ladder of its own keeps its own count: its steps are not the task's.
+    counter = f"{task.number}:{cause}" if cause in task.by_cause else str(task.number)
     shown = state.setdefault(key, {})
-    count = min(int(shown.get(str(task.number), 0)) + 1, len(task.steps))
-    shown[str(task.number)] = count
+    count = min(int(shown.get(counter, 0)) + 1, len(steps))
+    shown[counter] = count
     _write_state("hints.json", state)
     paint = matrix.Painter()
-    width = matrix.terminal_width()
     _say(paint.bold(f"Level {level.number}, task {task.number}: {task.title}") +
-         f"   (hint {count} of {len(task.steps)})")
-    cause = next((c for c in causes if c in task.causes and c in CAUSES), "")
+         f"   (hint {count} of {len(steps)})")
     if cause:  # say why these hints: the failure's cause, which may sit in another task than the test
         _say(textwrap.fill(f"Why this task: in the last check, {CAUSES[cause]}.", width))
     _say()
-    for i, step in enumerate(task.steps[:count]):
+    for i, step in enumerate(steps[:count]):
         name = STEP_NAMES[i] if i < len(STEP_NAMES) else f"Hint {i + 1}"
         body = textwrap.fill(step, width, initial_indent="  ", subsequent_indent="  ")
         _say(("  " + name + ":") if i < count - 1 else paint.bold("  " + name + ":"))
         _say(body if i == count - 1 else paint(body, "2"))
         _say()
-    if count < len(task.steps):
+    if count < len(steps):
         again = f"crashcourse hint {level.number}" + (f" --task {task.number}" if args.task is not None else "")
         _say(f"Still stuck? Run `{again}` again for the next step.")
     else:
@@ -725,7 +766,13 @@ def level_problems(level: manifest_mod.Level) -> list[str]:
                            "(a question, a pointer, the API)")
             elif not hint.steps[0].rstrip().endswith("?"):
                 out.append(f"{where}: the first hint of task {number} should be a question")
-            for step in hint.steps:
+            for cause, ladder in hint.by_cause.items():
+                if cause not in CAUSES:
+                    out.append(f"{where}: task {number} has hints for the cause {cause!r}, which no check records")
+                elif len(ladder) != 3 or not ladder[0].rstrip().endswith("?"):
+                    out.append(f"{where}: the hints of task {number} for {cause!r} need exactly 3 bullets, the "
+                               "first a question")
+            for step in hint.steps + [s for ladder in hint.by_cause.values() for s in ladder]:
                 if LINE_NUMBER.search(step):
                     out.append(f"{where}: a hint of task {number} cites a line number ({step[:50]!r}...); "
                                "line numbers change as the learner edits")

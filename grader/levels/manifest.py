@@ -228,9 +228,17 @@ class TaskHints:
     # The causes of failure (keys of grader.engine.invariants.CAUSES) these hints are about, from a
     # `<!-- causes: a, b -->` line in the task's section: a failure with one of them leads here.
     causes: list = field(default_factory=list)
+    # Ladders of their own for the common causes, from `### Cause: KEY (words)` subsections: a failure
+    # with that cause starts from a question about it rather than the task's general one.
+    by_cause: dict = field(default_factory=dict)
+
+    def ladder(self, cause: str) -> list:
+        """The steps to show for a failure with ``cause``: its own ladder if it has one, else the task's."""
+        return self.by_cause.get(cause) or self.steps
 
 
 CAUSES_LINE = re.compile(r"^<!--\s*causes:\s*(.*?)\s*-->\s*$")
+CAUSE_HEADING = re.compile(r"^###\s+Cause:\s*([a-z0-9-]+)")
 
 
 def hint_task_for(tasks: list, causes: list, failing: Optional[int]) -> Optional[int]:
@@ -251,16 +259,23 @@ def parse_hints(path: Path) -> list[TaskHints]:
     tasks: list[TaskHints] = []
     if not path.is_file():
         return tasks
+    steps: list = []   # where bullets go: the task's own ladder, or the cause subsection's
     for line in path.read_text(encoding="utf-8").splitlines():
         heading = TASK_HEADING.match(line)
         if heading:
             tasks.append(TaskHints(int(heading.group(1)), heading.group(2), []))
+            steps = tasks[-1].steps
+        elif tasks and CAUSE_HEADING.match(line):
+            cause = CAUSE_HEADING.match(line).group(1)
+            steps = tasks[-1].by_cause.setdefault(cause, [])
+            if cause not in tasks[-1].causes:   # a cause with a ladder here leads here
+                tasks[-1].causes.append(cause)
         elif tasks and CAUSES_LINE.match(line):
             tasks[-1].causes.extend(c.strip() for c in CAUSES_LINE.match(line).group(1).split(",") if c.strip())
         elif tasks and line.startswith("- "):
-            tasks[-1].steps.append(line[2:].strip())
-        elif tasks and tasks[-1].steps and line.startswith((" ", "\t")) and line.strip():
-            tasks[-1].steps[-1] += " " + line.strip()
+            steps.append(line[2:].strip())
+        elif tasks and steps and line.startswith((" ", "\t")) and line.strip():
+            steps[-1] += " " + line.strip()
     return tasks
 
 

@@ -655,6 +655,62 @@ def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
     return problems
 
 
+class CapProblem(str):
+    """One line of :func:`check_turn_cap`'s answer, with the cause the trace shows (a key of
+    :data:`grader.engine.invariants.CAUSES`, or "")."""
+
+    cause: str = ""
+
+
+def _last_turn_run(outcome: _Outcome, blocks: list) -> int:
+    """The number of the last tool turn whose call resume ran (0: none)."""
+    ran = [i + 1 for i, b in enumerate(blocks) if outcome.tools and outcome.tools.runs_of(b["id"])]
+    return max(ran, default=0)
+
+
+def _past_the_cap(resume: Callable, scenario: Scenario, module: Any, raw: bytes, carried: list, cap: int,
+                  label: str, begun: int, outcome: _Outcome, blocks: list, checkpoint_error: type,
+                  directory: str, timeout: Optional[float]) -> CapProblem:
+    """Why resume ran past the cap, told apart by one more resume from the same file with a cap one
+    lower: a loop that counts from zero stops one turn earlier, a loop with no cap check runs just as far."""
+    last = _last_turn_run(outcome, blocks)
+    ran_here = last - begun   # turns this resume began itself (a pending call is answered, not begun)
+    lower = None
+    if cap > 1:
+        module.MAX_TURNS = cap - 1
+        try:
+            lower = _last_turn_run(run_resume(resume, scenario, {CHECKPOINT_NAME: raw}, carried,
+                                              checkpoint_error=checkpoint_error, directory=directory,
+                                              timeout=timeout), blocks)
+        finally:
+            module.MAX_TURNS = cap
+    name = blocks[cap]["name"]
+    head = (f"CAP broken: {CHECKS['CAP']}.\n  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, your resume_agent ran `{name}`, "
+            f"turn {cap + 1}: one turn past the cap.")
+    pending = ", and a call pending" if label == "A" else ""
+    disk = (f"  On disk: checkpoint.json said turns = {json.loads(raw)['turns']}{pending}: {begun} of the {cap} "
+            f"turns the task may take {'was' if begun == 1 else 'were'} already begun before the crash.")
+    if lower is not None and lower == last:
+        problem = CapProblem("\n".join([
+            head, disk,
+            f"  What resume did: it went on to turn {last}, and with MAX_TURNS = {cap - 1} it went just as far, so "
+            "the loop never stops at the cap: nothing compares the turn count with MAX_TURNS, or the comparison "
+            "reads a copy taken before the grader set it.",
+            "  What to try: where in your loop does it check the cap before calling the model again, and does "
+            "that check read MAX_TURNS and the `turns` from the file?"]))
+        problem.cause = "cap-not-enforced"
+    else:
+        problem = CapProblem("\n".join([
+            head, disk,
+            f"  What resume did: it began {ran_here} turn{'s' if ran_here != 1 else ''} of its own after the "
+            f"crash, as many as a task that starts from nothing may take, so its cap counted from zero and "
+            "forgot the turns already in the file.",
+            "  What to try: did the count restart at zero after the crash? Compare the cap with "
+            "`state[\"turns\"]`, which carries on from the file, not with a counter that starts in resume."]))
+        problem.cause = "cap-restarted"
+    return problem
+
+
 def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, *, checkpoint_error: type,
                    directory: str = "checkpoints", timeout: Optional[float] = 20) -> list[str]:
     """Set ``module.MAX_TURNS = cap``; resume from each crash state with at most ``cap`` turns begun.
@@ -688,8 +744,8 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
                 finding = judge(outcome, raw, want, scenario)
                 over = [b for b in blocks[cap:] if outcome.tools and outcome.tools.runs_of(b["id"])]
                 if over:
-                    problems.append(f"{where}: resume ran `{over[0]['name']}`, turn {cap + 1}, past the cap; did the "
-                                    "count restart at zero after the crash?")
+                    problems.append(_past_the_cap(resume, scenario, module, raw, carried, cap, label, begun,
+                                                  outcome, blocks, checkpoint_error, directory, timeout))
                 elif finding is not None:
                     did = "" if outcome.error or outcome.refused else f" (resume_agent {_describe_outcome(outcome)})"
                     problems.append(f"{where}: {finding[0]} broken: {finding[1]}{did}.")
