@@ -105,3 +105,18 @@ def test_readme_tasks_and_test_markers_are_read(tmp_path):
     test = tmp_path / "test_x.py"
     test.write_text("@pytest.mark.task(taskno=1)\ndef a(): pass\n@pytest.mark.task(taskno=3)\ndef b(): pass\n")
     assert manifest.test_task_numbers([test]) == {1, 3}
+
+
+def test_every_level_that_ships_answers_declares_them(tmp_path):
+    """check's reminder reads the manifest's "answers"; grade's manual-review item reads the file in the
+    level folder. Every level of the kit agrees, and a level that ships one undeclared is a problem."""
+    for level in manifest.load().existing():
+        shipped = (level.starter_dir / "answers.md").is_file()
+        assert (level.answers == "answers.md") == shipped, (level.number, level.answers, shipped)
+    kit = write_manifest(tmp_path, [entry(1), entry(2, answers="answers.md")])
+    for number in (1, 2):
+        (tmp_path / "exercises" / f"level{number}").mkdir()
+    (tmp_path / "exercises" / "level1" / "answers.md").write_text("1. Why?\n")
+    found = manifest.problems(kit)
+    assert any("level 1 ships answers.md" in p for p in found), found
+    assert any("level 2 names 'answers.md'" in p and "no such file" in p for p in found), found

@@ -92,7 +92,7 @@ def kit(tmp_path, monkeypatch):
     real = manifest.load(KIT)
     for number in (1, 2):
         data = {k: getattr(real.level(2), k) for k in ("name", "title", "files", "tests", "readme", "hints",
-                                                         "module", "function", "planted", "crash_models")}
+                                                         "answers", "module", "function", "planted", "crash_models")}
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
         data.update(number=number, folder=f"exercises/level{number}", solution=f"solutions/level{number}",
                     name=f"{data['name']}-{number}", title=f"{data['title']} ({number})")
@@ -105,6 +105,7 @@ def kit(tmp_path, monkeypatch):
     shutil.copy(KIT / "solutions" / "level2" / "agent.py", root / "solutions" / "level2" / "agent.py")
     (root / "exercises" / "level2" / "README.md").write_text(README)
     (root / "exercises" / "level2" / "hints.md").write_text(HINTS)
+    shutil.copy(KIT / "exercises" / "level2" / "answers.md", root / "exercises" / "level2" / "answers.md")
     monkeypatch.delenv("CRASHCOURSE_ROOT", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.chdir(root)
@@ -242,6 +243,8 @@ def test_check_passes_a_correct_submission_elsewhere(kit, tmp_path, capsys):
     assert code == 0, out
     assert re.search(r"(\d+) of \1 points", out) and "Level 2 passes" in out
     assert "your code: all" in out and "The first failure" not in out
+    # Level 2 ships answers.md, which grade leaves to the instructor: a pass says it is still to write.
+    assert "One more thing: " in out and "answers.md asks a few questions" in " ".join(out.split())
 
 
 def test_check_of_a_level_not_written_yet_says_so(kit, capsys):

@@ -202,6 +202,15 @@ def problems(manifest: Manifest) -> list[str]:
             _ = level.plugin  # importing the level's module is the check
         except LevelModuleError as exc:
             out.append(f"level {level.number}: {exc}")
+        # `crashcourse grade` lists a shipped answers.md for manual review; `check` reminds the learner
+        # of the one the manifest names. The two must be the same file.
+        if level.starter_dir.is_dir():
+            if level.answers and not (level.starter_dir / level.answers).is_file():
+                out.append(f"level {level.number} names {level.answers!r} as its written answers, but "
+                           f"{level.folder}/ has no such file")
+            if not level.answers and (level.starter_dir / "answers.md").is_file():
+                out.append(f"level {level.number} ships answers.md, which grade lists for manual review, but its "
+                           "\"answers\" is null, so check never reminds the learner to write it")
         if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", level.name):
             out.append(f"level {level.number}'s name {level.name!r} should be lowercase words joined by '-'")
     return out
