@@ -81,7 +81,7 @@ sys.path.insert(0, str(ROOT / "notebooks"))
 
 import checkpoint_loops
 from grader.engine.crash_models import crash_states
-from grader.engine.explore import describe_bytes, explore_loop, windows_for
+from grader.engine.explore import NESTED_FOLDER, describe_bytes, explore_loop, windows_for
 from grader.engine.invariants import check
 from grader.faces.pictures import OUTCOMES, classify, crash_matrix, draw_crash_matrix, draw_file_sizes
 from grader.engine.recorder import Recorder
@@ -91,6 +91,9 @@ from grader.engine.scripted import DEFAULT_SEED, from_turns, support_tickets
 # Same seed, same run; another seed gives other tickets, other sizes and other tool ids.
 SEED = DEFAULT_SEED
 scenario = support_tickets(SEED)
+# The folder the level's tests hand run_agent: two levels deep, so the loop must create it. Its
+# mkdir calls are crash points too, so using it here keeps the counts equal to pytest's and check's.
+FOLDER = NESTED_FOLDER
 SCRATCH = tempfile.TemporaryDirectory(prefix="walkthrough-")  # removed when the kernel stops
 
 
@@ -310,7 +313,7 @@ which rule broke, and what a resume would run into.
 """)
 
 code('''
-exploration = explore_loop(run_starter, scenario, models=("M1", "M2"))
+exploration = explore_loop(run_starter, scenario, models=("M1", "M2"), directory=FOLDER)
 print(f"{exploration.states} crash states at {exploration.points} crash points;",
       "rules broken:", ", ".join(sorted(exploration.tripped)))
 print()
@@ -344,7 +347,7 @@ stripes out of all the stripes in the cell.
 """)
 
 code('''
-matrix = crash_matrix(checkpoint_loops.IMPLEMENTATIONS, scenario)
+matrix = crash_matrix(checkpoint_loops.IMPLEMENTATIONS, scenario, directory=FOLDER)
 for row in matrix.rows:
     kinds = Counter(OUTCOMES[v.outcome][0] for v in row.verdicts if v.outcome != "ok")
     print(f"{row.name:<20} {len(row.verdicts):>4} crash states; bad: {dict(kinds) or 'none'}")
@@ -441,7 +444,7 @@ show_source(checkpoint_loops.save_with_pathlib, checkpoint_loops.save_with_tempf
 ''')
 
 code('''
-fixed = crash_matrix(checkpoint_loops.FIXED, scenario)
+fixed = crash_matrix(checkpoint_loops.FIXED, scenario, directory=FOLDER)
 assert fixed.ok, fixed.failing_cells()
 print(sum(len(row.verdicts) for row in fixed.rows), "crash states over four rows; bad ones:", fixed.failing_cells() or "none")
 draw_crash_matrix(fixed, title="The fix written four ways: every crash state leaves a file resume can use")
@@ -509,7 +512,7 @@ def my_save_checkpoint(state, directory="checkpoints"):
 
 code('''
 mine = crash_matrix({f"my_save_checkpoint, {MY_POINTS}": checkpoint_loops.make_loop(my_save_checkpoint, MY_POINTS)},
-                    scenario)
+                    scenario, directory=FOLDER)
 print("Every crash state is fine." if mine.ok else mine.explain(mine.rows[0].name))
 draw_crash_matrix(mine, title="Your save function")
 ''')
@@ -526,7 +529,7 @@ to twelve turns).
 code('''
 agent = load_learner_file(ROOT / "exercises" / "level2" / "agent.py")
 if agent is not None:
-    yours = crash_matrix({"exercises/level2/agent.py": agent.run_agent}, scenario)
+    yours = crash_matrix({"exercises/level2/agent.py": agent.run_agent}, scenario, directory=FOLDER)
     print("Every crash state is fine." if yours.ok else yours.explain(yours.rows[0].name))
     counted = yours.rows[0].exploration
     print(f"{counted.states} crash states at {counted.points} crash points, the same count as "
@@ -552,7 +555,7 @@ my_turns = [
 my_scenario = from_turns("Tell the team when the meeting is", my_turns, name="my-conversation")
 draw_crash_matrix(crash_matrix({"in place + B only": checkpoint_loops.IMPLEMENTATIONS["in place + B only"],
                                 "atomic + A and B": checkpoint_loops.IMPLEMENTATIONS["atomic + A and B"]},
-                               my_scenario), title="Your conversation")
+                               my_scenario, directory=FOLDER), title="Your conversation")
 ''')
 
 md("""

@@ -224,6 +224,23 @@ def test_walkthrough_draws_its_pictures(executed):
     assert "crash states over four rows; bad ones: none" in text
 
 
+def test_the_walkthrough_counts_what_pytest_and_check_count(executed):
+    """The notebook crashes the loop in the folder the level's tests use, so its counts for the
+    starter (section 4, and 7b on the shipped agent.py) are the ones pytest and check print."""
+    import re
+
+    from grader.engine.explore import NESTED_FOLDER, explore_loop
+    from grader.engine.scripted import DEFAULT_SEED
+
+    starter = _load(ROOT / "exercises" / "level2" / "agent.py", "walkthrough_counted_starter")
+    want = explore_loop(starter.run_agent, support_tickets(DEFAULT_SEED), directory=NESTED_FOLDER)
+    text = "".join(o.get("text", "") for c in executed[WALKTHROUGH.name].cells if c.cell_type == "code"
+                   for o in c.outputs)
+    counts = re.findall(r"(\d+) crash states at (\d+) crash points", text)
+    assert len(counts) >= 2, text[:2000]
+    assert set(counts) == {(str(want.states), str(want.points))}, (counts, want.states, want.points)
+
+
 # -- legible at notebook width, 0 to 12 turns ------------------------------------------------------
 
 def _turns(n):
