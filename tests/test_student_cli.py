@@ -485,3 +485,21 @@ def test_hint_refuses_a_task_the_level_does_not_have(kit, capsys):
     err = " ".join(captured.err.split())
     assert code == 2 and "Level 2 has no task 9" in err and "1. The loop still finishes" in err
     assert "(hint" not in captured.out
+
+
+def test_demo_in_a_workspace_draws_the_starter_as_shipped_not_the_learners_edit(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("CRASHCOURSE_ROOT", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    ws = tmp_path / "ws"
+    assert cli.main(["init", str(ws), "--levels", "2"]) == 0
+    shutil.copy(KIT / "solutions" / "level2" / "agent.py", ws / "exercises" / "level2" / "agent.py")
+    monkeypatch.chdir(ws)
+    capsys.readouterr()
+    code, out = run_cli(capsys, "demo", "2")
+    assert code == 0 and re.search(r"crash point .* starter\n", out) and "untraced tool call" in out
+    assert not re.search(r"crash point .* solution\n", out)   # the instructor's column stays out
+    # Without the kit's own copy at hand, the column is the learner's file, and says so.
+    monkeypatch.setenv("CRASHCOURSE_ROOT", str(ws))
+    code, out = run_cli(capsys, "demo", "2")
+    assert code == 0 and re.search(r"crash point .* your file\n", out) and "untraced tool call" not in out
+    assert not re.search(r"crash point .* starter\n", out)

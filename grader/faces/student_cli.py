@@ -250,8 +250,28 @@ get. Right: the solution.
 
 SOLUTION_IS_THE_INSTRUCTORS = """\
 This is a learner's workspace: the solution column is your instructor's and is not shown here.
-The starter's column is what you begin from; your own fix turns it to ok (crashcourse check N).
+The starter column is each file as the kit hands it out, whatever you have changed since; for your
+own file's column, run crashcourse check N.
 """
+
+
+def _shipped_starter(kit: manifest_mod.Manifest, level: manifest_mod.Level) -> tuple[str, Path, manifest_mod.Level]:
+    """The column to draw as the starter: the title, the folder and the level it belongs to.
+
+    In a workspace the level's folder holds the learner's edits, so the starter is read from the
+    kit the package came with; when that copy is not at hand (or is this workspace), the column is
+    the learner's file and says so."""
+    if not kit.workspace:
+        return "starter", level.starter_dir, level
+    try:
+        source = manifest_mod.load(manifest_mod.package_root())
+        shipped = source.level(level.number)
+    except manifest_mod.ManifestError:
+        source = shipped = None
+    if (source is not None and not source.workspace and source.root.resolve() != kit.root.resolve()
+            and shipped.name == level.name and shipped.exists()):
+        return "starter", shipped.starter_dir, shipped
+    return "your file", level.starter_dir, level
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -273,13 +293,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             _say(f"  not in this copy of the kit yet ({level.folder}/ is not there); skipped.\n")
             continue
         columns = []
-        sources = [("starter", level.starter_dir)]
+        sources = [_shipped_starter(kit, level)]
         if not kit.workspace and level.solution_dir.is_dir():
-            sources.append(("solution", level.solution_dir))
-        for title, folder in sources:
+            sources.append(("solution", level.solution_dir, level))
+        for title, folder, drawn in sources:
             try:
                 # The plugin's seed, as `check` and `pytest` use: the same code gets the same counts.
-                col = level_column(title, folder, level, DEFAULT_SEED)
+                col = level_column(title, folder, drawn, DEFAULT_SEED)
             except Exception as exc:  # noqa: BLE001 - one broken level must not hide the others
                 col = matrix.failed_column(title, f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
             if col is None:
