@@ -191,3 +191,25 @@ def test_end_to_end_through_pytest():
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "10 of 10 points" in done.stdout
+
+
+def test_the_demos_bytes_row_counts_the_turns_and_ratio_pytest_prints():
+    """The demo measures the long task the tests use, so its cell and pytest's message name the same
+    number of turns and the same ratio (a 60-turn demo once said 61x where pytest said 51.4 over 50)."""
+    import re
+
+    from grader.engine.scripted import DEFAULT_SEED
+    from grader.faces import matrix
+    from grader.levels import manifest
+    from grader.levels.journal import LONG_TURNS
+
+    level = manifest.load().require(6)
+    for path, word in ((STARTER, "bytes grow"), (SOLUTION, "ok")):
+        col = matrix.level_column("x", path.parent, level, DEFAULT_SEED)
+        cell = next(c[0] for c in col.cells.values() if c and c[0].startswith(word + " ("))
+        ratio, turns = re.fullmatch(word + r" \(([\d.]+)x over (\d+) turns\)", cell).groups()
+        tested = explore_journal(load(path).run_agent, load(path).load_checkpoint,
+                                 long_conversation(LONG_TURNS, seed=DEFAULT_SEED), models=("M1",), sample=True,
+                                 measure=True, timeout=60).bytes
+        said = re.search(r"Over (\d+) turns .* about ([\d.]+) times over", tested.explain())
+        assert (turns, ratio) == said.groups(), (cell, tested.explain())
