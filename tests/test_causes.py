@@ -74,6 +74,22 @@ ROWS = [
     Row(2, "level2/w15_save_a_before_the_assistant_message.py", "test_the_file_is_current_when_the_model_is_called",
         "counts-early", ("the spend of 1 model response, but the file's messages hold 0",
                          "before the model's latest message was appended"), ("0 model responses recorded spent 0",)),
+    # Task 1 of levels 2 and 5 on what run_agent returned: the kit's story, not a bare line.
+    Row(2, "level2/w10_pending_never_cleared.py", "test_the_loop_still_finishes_the_task", "",
+        ("still has `publish_table` pending", "On disk after the run: checkpoint.json holds turns=3",
+         "What resume would run into:", "set pendingToolUse back to None?"), ("nothing should be pending",)),
+    Row(5, "level5/wrong/turns_per_model_turn.py", "test_the_loop_still_finishes_the_task", "",
+        ("says turns=3", "`turns` ends at 7", "On disk after the run: checkpoint.json holds turns=3",
+         "once for each tool result recorded?"), ("there is no checkpoint.json",),
+        also={"test_no_result_is_lost_or_doubled_and_the_counts_agree": (
+            "", ("messages hold 1 tool result ",), ("1 tool results",))}),
+    # Level 4 as shipped: a list of refusals that says how many it left out, and one stop per sentence.
+    Row(4, "exercises/level4", "test_a_checkpoint_you_cannot_trust_is_refused", "",
+        ("12 checkpoints that resume cannot trust were not refused cleanly", "  - and 8 more like these",
+         "(char 0). There is no checkpoint"), ("(s)", ". there is", "?.", ").."),
+        also={"test_the_turn_cap_counts_the_turns_before_the_crash": (
+            "", ("CAP broken:", "On disk: checkpoint.json with turns=0", "What is wrong: PAIRING broken",
+                 "What to try:"), ("?.", "..\n"))}),
     # Level 4's turn cap: the same overshoot, told apart by how far resume runs under a lower cap.
     Row(4, "level4/wrong_cap_not_enforced", "test_the_turn_cap_counts_the_turns_before_the_crash",
         "cap-not-enforced", ("turn 3: one turn past the cap", "On disk: checkpoint.json said turns = 0",
@@ -125,7 +141,7 @@ def test_each_failure_names_its_cause(row, tmp_path):
         assert words not in first.output, f"{words!r} (a wrong cause) in:\n{first.output}"
     for name, (cause, names, not_names) in row.also.items():
         later = next(t for t in tests if t.name == name)
-        assert later.status == "failed" and later.causes[:1] == [cause], (later.causes, later.output)
+        assert later.status == "failed" and (later.causes[:1] or [""]) == [cause], (later.causes, later.output)
         for words in names:
             assert words in later.output, f"{name}: {words!r} missing from:\n{later.output}"
         for words in not_names:

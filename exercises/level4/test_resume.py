@@ -53,8 +53,10 @@ def test_a_checkpoint_you_cannot_trust_is_refused(resume_module, resumed, crashc
     problems = check_refusals(resume_module.resume_agent, support_tickets(crashcourse_seed),
                               checkpoint_error=resume_module.CheckpointError, timeout=STUDENT_TIMEOUT)
     if problems:
-        fail(f"{len(problems)} checkpoint(s) that resume cannot trust were not refused cleanly:\n  - "
-             + "\n  - ".join(problems[:4]) + f"\n  Re-run just this check: {rerun_command(request)}",
+        more = f"\n  - and {len(problems) - 4} more like these" if len(problems) > 4 else ""
+        fail(f"{len(problems)} checkpoint{'s' if len(problems) != 1 else ''} that resume cannot trust "
+             f"{'were' if len(problems) != 1 else 'was'} not refused cleanly:\n  - "
+             + "\n  - ".join(problems[:4]) + more + f"\n  Re-run just this check: {rerun_command(request)}",
              ["REFUSE"], "resume")
     assert_resumes(resumed, ["REFUSE"], rerun_command(request))
 

@@ -186,7 +186,8 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     results = _results(messages)
     n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
     if data["turns"] != len(results):
-        return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool results",
+        return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool "
+                       f"result{'s' if len(results) != 1 else ''}",
                        f"resume counts on from turn {data['turns']}, so a maximum-turn cap fires "
                        f"{'early' if data['turns'] > len(results) else 'late'}", "counts-turns")
     expected_tokens = sum(spend(r) for r in window.responses[:n_assistant])
@@ -252,11 +253,13 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
                        "no-save-a" if window.phase == "tool" else "")
     if window.fresh and (pending is not None or len(results) < window.recorded_results):
         if isinstance(pending, dict):
-            return Finding("FRESH", f"the model was called with {window.recorded_results} tool results, but the file "
+            return Finding("FRESH", f"the model was called with {window.recorded_results} tool "
+                           f"result{'s' if window.recorded_results != 1 else ''}, but the file "
                            f"still holds {len(results)} and lists `{pending.get('name')}` as pending: nothing was "
                            "saved between recording its result and calling the model (save point B)",
                            "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
-        return Finding("FRESH", f"the model was called with {window.recorded_results} tool results, but the file "
+        return Finding("FRESH", f"the model was called with {window.recorded_results} tool "
+                       f"result{'s' if window.recorded_results != 1 else ''}, but the file "
                        f"holds {len(results)} and pendingToolUse is {json.dumps(pending)[:60]}",
                        "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
     snapshot = {k: data[k] for k in FIELDS}

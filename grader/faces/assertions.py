@@ -120,3 +120,81 @@ def require(holds: object, message: str, checks: Iterable[str] = (), namespace: 
     the failure records ``checks`` as the ids it tripped, and ``causes`` as why."""
     if not holds:
         fail(message, checks, namespace, causes)
+
+
+def _short_json(value: object, width: int = 70) -> str:
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _pending_words(pending: object) -> str:
+    if not pending:
+        return "nothing pending"
+    if isinstance(pending, dict) and "name" in pending:
+        return f"`{pending['name']}` pending"
+    if isinstance(pending, list):
+        return f"{len(pending)} call{'s' if len(pending) != 1 else ''} pending"
+    return f"pendingToolUse {_short_json(pending, 50)}"
+
+
+def describe_final_file(raw: "bytes | None") -> str:
+    """What checkpoint.json held once an uncrashed run had returned, in a few words."""
+    import json
+
+    if raw is None:
+        return "there is no checkpoint.json in the folder"
+    try:
+        data = json.loads(raw)
+        messages = data.get("messages") or []
+        last = messages[-1].get("role") if messages and isinstance(messages[-1], dict) else None
+        return (f"checkpoint.json holds turns={data.get('turns')}, {_pending_words(data.get('pendingToolUse'))}, "
+                f"{len(messages)} messages"
+                + (f", the last from the {last}" if last else ""))
+    except (ValueError, AttributeError, TypeError):
+        return f"checkpoint.json holds {len(raw)} bytes that are not a JSON object"
+
+
+def finished_problem(returned: object, on_disk: str, turns: int, turns_words: str,
+                     pending: bool = True) -> "str | None":
+    """What is wrong with the state an uncrashed run returned, told as the kit tells a crash (what
+    happened, on disk, what is wrong, what resume would run into, a question), or None.
+
+    ``turns``: the tool results the task records; ``turns_words`` says why, in the level's terms.
+    ``pending``: whether the level's state keeps pendingToolUse to check."""
+    if not isinstance(returned, dict):
+        what = "run_agent returned None" if returned is None else f"run_agent returned a {type(returned).__name__}"
+        wrong = "run_agent hands back the final state, the same six fields it saved last"
+        resume = "the caller has no answer to show and no state to compare with the file"
+        question = "Does every way out of run_agent end with `return state`, after the final save?"
+    elif returned.get("turns") != turns:
+        what = f"the state it returned says turns={_short_json(returned.get('turns'), 20)}"
+        wrong = f"{turns_words}, so `turns` ends at {turns}"
+        resume = "the count carried across a crash would be off, and a turn cap would stop too early or too late"
+        question = "Where does `turns` go up, and does it go up once for each tool result recorded?"
+    elif pending and returned.get("pendingToolUse"):
+        what = f"the state it returned still has {_pending_words(returned.get('pendingToolUse'))}"
+        wrong = "once the model has given its final answer no call is in flight, so pendingToolUse is None"
+        resume = "from a file like this, a resume would take that call for one the crash cut off, and run it again"
+        question = "After a tool's result is appended, where do you set pendingToolUse back to None?"
+    else:
+        messages = returned.get("messages")
+        last = messages[-1] if isinstance(messages, list) and messages else None
+        role = last.get("role") if isinstance(last, dict) else None
+        if role == "assistant":
+            return None
+        what = ("the state it returned has no messages" if last is None
+                else f"the last message of the state it returned is from the {role}")
+        wrong = "the task ends on the model's final answer, so the last message is the assistant's"
+        resume = "a resume would call the model again for an answer it had already given"
+        question = "Is the model's final answer appended to `messages` before the loop saves and returns?"
+    return "\n".join([f"The loop ran to the end without a crash, but {what}.",
+                      f"  On disk after the run: {on_disk}.",
+                      f"  What is wrong: {wrong}.",
+                      f"  What resume would run into: {resume}.",
+                      "", question])
+

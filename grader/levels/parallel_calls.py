@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import NESTED_FOLDER, Exploration, Violation, check_trace, recorded_run, rerun_after_crashes
 from grader.engine.invariants import Finding, Window, no_checkpoint, parse_cached, shape_finding
-from grader.engine.checkpoint import FIELDS, initial_state, snapshot, spend, tool_use_blocks
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
 from grader.engine import conversations as conversations_module
 from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, random_tool_id, random_usage
@@ -415,7 +416,7 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
     """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds)."""
     data, error = parse_cached(raw, parsed)
     if error == "missing":
-        return no_checkpoint(window, f"{len(window.started)} tool call(s)")
+        return no_checkpoint(window, f"{len(window.started)} tool call{'s' if len(window.started) != 1 else ''}")
     unreadable = shape_finding(raw, data, error, field_problems)
     if unreadable is not None:
         return unreadable
@@ -432,7 +433,8 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
         return Finding("ONCE", f"pendingToolUse lists {json.dumps(pending_ids)}, one call more than once",
                        "resume would reconcile that call twice, and may run it twice")
     if data["turns"] != len(recorded):
-        return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(recorded)} tool results "
+        return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(recorded)} tool "
+                       f"result{'s' if len(recorded) != 1 else ''} "
                        "(in this level turns counts tool results, one per call)",
                        f"resume counts on from {data['turns']}, so a cap on tool calls fires at the wrong moment")
     n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
@@ -474,7 +476,7 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
                            f"has no result for {missing[0]}",
                            "resume sends the API a tool_use without its tool_result: a 400 error")
     if last_tools is None and pending:
-        pending_problem = Finding("PAIRING", f"pendingToolUse lists {len(pending)} call(s), but no assistant message "
+        pending_problem = Finding("PAIRING", f"pendingToolUse lists {len(pending)} call{'s' if len(pending) != 1 else ''}, but no assistant message "
                                   "asked for them", "resume would reconcile calls the model never made")
 
     on_disk = set(recorded) | set(pending_ids)
@@ -493,8 +495,9 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
     if pending_problem is not None:
         return pending_problem
     if window.fresh and (pending or len(recorded) < len(window.results)):
-        return Finding("FRESH", f"the model was called with {len(window.results)} tool results, but the file holds "
-                       f"{len(recorded)} and {len(pending)} call(s) are still pending",
+        return Finding("FRESH", f"the model was called with {len(window.results)} tool result"
+                       f"{'s' if len(window.results) != 1 else ''}, but the file holds {len(recorded)} and "
+                       f"{len(pending)} call{' is' if len(pending) == 1 else 's are'} still pending",
                        "resume would treat finished tools as unfinished and may run them again")
 
     mine = normalize({k: data[k] for k in FIELDS})
@@ -551,6 +554,11 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
     started = time.perf_counter()
     with recorded_run(run, scenario, models, directory=directory, timeout=timeout,
                       workdir=workdir) as (result, recorder, directory):
+        try:  # what a finished run left, for the message about the state it returned
+            with open(os.path.join(result.workdir, directory, CHECKPOINT_NAME), "rb") as left:
+                result.final_file = left.read()
+        except OSError:
+            pass
         if result.error is None:
             ckpt_dir = result.folder
             windows = parallel_windows(recorder.ops, scenario.task)

@@ -157,6 +157,12 @@ class KeyedTools(ScriptedTools):
 
 # -- results ---------------------------------------------------------------------------------------------
 
+def _sentence(text: str) -> str:
+    """``text`` ending in one full stop: a detail that ends in its own "?" or "." gets no second one."""
+    text = text.rstrip()
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 @dataclass
 class ResumeFailure:
     """One crash state from which resume went wrong, with what a learner needs to see why."""
@@ -172,9 +178,9 @@ class ResumeFailure:
     def explain(self) -> str:
         lines = [f"{self.check} broken: {CHECKS[self.check]}.",
                  f"  The crashed run: {self.where} ({self.model}, {MODEL_NAMES.get(self.model, self.model)}).",
-                 f"  On disk: {self.on_disk}.",
-                 f"  Your resume_agent: {self.did}.",
-                 f"  What is wrong: {self.detail}."]
+                 f"  On disk: {_sentence(self.on_disk)}",
+                 f"  Your resume_agent: {_sentence(self.did)}",
+                 f"  What is wrong: {_sentence(self.detail)}"]
         if self.rerun:
             lines.append(f"  Re-run just this check: {self.rerun}")
         return "\n".join(lines)
@@ -477,7 +483,7 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
             break
     results = len(_tool_results(got["messages"]))
     if got["turns"] != want["turns"] or got["turns"] != results:
-        found.append(("COUNTS", f"turns ends at {got['turns']} ({results} tool results in messages), but the run "
+        found.append(("COUNTS", f"turns ends at {got['turns']} ({results} tool result{'s' if results != 1 else ''} in messages), but the run "
                                 f"takes {want['turns']}: did it restart at zero instead of continuing from the file?"))
     elif got["tokensUsed"] != want["tokensUsed"]:
         found.append(("COUNTS", f"tokensUsed ends at {got['tokensUsed']}, but the responses in the transcript spent "
@@ -651,7 +657,8 @@ def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
             finding = ("REFUSE", "the message should name the version found (2), so the user knows which "
                                  "format the file is in")
         if finding is not None:
-            problems.append(f"{what}: resume_agent {_describe_outcome(outcome)}. {finding[1]}.")
+            detail = _sentence(finding[1])
+            problems.append(f"{what}: resume_agent {_sentence(_describe_outcome(outcome))} {detail[:1].upper()}{detail[1:]}")
     return problems
 
 
@@ -740,15 +747,20 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
                 outcome = run_resume(resume, scenario, {CHECKPOINT_NAME: raw}, carried,
                                      checkpoint_error=checkpoint_error, directory=directory, timeout=timeout)
-                where = f"resuming from save {label} of turn {begun} with MAX_TURNS = {cap}"
                 finding = judge(outcome, raw, want, scenario)
                 over = [b for b in blocks[cap:] if outcome.tools and outcome.tools.runs_of(b["id"])]
                 if over:
                     problems.append(_past_the_cap(resume, scenario, module, raw, carried, cap, label, begun,
                                                   outcome, blocks, checkpoint_error, directory, timeout))
                 elif finding is not None:
-                    did = "" if outcome.error or outcome.refused else f" (resume_agent {_describe_outcome(outcome)})"
-                    problems.append(f"{where}: {finding[0]} broken: {finding[1]}{did}.")
+                    problems.append(CapProblem("\n".join([
+                        f"CAP broken: {CHECKS['CAP']}.",
+                        f"  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, your resume_agent "
+                        f"{_sentence(_describe_outcome(outcome))}",
+                        f"  On disk: {_sentence(_describe_file(raw))}",
+                        f"  What is wrong: {finding[0]} broken: {_sentence(finding[1])}",
+                        "  What to try: this check resumes from the saves of a correct run, so whatever tasks 1 to 4 "
+                        "report goes wrong here too; make those pass, then see whether the cap holds."])))
                 if problems:
                     return problems
     finally:
