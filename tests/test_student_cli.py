@@ -404,6 +404,17 @@ def test_selfcheck_lists_every_problem(kit, capsys):
     assert "no longer breaks PARSE, TRACE" in out
 
 
+def test_selfcheck_holds_each_causes_ladder_to_a_tasks_rules(kit, capsys):
+    hints = kit / "exercises" / "level2" / "hints.md"
+    hints.write_text(HINTS + "\n### Cause: no-save-b (words)\n- A pointer first.\n- The API.\n"
+                     "\n### Cause: made-up (words)\n- Why?\n- Where.\n- What.\n")
+    code, out = run_cli(capsys, "selfcheck", "--no-tests")
+    out = " ".join(out.split())
+    assert code == 1 and "the hints of task 4 for 'no-save-b' need exactly 3 bullets, the first a question" in out
+    assert "task 4 has hints for the cause 'made-up', which no check records" in out
+    assert "task 4 has 3 hint bullets" not in out and "task 4 has 2 hint bullets" not in out  # its own ladder is intact
+
+
 def test_selfcheck_strict_counts_missing_levels(kit, capsys):
     code, out = run_cli(capsys, "selfcheck", "--no-tests", "--strict")
     assert code == 1 and "exercises/level1/ is not there yet" in out
