@@ -211,3 +211,39 @@ def test_a_syntax_error_is_shown_once_under_check(tmp_path):
     text = "\n".join(lines)
     assert text.count("SyntaxError: ") == 1 and text.count('File "agent.py", line 5') == 1, text
     assert "During handling" not in text
+
+
+def test_what_run_agent_returned_is_told_as_a_story():
+    """Task 1's check of the returned state: each way it can be wrong gets the what/on disk/what is
+    wrong/resume lines and a question of its own; a right state gets none."""
+    import json
+
+    from grader.faces.assertions import describe_final_file, finished_problem
+
+    done = {"version": 1, "task": "t", "turns": 3, "tokensUsed": 9, "pendingToolUse": None,
+            "messages": [{"role": "user", "content": "t"}, {"role": "assistant", "content": "done"}]}
+    disk = describe_final_file(json.dumps(done).encode())
+    assert disk == "checkpoint.json holds turns=3, nothing pending, 2 messages, the last from the assistant"
+    assert finished_problem(done, disk, 3, "three calls") is None
+    cases = {
+        None: ("run_agent returned None", "`return state`"),
+        "turns": ("says turns=2", "once for each tool result recorded?"),
+        "pending": ("still has `publish_table` pending", "back to None?"),
+        "last": ("is from the user", "appended to `messages` before the loop saves and returns?"),
+    }
+    for case, (what, question) in cases.items():
+        state = None if case is None else json.loads(json.dumps(done))
+        if case == "turns":
+            state["turns"] = 2
+        elif case == "pending":
+            state["pendingToolUse"] = {"id": "toolu_1", "name": "publish_table", "input": {}}
+        elif case == "last":
+            state["messages"].append({"role": "user", "content": []})
+        text = finished_problem(state, disk, 3, "three calls")
+        lines = text.splitlines()
+        assert what in lines[0] and lines[0].startswith("The loop ran to the end without a crash"), text
+        assert [line.split(":")[0].strip() for line in lines[1:4]] == [
+            "On disk after the run", "What is wrong", "What resume would run into"], text
+        assert lines[-1].endswith("?") and question in lines[-1], text
+        assert ".." not in text and "?." not in text
+    assert describe_final_file(None) == "there is no checkpoint.json in the folder"
