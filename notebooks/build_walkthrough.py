@@ -172,7 +172,7 @@ same log, in order. The grader's `explore_loop` does exactly this for you; here 
 code('''
 workdir = Path(SCRATCH.name) / "traced-run"
 workdir.mkdir()
-checkpoint_dir = str(workdir / "checkpoints")
+checkpoint_dir = str(workdir / FOLDER)  # the tests' folder, as everywhere in this notebook
 model, tools = scenario.model(), scenario.executor()
 recorder = Recorder(watch=[str(workdir)])
 
