@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,33 @@ def test_refusals_cover_a_future_version_and_name_it():
     problems = check_refusals(quiet.resume_agent, support_tickets(SEED), checkpoint_error=quiet.CheckpointError)
     assert any("version` is 2" in p for p in problems)
 
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no /dev/shm here")
+def test_resumes_run_in_memory_unless_tmpdir_names_a_folder(monkeypatch, tmp_path):
+    """Resumes write and replace files hundreds of times a run; on a disk that is busy, the wait was
+    seconds. tempfile fills in tempfile.tempdir the first time it is asked, so that cannot be what
+    tells a chosen folder from the default: TMPDIR does (the grader's sandbox sets it)."""
+    from grader.levels.resume import run_resume
+
+    solution = load(ROOT / "solutions" / "level4" / "resume.py")
+    where = []
+
+    def resume(tools, call_model, execute_tool, directory):
+        where.append(os.getcwd())
+        return solution.resume_agent(tools, call_model, execute_tool, directory)
+
+    def run():
+        run_resume(resume, support_tickets(SEED), {}, (), checkpoint_error=solution.CheckpointError)
+        return where[-1]
+
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    tempfile.gettempdir()  # as any temp folder made earlier in the run does
+    assert run().startswith("/dev/shm" + os.sep)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run().startswith(os.path.realpath(tmp_path) + os.sep)
 
 @pytest.fixture(scope="module")
 def plugin_runs():

@@ -57,9 +57,13 @@ _FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os
 
 
 def _work_dir() -> Optional[str]:
-    """Where resumes run: memory, unless the caller chose a temp folder (the grader's sandbox,
-    whose code may write nowhere else)."""
-    return tempfile.tempdir if tempfile.tempdir is not None else _FAST_DIR
+    """Where resumes run: memory, unless TMPDIR names a temp folder (None: tempfile's choice).
+
+    The grader's sandbox sets TMPDIR (and tempfile.tempdir) to the one folder its code may write
+    in. tempfile.tempdir alone cannot tell a chosen folder from the default: tempfile fills it in
+    the first time anything asks for a temp folder, and once it did, every resume ran in /tmp.
+    """
+    return None if os.environ.get("TMPDIR") else _FAST_DIR
 
 CHECKS = registry.words("resume")  # id -> what holds, declared in grader.levels.registry
 
