@@ -8,8 +8,10 @@ own suite quick; the verdicts are the same (a whole-history save is about 100 ti
 """
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -183,6 +185,32 @@ def test_a_long_run_checks_every_point_around_a_rename_and_a_spread_of_the_rest(
             assert set(range(op.index - 2, min(op.index + 4, len(ops) + 1))) <= set(points)
     assert points[0] == 0 and max(points) > len(ops) - 10
 
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no /dev/shm here")
+def test_the_run_and_the_loader_work_in_memory_unless_tmpdir_names_a_folder(monkeypatch, tmp_path):
+    """The loader rewrites its scratch folder for each of a hundred crash states and more: in memory,
+    not on a disk another process keeps busy. TMPDIR (which the grader's sandbox sets) still wins."""
+    solution = load(SOLUTION)
+    folders = []
+
+    def load_checkpoint(directory):
+        folders.append(os.path.realpath(directory))
+        return solution.load_checkpoint(directory)
+
+    def explore():
+        folders.clear()
+        result = explore_journal(solution.run_agent, load_checkpoint, support_tickets(7), models=("M1",))
+        assert result.ok and folders, result.crashes.report()
+        return [result.crashes.workdir] + folders
+
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    tempfile.gettempdir()  # as any temp folder made earlier in the run does
+    assert all(f.startswith("/dev/shm" + os.sep) for f in explore())
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert all(f.startswith(os.path.realpath(tmp_path) + os.sep) for f in explore())
 
 def test_end_to_end_through_pytest():
     """The exercise's own tests, through the plugin: green on the solution."""

@@ -53,6 +53,22 @@ def folder_in(workdir: str, directory: str) -> str:
     return directory
 
 
+# A file system in memory, where there is one. The crash states are rebuilt from the recorded
+# trace, never read back from the disk, so where a run's files live changes no verdict; on a disk,
+# each rename and delete of a temp folder can cost a millisecond or more when the disk is busy.
+_MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def scratch_root() -> Optional[str]:
+    """Where a level makes its temp folders: memory, unless TMPDIR names a folder (None: tempfile's choice).
+
+    The grader's sandbox sets TMPDIR (and tempfile.tempdir) to the one folder its code may write
+    in. tempfile.tempdir alone cannot tell a chosen folder from the default: tempfile fills it in
+    the first time anything asks for a temp folder.
+    """
+    return None if os.environ.get("TMPDIR") else _MEMORY
+
+
 def parent_exists(directory: str) -> None:
     """``before=`` hook: the folder around the checkpoint folder is there before the run starts.
 
@@ -522,8 +538,11 @@ def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -
 def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
                  directory: str = "checkpoints", timeout: Optional[float] = 20, workdir: Optional[str] = None,
                  max_violations: int = 200, before: Optional[Callable[[str], None]] = None,
-                 rerun: bool = False, **plug: Any) -> Exploration:
+                 rerun: bool = False, scratch: Optional[str] = None, **plug: Any) -> Exploration:
     """Run ``run`` on ``scenario`` once, then check every crash state under ``models``.
+
+    ``scratch`` is where the temp folders of the run (and of second runs) are made: tempfile's
+    choice unless given (see :func:`scratch_root`).
 
     ``plug`` holds :func:`check_trace`'s optional keywords (``windows``, ``checker``, ``reader``,
     ``sample``, ``same``), which levels with another protocol use to judge the same trace. With
@@ -532,7 +551,7 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
     """
     started = time.perf_counter()
     with recorded_run(run, scenario, models, directory=directory, timeout=timeout, workdir=workdir,
-                      before=before) as (result, recorder, directory):
+                      before=before, scratch=scratch) as (result, recorder, directory):
         workdir, error = result.workdir, result.error
         try:
             with open(os.path.join(workdir, directory, CHECKPOINT_NAME), "rb") as left:
@@ -548,7 +567,7 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
                 def check(again: Exploration, rec: Recorder, folder: str, skip: Callable) -> None:
                     check_trace(again, rec, folder, scenario, max_violations, skip=skip, **plug)
                 rerun_after_crashes(result, recorder, run, scenario, ckpt_dir, directory, check, timeout=timeout,
-                                    before=before, reader=plug.get("reader"))
+                                    before=before, reader=plug.get("reader"), scratch=scratch)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -556,12 +575,13 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
 @contextlib.contextmanager
 def recorded_run(run: Callable, scenario: Scenario, models: Iterable[str], *, directory: str,
                  timeout: Optional[float], workdir: Optional[str] = None,
-                 before: Optional[Callable[[str], None]] = None):
-    """Run the loop once under the recorder, in ``workdir`` or a temporary folder that lasts as long
-    as the ``with`` block. Yields ``(exploration so far, recorder, the directory the loop was given)``."""
+                 before: Optional[Callable[[str], None]] = None, scratch: Optional[str] = None):
+    """Run the loop once under the recorder, in ``workdir`` or a temporary folder (in ``scratch``) that
+    lasts as long as the ``with`` block. Yields ``(exploration so far, recorder, the directory the loop
+    was given)``."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
-            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-"))
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-", dir=scratch))
         workdir = os.path.realpath(workdir)
         directory = folder_in(workdir, directory)
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
@@ -596,7 +616,7 @@ def leftover_states(ops: list, initial: dict, initial_dirs: Iterable[str], ckpt_
 def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, scenario: Scenario, ckpt_dir: str,
                         directory: str, check: Callable, *, timeout: Optional[float] = 20,
                         before: Optional[Callable[[str], None]] = None, reader: Optional[Callable] = None,
-                        windows: Optional[list] = None) -> None:
+                        windows: Optional[list] = None, scratch: Optional[str] = None) -> None:
     """Crash, then run again: start ``run`` a second time in each folder a crash left with leftovers.
 
     The second run's own crash states are checked with ``check`` (the level's rules), except those
@@ -608,7 +628,7 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
     windows = windows if windows is not None else windows_for(ops, scenario.task)
     relative = os.path.relpath(ckpt_dir, result.workdir)
     for state in leftover_states(ops, recorder.initial, recorder.initial_dirs, ckpt_dir):
-        with tempfile.TemporaryDirectory(prefix="crashcourse-rerun-") as again_dir:
+        with tempfile.TemporaryDirectory(prefix="crashcourse-rerun-", dir=scratch) as again_dir:
             again_dir = os.path.realpath(again_dir)
             folder_arg = directory if not os.path.isabs(directory) else os.path.join(again_dir, relative)
 

@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import Exploration, Violation, explore_loop, windows_for
+from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, windows_for
 from grader.engine.invariants import Finding, check
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, check_messages, clone, from_turns
@@ -77,6 +77,7 @@ class _SettledModel(ScriptedModel):
         super().__init__(scenario)
         self._seen = 0
         self._written = 0
+        self._sizes = _history_lengths(scenario)
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
         from grader.engine import recorder
@@ -88,14 +89,32 @@ class _SettledModel(ScriptedModel):
             ops = active.ops
             self._written += sum(len(op.data or b"") for op in ops[self._seen:] if op.kind == "write")
             self._seen = len(ops)
-            history = len(json.dumps(messages))
             # Twice the limit, measured against the messages alone (a save holds a little more).
-            if self._written > 2 * AMPLIFICATION_LIMIT * history:
+            if self._written > 2 * AMPLIFICATION_LIMIT * self._sizes[index]:
                 check_messages(messages)
                 self.calls += 1
                 self.stopped_at = index
                 return clone(self.scenario.responses[-1])
         return super().__call__(tools=tools, messages=messages, **kwargs)
+
+
+def _history_lengths(scenario: Scenario) -> list:
+    """``len(json.dumps(messages))`` of the messages a correct loop sends on its k-th model call, for each k.
+
+    Worked out once, message by message: encoding the whole history again at each of 200 calls
+    cost more than the learner's own saves. A loop whose messages differ from these (a bug the
+    crash checks report) may stop a turn earlier or later; the byte verdict does not change.
+    """
+    sizes, total, count = [], len(json.dumps({"role": "user", "content": scenario.task})), 1
+    for response, result in zip(scenario.responses, scenario.results + [None]):
+        sizes.append(2 + total + 2 * (count - 1))
+        blocks = tool_use_blocks(response.get("content"))
+        if result is None or not blocks:
+            break
+        total += len(json.dumps({"role": "assistant", "content": response["content"]}))
+        total += len(json.dumps(tool_result_message(blocks[0], result)))
+        count += 2
+    return sizes
 
 
 @dataclass
@@ -483,11 +502,14 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     planned = scenario.turns
     if measure:
         scenario = _LongScenario(**vars(scenario))
-    with tempfile.TemporaryDirectory(prefix="crashcourse-load-") as scratch:
+    # Every folder of the exploration in memory where there is one: the loader is called on a hundred
+    # crash states and more, each rewriting files in its scratch folder.
+    root = scratch_root()
+    with tempfile.TemporaryDirectory(prefix="crashcourse-load-", dir=root) as scratch:
         reader = LoaderReader(load, scratch)
         crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=check_loaded,
                                windows=windows, sample=sampled_points if sample else None, directory=directory,
-                               rerun=rerun)
+                               rerun=rerun, scratch=root)
     crashes.violations = [LoaderViolation(**vars(v)) for v in crashes.violations]
     inside = crashes.folder + os.sep
     if crashes.error is None and not any(op.kind == "write" and (op.path or "").startswith(inside)
@@ -537,7 +559,7 @@ class JournalLevel(LevelModule):
         if result.crashes.error:
             return col
         long = _LongScenario(**vars(long_conversation(LONG_TURNS, seed=seed)))
-        with tempfile.TemporaryDirectory(prefix="crashcourse-bytes-") as work:
+        with tempfile.TemporaryDirectory(prefix="crashcourse-bytes-", dir=scratch_root()) as work:
             recorder, _, error, _ = record_run(module.run_agent, long, work, "checkpoints")
         key = ("note", 0, "BYTES")
         col.labels[key] = (f"bytes written over a task of up to {LONG_TURNS} turns, per byte of its history", "")

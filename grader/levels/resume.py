@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.crash_models import MODEL_NAMES, crash_states
 from grader.engine.explore import (LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback,
-                                   time_limit, describe_bytes, folder_in, record_run, windows_for)
+                                   time_limit, describe_bytes, folder_in, record_run, scratch_root, windows_for)
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
 from grader.engine.forwarded import free_fsync
@@ -51,19 +51,6 @@ from grader.levels import registry
 from grader.levels.interface import LevelModule
 from grader.levels import columns
 
-# Resume runs hundreds of times per test, writing and renaming tens of KiB each time; a file
-# system in memory makes that a matter of milliseconds. Durability is not graded here.
-_FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
-def _work_dir() -> Optional[str]:
-    """Where resumes run: memory, unless TMPDIR names a temp folder (None: tempfile's choice).
-
-    The grader's sandbox sets TMPDIR (and tempfile.tempdir) to the one folder its code may write
-    in. tempfile.tempdir alone cannot tell a chosen folder from the default: tempfile fills it in
-    the first time anything asks for a temp folder, and once it did, every resume ran in /tmp.
-    """
-    return None if os.environ.get("TMPDIR") else _FAST_DIR
 
 CHECKS = registry.words("resume")  # id -> what holds, declared in grader.levels.registry
 
@@ -315,7 +302,9 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
     if hung_before(resume):
         outcome.error, outcome.error_type = not_run_again(hung_before(resume)), "LoopTimeout"
         return outcome
-    with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=_work_dir()) as work:
+    # Resume runs hundreds of times per test, writing and renaming tens of KiB each time: in memory
+    # (scratch_root) that takes milliseconds. Durability is not graded here.
+    with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=scratch_root()) as work:
         work = os.path.realpath(work)
         directory = folder_in(work, directory)
         folder = os.path.join(work, directory)
@@ -569,7 +558,7 @@ def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
     """Crash ``writer`` on ``scenario`` at every point under ``models``; resume from each state with ``resume``."""
     name = getattr(writer, "__name__", "writer")
     result = ResumeExploration(scenario.name, name)
-    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:  # the ordinary temp folder, not _FAST_DIR
+    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-", dir=scratch_root()) as work:
         work = os.path.realpath(work)
         recorder, returned, error, _ = record_run(writer, scenario, work, folder_in(work, directory), timeout=timeout)
     if error is not None:
@@ -794,7 +783,7 @@ class ResumeLevel(LevelModule):
                                                "`class CheckpointError(Exception)`")
         cells = {c.id: c.cell for c in registry.checks(self.namespace)}
         scenario = support_tickets(seed)
-        with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-") as work:
+        with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-", dir=scratch_root()) as work:
             work = os.path.realpath(work)
             recorder, returned, err, _ = record_run(reference_writer, scenario, work, "checkpoints")
         if err is not None:
