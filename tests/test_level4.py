@@ -248,6 +248,52 @@ def test_resumes_run_in_memory_unless_tmpdir_names_a_folder(monkeypatch, tmp_pat
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert run().startswith(os.path.realpath(tmp_path) + os.sep)
 
+
+def test_json_dump_under_resume_writes_the_same_text_at_once():
+    """While resume runs, json.dump encodes with the C encoder and writes once: the same text, and
+    for anything it cannot encode, the plain json.dump (half a document, then the same error)."""
+    import io
+    from grader.levels.resume import _dump_at_once
+
+    values = [{"a": [1, 2.5, None, True], "ü": "☕\n\x00", "n": -10 ** 30}, [1e-7, 1.5e300, "x" * 9000], "plain", 3]
+    options = [{}, {"ensure_ascii": False}, {"indent": 2, "sort_keys": True}, {"separators": (",", ":")}]
+    for value in values:
+        for kw in options:
+            plain, at_once = io.StringIO(), io.StringIO()
+            json.dump(value, plain, **kw)
+            _dump_at_once(value, at_once, **kw)
+            assert at_once.getvalue() == plain.getvalue()
+
+    for bad, kw in [({"ok": 1, "bad": {1, 2}}, {}), ({"nan": float("nan")}, {"allow_nan": False}),
+                    ({"x": object()}, {"default": lambda o: (_ for _ in ()).throw(KeyError("no"))})]:
+        outcomes = []
+        for dump in (json.dump, _dump_at_once):
+            out = io.StringIO()
+            try:
+                dump(bad, out, **kw)
+            except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+                outcomes.append((out.getvalue(), type(exc), str(exc)))
+        assert len(outcomes) == 2 and outcomes[0] == outcomes[1]
+        assert outcomes[0][0]  # the plain json.dump had written part of the document first
+
+
+def test_resume_runs_with_json_dump_at_once_and_gets_the_plain_one_back():
+    from grader.levels.resume import run_resume
+
+    solution = load(ROOT / "solutions" / "level4" / "resume.py")
+    plain, seen = json.dump, []
+
+    def resume(tools, call_model, execute_tool, directory):
+        seen.append(json.dump)
+        return solution.resume_agent(tools, call_model, execute_tool, directory)
+
+    scenario = support_tickets(SEED)
+    a_save = next(s for label, s in reference_saves(scenario.task, scenario.responses, scenario.results) if label == "A")
+    outcome = run_resume(resume, scenario, {"checkpoint.json": json.dumps(a_save).encode()},
+                         [], checkpoint_error=solution.CheckpointError)
+    assert outcome.error is None and outcome.refused is None
+    assert seen and seen[0] is not plain and json.dump is plain
+
 @pytest.fixture(scope="module")
 def plugin_runs():
     """`pytest exercises/level4` on the starter and on the solution, run side by side."""

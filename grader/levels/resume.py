@@ -294,6 +294,39 @@ def _free_fsync():
             setattr(os, name, fn)
 
 
+_PLAIN_DUMP = json.dump
+
+
+def _dump_at_once(obj: Any, fp: Any, *, cls: Any = None, default: Any = None, **kw: Any) -> None:
+    """``json.dump`` as the learner's resume calls it here: the same text, encoded in one go.
+
+    ``json.dump`` encodes in Python, chunk by chunk (``json.dumps`` uses the C encoder), and
+    resume's saves were a third of level 4's time. The text is the same; this writes it with
+    one ``write`` instead of many. With ``cls=`` or ``default=``, or for anything the C encoder
+    refuses, the plain ``json.dump`` runs instead, so an error comes out exactly as it would
+    (half a document written, then the same exception).
+    """
+    if cls is None and default is None:
+        try:
+            text = json.dumps(obj, **kw)
+        except (TypeError, ValueError, RecursionError):
+            text = None
+        if text is not None:
+            fp.write(text)
+            return
+    _PLAIN_DUMP(obj, fp, cls=cls, default=default, **kw)
+
+
+@contextlib.contextmanager
+def _json_dump_at_once():
+    """Level 4 grades what resume writes, not how its bytes reach the file (levels 1 to 3 did)."""
+    json.dump = _dump_at_once
+    try:
+        yield
+    finally:
+        json.dump = _PLAIN_DUMP
+
+
 def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Iterable[tuple], *,
                checkpoint_error: type = Exception, directory: str = "checkpoints",
                timeout: Optional[float] = 20, watch: bool = True, received: int = 0) -> _Outcome:
@@ -323,7 +356,7 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
             def call_model(**kwargs: Any) -> dict:
                 outcome.model_calls += 1
                 return model(**kwargs)
-        with working_in(work), _free_fsync():
+        with working_in(work), _free_fsync(), _json_dump_at_once():
             try:
                 with time_limit(timeout, owner=resume):
                     outcome.returned = resume(copy.deepcopy(scenario.tools), call_model, tools, directory)
