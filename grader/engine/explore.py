@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import itertools
 import os
 import pickle
 import signal
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine import crash_models
 from grader.engine.crash_models import CrashState, MODEL_NAMES
 from grader.engine.invariants import INVARIANTS, Window, check
-from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, tool_use_blocks
+from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, spend, tool_use_blocks
 from grader.engine.ops import short_name
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
@@ -431,10 +432,15 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
     early = [snapshot(initial_state(task))] if allow_initial else []
     tool_ids = [tool_use_blocks(r.get("content"))[0]["id"] for r in responses if tool_use_blocks(r.get("content"))]
     tool_names = [tool_use_blocks(r.get("content"))[0]["name"] for r in responses if tool_use_blocks(r.get("content"))]
+    spent = list(itertools.accumulate(map(spend, responses), initial=0))
 
     windows = []
     m = s = e = ms = 0
     ended = False
+    # Windows at the same turn share one list of responses and one of started ids (read them, never
+    # change them): a long run has thousands of crash points and only a few hundred distinct lists.
+    got_by_m: dict = {}
+    started_by_s: dict = {}
 
     def before_save(turn_done: int) -> list:
         return [b_saves[turn_done - 1]] if turn_done >= 1 and turn_done <= len(b_saves) else early
@@ -447,9 +453,14 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
             e += kind == "tool_end"
             ms += kind == "model_start"
             ended = ended or kind == "run_end"
-        got = responses[:m]
+        got = got_by_m.get(m)
+        if got is None:
+            got = got_by_m[m] = responses[:m]
+        started = started_by_s.get(s)
+        if started is None:
+            started = started_by_s[s] = tool_ids[:s]
         name = tool_names[max(s, m) - 1] if max(s, m) - 1 < len(tool_names) and max(s, m) >= 1 else ""
-        common = dict(started=tool_ids[:s], recorded_results=e, responses=got)
+        common = dict(started=started, recorded_results=e, responses=got, spent=spent)
         last_is_tool = m >= 1 and bool(tool_use_blocks(responses[m - 1].get("content")))
         if ended:
             w = Window("done", m, final[:1], False, **common)

@@ -48,6 +48,9 @@ class Window:
     fresh: bool = False             # the model is being called: everything must be on disk
     tool_name: str = ""
     responses: list = field(default_factory=list)  # model responses received so far
+    # spent[k]: what the first k responses of the conversation cost, shared by all its windows
+    # (None: summed when needed). A long run's crash states would otherwise add them up each time.
+    spent: Optional[list] = None
 
     def signature(self) -> tuple:
         """Windows with equal signatures accept exactly the same files."""
@@ -107,6 +110,13 @@ def _results(messages: list) -> list[str]:
         if isinstance(content, list):
             ids.extend(b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
     return ids
+
+
+def _spent(window: Window, n: int) -> int:
+    """What the first ``n`` of ``window.responses`` cost (all of them, if there are fewer)."""
+    if window.spent is not None:
+        return window.spent[min(n, len(window.responses))]
+    return sum(spend(r) for r in window.responses[:n])
 
 
 def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
@@ -183,16 +193,19 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
         return unreadable
     messages = data["messages"]
 
-    results = _results(messages)
+    # The tool_result ids of each message, read once (the pairing check below looks at them again).
+    answered = [[b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+                if isinstance(content := m.get("content"), list) else () for m in messages]
+    results = [tool_id for ids in answered for tool_id in ids]
     n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
     if data["turns"] != len(results):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool "
                        f"result{'s' if len(results) != 1 else ''}",
                        f"resume counts on from turn {data['turns']}, so a maximum-turn cap fires "
                        f"{'early' if data['turns'] > len(results) else 'late'}", "counts-turns")
-    expected_tokens = sum(spend(r) for r in window.responses[:n_assistant])
+    expected_tokens = _spent(window, n_assistant)
     if n_assistant <= len(window.responses) and data["tokensUsed"] != expected_tokens:
-        ahead = sum(spend(r) for r in window.responses[:n_assistant + 1])
+        ahead = _spent(window, n_assistant + 1)
         if n_assistant < len(window.responses) and data["tokensUsed"] == ahead:
             return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']}, the spend of {n_assistant + 1} model "
                            f"response{'s' if n_assistant else ''}, but the file's messages hold {n_assistant}: this save ran before the "
@@ -210,8 +223,7 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
         if message.get("role") != "assistant":
             continue
         for block in tool_use_blocks(message.get("content")):
-            after = _results([messages[i + 1]])
-            if block.get("id") not in after:
+            if block.get("id") not in answered[i + 1]:
                 return Finding("PAIRING", f"messages[{i}] asks for tool `{block.get('name')}` ({block.get('id')}) "
                                "but the message right after it does not hold its result",
                                "resume sends the API a tool_use without its tool_result: a 400 error")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import pickle
 import random
@@ -80,17 +81,40 @@ class Scenario:
 
 def check_messages(messages: Any) -> None:
     """Raise ScriptedModelError where the real API would answer 400 to these messages."""
-    if not isinstance(messages, list) or not messages:
-        raise ScriptedModelError("messages must be a non-empty list")
+    _assistant_turns(messages)
+
+
+_ROLES = frozenset(("user", "assistant"))
+
+
+def _roles(messages: list) -> list:
+    """Each message's role, read without a Python loop when every message is a plain dict whose role
+    is "user" or "assistant" (a model is sent the whole history at every call)."""
+    if set(map(type, messages)) == {dict}:
+        roles = list(map(dict.get, messages, itertools.repeat("role")))
+        try:
+            if set(roles) <= _ROLES:
+                return roles
+        except TypeError:  # a role that cannot be hashed: the loop below says which message
+            pass
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             raise ScriptedModelError(f"messages[{i}] is not a user or assistant message: {str(message)[:80]}")
+    return [message["role"] for message in messages]
+
+
+def _assistant_turns(messages: Any) -> list:
+    """:func:`check_messages`, returning where the assistant's messages are."""
+    if not isinstance(messages, list) or not messages:
+        raise ScriptedModelError("messages must be a non-empty list")
+    assistant = list(itertools.compress(itertools.count(), map("assistant".__eq__, _roles(messages))))
     if messages[0]["role"] != "user":
         raise ScriptedModelError("the first message must be the user's")
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
+    for i in assistant:
+        content = messages[i].get("content")
+        if not isinstance(content, list):
             continue
-        wanted = [b["id"] for b in tool_use_blocks(message.get("content"))]
+        wanted = [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
         if not wanted:
             continue
         following = messages[i + 1] if i + 1 < len(messages) else None
@@ -103,6 +127,7 @@ def check_messages(messages: Any) -> None:
                 "(the real API answers this with a 400)")
         if len(answered) != len(set(answered)):
             raise ScriptedModelError(f"messages[{i + 1}] answers one tool_use twice")
+    return assistant
 
 
 class ScriptedModel:
@@ -117,10 +142,9 @@ class ScriptedModel:
         self.calls = 0
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **_: Any) -> dict:
-        check_messages(messages)
+        index = len(_assistant_turns(messages))
         if messages[-1]["role"] != "user":
             raise ScriptedModelError("the last message sent to the model must be the user's (a task or tool results)")
-        index = sum(1 for m in messages if m["role"] == "assistant")
         if index >= len(self.scenario.responses):
             raise ScriptedModelError(
                 f"the model was called again after its final answer (the conversation already has {index} "
