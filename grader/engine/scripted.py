@@ -81,7 +81,7 @@ class Scenario:
 
 def check_messages(messages: Any) -> None:
     """Raise ScriptedModelError where the real API would answer 400 to these messages."""
-    _assistant_turns(messages)
+    assistant_turns(messages)
 
 
 _ROLES = frozenset(("user", "assistant"))
@@ -103,8 +103,9 @@ def _roles(messages: list) -> list:
     return [message["role"] for message in messages]
 
 
-def _assistant_turns(messages: Any) -> list:
-    """:func:`check_messages`, returning where the assistant's messages are."""
+def assistant_turns(messages: Any) -> list:
+    """:func:`check_messages`, returning where the assistant's messages are (how many there are is
+    the number of the response a model sends next)."""
     if not isinstance(messages, list) or not messages:
         raise ScriptedModelError("messages must be a non-empty list")
     assistant = list(itertools.compress(itertools.count(), map("assistant".__eq__, _roles(messages))))
@@ -142,7 +143,10 @@ class ScriptedModel:
         self.calls = 0
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **_: Any) -> dict:
-        index = len(_assistant_turns(messages))
+        return self.respond(messages, len(assistant_turns(messages)))
+
+    def respond(self, messages: list, index: int) -> dict:
+        """The answer to ``messages``, already checked, which hold ``index`` assistant turns."""
         if messages[-1]["role"] != "user":
             raise ScriptedModelError("the last message sent to the model must be the user's (a task or tool results)")
         if index >= len(self.scenario.responses):

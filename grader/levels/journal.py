@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, windows_for
 from grader.engine.invariants import Finding, check
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
-from grader.engine.scripted import Scenario, ScriptedModel, check_messages, clone, from_turns
+from grader.engine.scripted import Scenario, ScriptedModel, assistant_turns, clone, from_turns
 from grader.levels.interface import LevelModule
 from grader.levels import columns
 
@@ -82,8 +82,7 @@ class _SettledModel(ScriptedModel):
     def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
         from grader.engine import recorder
 
-        index = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant") \
-            if isinstance(messages, list) else 0
+        index = len(assistant_turns(messages))  # what a model would refuse is refused here first
         active = recorder.active()
         if active is not None and FROM_TURN <= index < len(self.scenario.responses) - 1:
             ops = active.ops
@@ -91,11 +90,10 @@ class _SettledModel(ScriptedModel):
             self._seen = len(ops)
             # Twice the limit, measured against the messages alone (a save holds a little more).
             if self._written > 2 * AMPLIFICATION_LIMIT * self._sizes[index]:
-                check_messages(messages)
                 self.calls += 1
                 self.stopped_at = index
                 return clone(self.scenario.responses[-1])
-        return super().__call__(tools=tools, messages=messages, **kwargs)
+        return self.respond(messages, index)
 
 
 def _history_lengths(scenario: Scenario) -> list:

@@ -45,7 +45,8 @@ from grader.engine.crash_models import MODEL_NAMES, crash_states
 from grader.engine.explore import (LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback,
                                    time_limit, describe_bytes, folder_in, record_run, scratch_root, windows_for)
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
-from grader.engine.scripted import Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, check_messages
+from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, assistant_turns,
+                                    check_messages)
 from grader.engine.forwarded import free_fsync
 from grader.levels import registry
 from grader.levels.interface import LevelModule
@@ -97,8 +98,8 @@ class ResumedModel(ScriptedModel):
         self.renamed: dict = {}
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
-        index = sum(1 for m in messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
-        response = super().__call__(tools=tools, messages=messages, **kwargs)
+        index = len(assistant_turns(messages))
+        response = self.respond(messages, index)
         if index < self.received:
             for block in tool_use_blocks(response.get("content")):
                 new = block["id"] + "_asked_again"
