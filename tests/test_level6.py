@@ -171,6 +171,27 @@ def test_the_reader_asks_the_loader_again_only_when_what_it_read_changed(tmp_pat
     assert LoaderReader(lambda d: None, str(tmp_path / "c"))(CrashState(0, "M1", {})) is None
 
 
+
+def test_the_reader_reuses_its_last_answer_only_when_it_is_exactly_the_same(tmp_path):
+    """Equal under == is not enough: True is not 1 to the protocol, and key order shows in the bytes."""
+    answers = iter([{"version": 1, "turns": [1.5]}, {"version": 1, "turns": [1.5]}, {"version": True, "turns": [1.5]},
+                    {"turns": [1.5], "version": 1}, {"version": 1.0, "turns": [1.5]}, {"version": 1, "turns": (1.5,)}])
+
+    def loader(directory):
+        (Path(directory) / "a").read_bytes()  # so that each crash state below is new to the reader
+        return next(answers)
+
+    reader = LoaderReader(loader, str(tmp_path))
+    outs = [reader(CrashState(i, "M1", {"a": str(i).encode()})) for i in range(6)]
+    assert outs == [b'{"version": 1, "turns": [1.5]}', b'{"version": 1, "turns": [1.5]}', b'{"version": true, "turns": [1.5]}',
+                    b'{"turns": [1.5], "version": 1}', b'{"version": 1.0, "turns": [1.5]}', b'{"version": 1, "turns": [1.5]}']
+    assert outs[1] is outs[0] and reader.calls == 6  # the loader ran each time; the second answer was not encoded again
+    assert check_loaded(outs[2], None).invariant == "FIELDS"
+
+    loop = {"version": 1}
+    loop["self"] = loop
+    assert isinstance(LoaderReader(lambda d: loop, str(tmp_path / "b"))(CrashState(0, "M1", {})), LoaderFailure)
+
 def test_a_long_run_checks_every_point_around_a_rename_and_a_spread_of_the_rest():
     ops = []
     for turn in range(300):

@@ -20,8 +20,10 @@ snapshot plus a journal, compaction now and then) and asks two things:
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import random
 import shutil
 import sys
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, windows_for
-from grader.engine.invariants import Finding, check
+from grader.engine.invariants import Finding, check, parse
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, assistant_turns, clone, from_turns
 from grader.levels.interface import LevelModule
@@ -297,6 +299,19 @@ def _note_reads(event: str, args: tuple) -> None:
         _reading.append(os.fsdecode(args[0]))
 
 
+def _fast_pickle(value: Any) -> Optional[bytes]:
+    """``value`` pickled without the memo (so two equal values give the same bytes, however their
+    parts are shared), or None if it cannot be."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    try:
+        pickler.dump(value)
+    except Exception:  # noqa: BLE001 - a cycle (RecursionError), or something pickle cannot carry
+        return None
+    return out.getvalue()
+
+
 class LoaderReader:
     """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
 
@@ -314,6 +329,8 @@ class LoaderReader:
         self.reads: dict = {}     # names -> the sets of names the loader opened, for that listing
         self.calls = 0
         self.written: dict = {}   # name -> bytes, as last put in the scratch directory
+        # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
+        self._last: Optional[list] = None
 
     def __call__(self, state: Any) -> Any:
         global _hooked, _reading
@@ -339,10 +356,7 @@ class LoaderReader:
             opened, _reading = _reading, None
         self._forget_changes()
         if loaded is not None:
-            try:
-                out = json.dumps(loaded, ensure_ascii=False).encode("utf-8")
-            except (TypeError, ValueError) as exc:
-                out = LoaderFailure(f"it returned something that is not JSON data ({exc})")
+            out = self._encode(loaded)
         prefix = self.directory + os.sep
         read = tuple(sorted({os.path.abspath(p)[len(prefix):] for p in opened
                              if os.path.abspath(p).startswith(prefix)} & names))
@@ -351,6 +365,42 @@ class LoaderReader:
             self.reads[names].append(read)
         self.memo.setdefault((names, read), {})[tuple(state.files[n] for n in read)] = out
         return out
+
+    def _encode(self, loaded: Any) -> Any:
+        """The JSON bytes of what the loader returned (a LoaderFailure if it is not JSON data).
+
+        Most crash states of a journal differ from the one before only in a line the crash cut
+        short, which a loader leaves out: it gives back the state it gave last time. That state is
+        compared with the last answer (==, then a pickle, which tells True from 1 and 1.0 and keeps
+        the order of keys) and its bytes reused, instead of encoding the whole history again.
+        """
+        last = self._last
+        if last is not None and last[1][1] is None and type(loaded) is dict:
+            try:
+                same = loaded == last[1][0]
+            except Exception:  # noqa: BLE001 - a value whose == raises is simply not the same
+                same = False
+            if same:
+                if last[2] is None:
+                    last[2] = _fast_pickle(last[1][0])
+                if last[2] is not None and _fast_pickle(loaded) == last[2]:
+                    return last[0]
+        try:
+            try:
+                out = json.dumps(loaded, ensure_ascii=False, check_circular=False).encode("utf-8")
+            except RecursionError:  # a cycle, or very deep: encoded again as before, to fail as before
+                out = json.dumps(loaded, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            return LoaderFailure(f"it returned something that is not JSON data ({exc})")
+        self._last = [out, parse(out), None]
+        return out
+
+    def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:
+        """:func:`check_loaded`, reusing the reader's own decoding of the answer it just gave."""
+        last = self._last
+        if last is not None and raw is last[0] and raw not in parsed:
+            parsed[raw] = last[1]
+        return check_loaded(raw, window, parsed)
 
     def _materialise(self, files: dict, dirs: tuple = ()) -> None:
         directory = self.directory
@@ -505,7 +555,7 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     root = scratch_root()
     with tempfile.TemporaryDirectory(prefix="crashcourse-load-", dir=root) as scratch:
         reader = LoaderReader(load, scratch)
-        crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=check_loaded,
+        crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=reader.check,
                                windows=windows, sample=sampled_points if sample else None, directory=directory,
                                rerun=rerun, scratch=root)
     crashes.violations = [LoaderViolation(**vars(v)) for v in crashes.violations]
