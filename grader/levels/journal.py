@@ -331,6 +331,7 @@ class LoaderReader:
         self.written: dict = {}   # name -> bytes, as last put in the scratch directory
         # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
         self._last: Optional[list] = None
+        self._decoded: dict = {}  # the JSON bytes of recent answers -> what parse() makes of them
 
     def __call__(self, state: Any) -> Any:
         global _hooked, _reading
@@ -392,14 +393,18 @@ class LoaderReader:
                 out = json.dumps(loaded, ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
             return LoaderFailure(f"it returned something that is not JSON data ({exc})")
-        self._last = [out, parse(out), None]
+        decoded = self._decoded.get(out)
+        if decoded is None:
+            if len(self._decoded) >= 64:
+                self._decoded.clear()
+            decoded = self._decoded[out] = parse(out)
+        self._last = [out, decoded, None]
         return out
 
     def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:
-        """:func:`check_loaded`, reusing the reader's own decoding of the answer it just gave."""
-        last = self._last
-        if last is not None and raw is last[0] and raw not in parsed:
-            parsed[raw] = last[1]
+        """:func:`check_loaded`, reusing the reader's own decoding of the answers it gave."""
+        if isinstance(raw, bytes) and raw not in parsed and raw in self._decoded:
+            parsed[raw] = self._decoded[raw]
         return check_loaded(raw, window, parsed)
 
     def _materialise(self, files: dict, dirs: tuple = ()) -> None:
