@@ -21,12 +21,15 @@ plugin modules it cannot cache) and **on** (the variable unset, after one untime
 that off runs then read. The baseline is re-measured beside each level and the ratio uses the
 baseline next to it, so a machine that gets busier part-way through skews both sides alike.
 The load average at the start and end is printed: on a shared machine, compare ratios only.
+Beside the wall-clock ratios, the CPU time of each pytest process (user + sys, best of the runs)
+gives a second pair of ratios, less moved by other processes waiting for the same cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,14 +54,22 @@ def _env(bytecode: bool) -> dict:
     return env
 
 
+_CPU = [float("inf")]  # the best CPU time (user + sys) of the runs timed() measured last
+
+
 def timed(args: list, env: dict, repeat: int) -> float:
-    """Best wall-clock time of ``repeat`` runs of ``python -m pytest ARGS`` from the kit's root."""
-    best = float("inf")
+    """Best wall-clock time of ``repeat`` runs of ``python -m pytest ARGS`` from the kit's root
+    (their best CPU time is left in ``_CPU[0]``)."""
+    best, cpu = float("inf"), float("inf")
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         best = min(best, time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = min(cpu, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    _CPU[0] = cpu
     return best
 
 
@@ -97,16 +108,19 @@ def main(argv: list | None = None) -> int:
                   + (" (PYTHONDONTWRITEBYTECODE unset, caches warm)" if mode == "on" else
                      " (PYTHONDONTWRITEBYTECODE=1)"))
             print(f"{'level':<6} {'one test s':>10} {'starter s':>10} {'ratio':>6} {'solution s':>11} {'ratio':>6}"
-                  + (f" {'stuck loop s':>13}" if args.hang else ""))
+                  f" {'cpu ratios':>11}" + (f" {'stuck loop s':>13}" if args.hang else ""))
             baselines = []
             for level in args.levels:
                 base = timed([str(one)], env, args.repeat)
+                base_cpu = _CPU[0]
                 baselines.append(base)
                 starter = timed([f"exercises/level{level}"], env, args.repeat)
+                starter_cpu = _CPU[0]
                 solution = timed([f"exercises/level{level}", "--submission", f"solutions/level{level}"], env,
                                  args.repeat)
+                solution_cpu = _CPU[0]
                 line = (f"{level:<6} {base:>10.2f} {starter:>10.2f} {starter / base:>6.2f} {solution:>11.2f} "
-                        f"{solution / base:>6.2f}")
+                        f"{solution / base:>6.2f} {starter_cpu / base_cpu:>5.2f} {solution_cpu / base_cpu:>5.2f}")
                 if mode == "on":
                     failures += (starter / base > 2) + (solution / base > 2)
                 if args.hang:
