@@ -135,13 +135,14 @@ def shared_reference_saves(task: str, responses: list, results: list) -> list:
     The saves share their message objects (messages are only ever appended), so a 1000-turn run
     costs no more than its history; treat the returned states as read-only.
     """
-    responses, results = list(responses), list(results)
-    messages = [{"role": "user", "content": _normal(task)}]
+    # As JSON gives them back, all at once: the pieces below are built from these, so need no more.
+    task, responses, results = _normal([task, responses, results])
+    messages = [{"role": "user", "content": task}]
     turns, tokens, pending = 0, 0, None
     saves = []
 
     def save(label: str) -> None:
-        saves.append((label, {"version": 1, "task": _normal(task), "turns": turns, "tokensUsed": tokens,
+        saves.append((label, {"version": 1, "task": task, "turns": turns, "tokensUsed": tokens,
                               "messages": list(messages), "pendingToolUse": pending}))
 
     if not responses:
@@ -149,13 +150,13 @@ def shared_reference_saves(task: str, responses: list, results: list) -> list:
     response = responses.pop(0)
     tokens += spend(response)
     while response.get("stop_reason") == "tool_use":
-        messages.append({"role": "assistant", "content": _normal(response["content"])})
+        messages.append({"role": "assistant", "content": response["content"]})
         block = tool_use_blocks(response["content"])[0]
-        pending = _normal(pending_record(block))
+        pending = pending_record(block)
         save("A")
         if not results:
             return saves
-        messages.append(_normal(tool_result_message(block, results.pop(0))))
+        messages.append(tool_result_message(block, results.pop(0)))
         turns += 1
         pending = None
         save("B")
@@ -163,7 +164,7 @@ def shared_reference_saves(task: str, responses: list, results: list) -> list:
             return saves
         response = responses.pop(0)
         tokens += spend(response)
-    messages.append({"role": "assistant", "content": _normal(response["content"])})
+    messages.append({"role": "assistant", "content": response["content"]})
     save("final")
     return saves
 
