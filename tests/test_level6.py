@@ -192,6 +192,39 @@ def test_the_reader_reuses_its_last_answer_only_when_it_is_exactly_the_same(tmp_
     loop["self"] = loop
     assert isinstance(LoaderReader(lambda d: loop, str(tmp_path / "b"))(CrashState(0, "M1", {})), LoaderFailure)
 
+
+def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_writes(tmp_path):
+    """A loader that only reads leaves the scratch folder as the reader made it, so the reader
+    changes only what differs; one that writes (repairs a torn line, say) is never trusted again."""
+    states = [({"a": b"1"}, ()), ({"a": b"1", "wal/j": b"x"}, ()), ({"a": b"2"}, ("empty",)),
+              ({"wal/deep/j": b"y"}, ()), ({"a": b"2", "b": b"3"}, ("wal",)), ({}, ())]
+
+    def listing(directory):
+        names = sorted(str(p.relative_to(directory)) + ("/" if p.is_dir() else "") for p in Path(directory).rglob("*"))
+        return {"names": names, "a": (Path(directory) / "a").read_text() if (Path(directory) / "a").exists() else None}
+
+    def expected(files, dirs):
+        names = set(files) | {d + "/" for d in dirs}
+        for name in list(names):
+            while "/" in name.rstrip("/"):
+                name = name.rstrip("/").rsplit("/", 1)[0] + "/"
+                names.add(name)
+        return {"names": sorted(names), "a": files["a"].decode() if "a" in files else None}
+
+    for writes in (False, True):
+        def loader(directory):
+            answer = listing(directory)
+            if writes:
+                (Path(directory) / "a").write_text("repaired")
+                (Path(directory) / "left by the loader").write_text("x")
+            return answer
+
+        reader = LoaderReader(loader, str(tmp_path / str(writes)))
+        for i, (files, dirs) in enumerate(states * 2):
+            got = json.loads(reader(CrashState(i, "M1", files, dirs=dirs)))
+            assert got == expected(files, dirs), (writes, i)
+        assert reader.calls > len(states) // 2 and reader._exact is not writes
+
 def test_a_long_run_checks_every_point_around_a_rename_and_a_spread_of_the_rest():
     ops = []
     for turn in range(300):

@@ -293,11 +293,28 @@ class LoaderFailure(str):
 
 _reading: Optional[list] = None
 _hooked = False
+# Whether the loader running now did anything that may change a file: opened one for writing, or
+# raised an audit event not known to leave files alone. Until a loader has, the reader can trust
+# that its scratch folder still holds exactly what it wrote there.
+_touched = [False]
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_HARMLESS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2", "pathlib.Path.glob",
+                       "pathlib.Path.rglob", "import", "compile", "exec", "sys._getframe", "object.__getattr__",
+                       "marshal.loads", "code.__new__"})
 
 
 def _note_reads(event: str, args: tuple) -> None:
-    if _reading is not None and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-        _reading.append(os.fsdecode(args[0]))
+    if _reading is None:
+        return
+    if event == "open":
+        if args and isinstance(args[0], (str, bytes, os.PathLike)):
+            _reading.append(os.fsdecode(args[0]))
+        mode = args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 else 0
+        if (set(mode) - set("rbt") if isinstance(mode, str) else not isinstance(flags, int) or flags & _WRITE_FLAGS):
+            _touched[0] = True
+    elif event not in _HARMLESS:
+        _touched[0] = True
 
 
 def _fast_pickle(value: Any) -> Optional[bytes]:
@@ -330,6 +347,11 @@ class LoaderReader:
         self.reads: dict = {}     # names -> the sets of names the loader opened, for that listing
         self.calls = 0
         self.written: dict = {}   # name -> bytes, as last put in the scratch directory
+        self.folders: set = set()  # the subfolders made there
+        # True while the scratch directory holds exactly ``written`` and ``folders``: no loader call
+        # has changed anything in it (a loader that ever opened a file for writing is never trusted).
+        self._exact = False
+        self._loader_writes = False
         # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
         self._last: Optional[list] = None
         self._decoded: dict = {}  # the JSON bytes of recent answers -> what parse() makes of them
@@ -348,6 +370,7 @@ class LoaderReader:
         self.calls += 1
         out: Any = None
         _reading = []
+        _touched[0] = False
         try:
             loaded = self.load(self.directory)
         except FileNotFoundError:
@@ -356,7 +379,10 @@ class LoaderReader:
             loaded, out = None, LoaderFailure(f"{type(exc).__name__}: {exc}"[:300])
         finally:
             opened, _reading = _reading, None
-        self._forget_changes()
+        self._loader_writes = self._loader_writes or _touched[0]
+        self._exact = not self._loader_writes
+        if not self._exact:
+            self._forget_changes()
         if loaded is not None:
             out = self._encode(loaded)
         prefix = self.directory + os.sep
@@ -419,18 +445,27 @@ class LoaderReader:
             while os.sep in parent:
                 parent = os.path.dirname(parent)
                 wanted_dirs.add(parent)
-        for dirpath, _dirnames, filenames in os.walk(directory, topdown=False):
-            rel_dir = os.path.relpath(dirpath, directory)
-            for name in filenames:
-                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
-                if rel not in files or self.written.get(rel) != files[rel]:
-                    os.remove(os.path.join(dirpath, name))
-                    self.written.pop(rel, None)
-            if rel_dir != "." and rel_dir not in wanted_dirs:
-                shutil.rmtree(dirpath, ignore_errors=True)
-        for folder in sorted(wanted_dirs):
+        if self._exact:
+            # Nothing but this reader changed the folder: what is there is what it wrote.
+            for rel in [r for r, data in self.written.items() if files.get(r) != data]:
+                os.remove(os.path.join(directory, rel))
+                del self.written[rel]
+            for rel_dir in sorted(self.folders - wanted_dirs, reverse=True):
+                shutil.rmtree(os.path.join(directory, rel_dir), ignore_errors=True)
+        else:
+            for dirpath, _dirnames, filenames in os.walk(directory, topdown=False):
+                rel_dir = os.path.relpath(dirpath, directory)
+                for name in filenames:
+                    rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                    if rel not in files or self.written.get(rel) != files[rel]:
+                        os.remove(os.path.join(dirpath, name))
+                        self.written.pop(rel, None)
+                if rel_dir != "." and rel_dir not in wanted_dirs:
+                    shutil.rmtree(dirpath, ignore_errors=True)
+        for folder in sorted(wanted_dirs - self.folders if self._exact else wanted_dirs):
             if folder:
                 os.makedirs(os.path.join(directory, folder), exist_ok=True)
+        self.folders = {f for f in wanted_dirs if f}
         for name, data in files.items():
             if name not in self.written:
                 with open(os.path.join(directory, name), "wb") as f:
