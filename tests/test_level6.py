@@ -212,7 +212,7 @@ def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_
         return {"names": sorted(names), "a": files["a"].decode() if "a" in files else None}
 
     for writes in (False, True):
-        def loader(directory):
+        def loader(directory, writes=writes):
             answer = listing(directory)
             if writes:
                 (Path(directory) / "a").write_text("repaired")
@@ -224,6 +224,7 @@ def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_
             got = json.loads(reader(CrashState(i, "M1", files, dirs=dirs)))
             assert got == expected(files, dirs), (writes, i)
         assert reader.calls > len(states) // 2 and reader._exact is not writes
+
 
 def test_a_long_run_checks_every_point_around_a_rename_and_a_spread_of_the_rest():
     ops = []
