@@ -20,9 +20,7 @@ import hashlib
 import itertools
 import os
 import pickle
-import signal
 import tempfile
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -36,6 +34,8 @@ from grader.engine.ops import short_name
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
 from grader.engine.turnstile import Turnstile
+from grader.engine.hangs import (LOOP_TIMEOUT, Hang, KnownHang, LoopTimeout, hang_mark, hangs_since,  # noqa: F401
+                                 hung_before, on_slow_loop, time_limit)
 
 POWER_MODELS = ("M3", "M4", "M5")
 
@@ -95,57 +95,9 @@ def written_elsewhere(ops: list, ckpt_dir: str, workdir: str) -> str:
     return f" It wrote {' and '.join(repr(p) for p in shown)} (relative to the folder it ran in) instead."
 
 
-class LoopTimeout(Exception):
-    """The loop under test did not finish in time (a hang, or an endless loop).
-
-    ``where`` is where the learner's own code was when it was stopped ("agent.py, line 15, in
-    save_checkpoint"), or "" when none of the frames were the learner's.
-    """
-
-    def __init__(self, message: str, where: str = ""):
-        super().__init__(message)
-        self.where = where
-
-
-# A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
-# the grader's batch runs many submissions at once on a busy machine and sets a longer one.
-LOOP_TIMEOUT = float(os.environ.get("CRASHCOURSE_LOOP_TIMEOUT") or 5.0)
-# The learner's files whose code was stopped for running too long, with where it was stuck: once
-# a loop is known to hang, the tests that would run it again say so at once instead of waiting.
-HUNG: dict = {}
-_progress_sinks: list = []
-
-
-def on_slow_loop(sink: Callable[[str], None]) -> Callable[[], None]:
-    """Register ``sink(line)``, told once when a loop has run for a while (a face shows it live).
-    Returns the function that unregisters it."""
-    _progress_sinks.append(sink)
-    return lambda: _progress_sinks.remove(sink) if sink in _progress_sinks else None
-
-
 def at_point(where: str) -> str:
     """A crash point read after a check id: "at turn 2, save point A", but "after run_agent returned"."""
     return where if where.split(" ", 1)[0] in ("after", "before", "while", "during", "mid") else f"at {where}"
-
-
-def hung_before(owner: Any) -> str:
-    """What was said when ``owner``'s file got stuck earlier in this process, or "": running it
-    again would only wait for the same timeout."""
-    key = _owner_file(owner)
-    return HUNG[key][1] if key in HUNG else ""
-
-
-def not_run_again(said: str) -> str:
-    return f"{said} (It is not run again in this test run: it would only wait as long.)"
-
-
-def known_hang(folder: str) -> str:
-    """Where a loop from a file in ``folder`` got stuck earlier in this process, or ""."""
-    folder = os.path.realpath(folder)
-    for path, (where, _) in HUNG.items():
-        if os.path.dirname(path) == folder:
-            return where
-    return ""
 
 
 @dataclass
@@ -207,6 +159,8 @@ class Exploration:
     by_model: dict = field(default_factory=dict)
     # checkpoint.json as the run left it once run_agent returned (None: there was none).
     final_file: Optional[bytes] = None
+    # The learner's code got stuck (or was not run again, having got stuck before): no verdict.
+    stuck: Optional[Hang] = None
 
     @property
     def ok(self) -> bool:
@@ -230,6 +184,8 @@ class Exploration:
 
     def report(self, rerun: str = "") -> str:
         """A learner-facing summary: the first failure in full, then a line for each other kind."""
+        if self.stuck is not None:
+            return self.error or self.stuck.story
         if self.error:
             return f"Your loop did not finish this run ({self.scenario}):\n{self.error}"
         if self.unseen:
@@ -258,85 +214,6 @@ class Exploration:
                     continue
                 lines.append(f"  {kind} x{len(items)}, first at {sample.where}, {sample.operation}: {sample.detail}.")
         return "\n".join(lines)
-
-
-def _owner_file(owner: Any) -> str:
-    code = getattr(getattr(owner, "__func__", owner), "__code__", None)
-    filename = getattr(code, "co_filename", "") or ""
-    if not filename or filename.startswith("<") or os.sep + "grader" + os.sep in filename:
-        return ""  # not the learner's file (under `crashcourse grade` it is the kit's stand-in)
-    return os.path.realpath(filename)
-
-
-def _learner_frames(frame: Any, owner_file: str) -> list:
-    """The frames of ``frame``'s stack that are the learner's: files in the folder of the code under
-    test (not the kit, not the tests beside it, not the standard library)."""
-    stack = traceback.extract_stack(frame)
-    if owner_file:
-        folder = os.path.dirname(owner_file)
-        return [f for f in stack if os.path.dirname(os.path.realpath(f.filename)) == folder
-                and not os.path.basename(f.filename).startswith("test_")]
-    return [f for f in stack if os.sep + "grader" + os.sep not in f.filename and not f.filename.startswith("<")
-            and "site-packages" not in f.filename and not os.path.basename(f.filename).startswith("test_")]
-
-
-def _stuck_words(frames: list) -> str:
-    if not frames:
-        return ""
-    last = frames[-1]
-    text = f"{os.path.basename(last.filename)}, line {last.lineno}, in {last.name}"
-    if last.line:
-        text += f": {last.line.strip()}"
-    callers = [f"{os.path.basename(f.filename)}, line {f.lineno}, in {f.name}" for f in reversed(frames[:-1])]
-    if callers:
-        text += " (called from " + "; ".join(callers[:2]) + ")"
-    return text
-
-
-@contextlib.contextmanager
-def time_limit(seconds: Optional[float], owner: Any = None):
-    """Stop the code under test after ``seconds`` with :class:`LoopTimeout`, saying where it was.
-
-    ``owner`` is the learner's function being run: its file decides which frames are the learner's.
-    """
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-    owner_file = _owner_file(owner)
-    # A first, shorter alarm lets a face say "still running" while the learner waits.
-    warn_at = min(2.0, seconds / 2) if _progress_sinks else 0.0
-    warned = [not warn_at]
-
-    def expire(signum: int, frame: Any) -> None:
-        if not warned[0]:
-            warned[0] = True
-            signal.setitimer(signal.ITIMER_REAL, max(seconds - warn_at, 0.001))
-            for sink in _progress_sinks:
-                try:
-                    sink(f"the loop has run for {warn_at:g} s (a correct one finishes in well under a second); "
-                         f"it will be stopped at {seconds:g} s")
-                except Exception:  # noqa: BLE001 - a progress line must never break the run
-                    pass
-            return
-        frames = _learner_frames(frame, owner_file)
-        where = _stuck_words(frames)
-        key = owner_file or (os.path.realpath(frames[-1].filename) if frames else "")
-        message = f"the loop was still running after {seconds:g} s, so it was stopped"
-        if where:
-            message += f". It was at {where}"
-        message += (". A correct loop finishes on the scripted model in well under a second: look there for a "
-                    "loop that never ends, or a call that waits forever (a sleep, input(), a lock).")
-        if key:
-            HUNG[key] = (where or "it did not finish", message)
-        raise LoopTimeout(message, where)
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
@@ -378,8 +255,6 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
         return turnstile(("tool", name, tool_input), call)
 
     returned, error = None, None
-    if hung_before(run):
-        return recorder, returned, not_run_again(hung_before(run)), tools
     with working_in(workdir):
         if before is not None:
             before(directory)
@@ -573,12 +448,16 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
         # would blame the learner for operations the recorder simply did not see.
         if error is None and not result.unseen:
             ckpt_dir = os.path.join(workdir, directory)
-            check_trace(result, recorder, ckpt_dir, scenario, max_violations, **plug)
-            if rerun and not result.violations and result.error is None:
-                def check(again: Exploration, rec: Recorder, folder: str, skip: Callable) -> None:
-                    check_trace(again, rec, folder, scenario, max_violations, skip=skip, **plug)
-                rerun_after_crashes(result, recorder, run, scenario, ckpt_dir, directory, check, timeout=timeout,
-                                    before=before, reader=plug.get("reader"), scratch=scratch)
+            try:
+                check_trace(result, recorder, ckpt_dir, scenario, max_violations, **plug)
+                if rerun and not result.violations and result.error is None:
+                    def check(again: Exploration, rec: Recorder, folder: str, skip: Callable) -> None:
+                        check_trace(again, rec, folder, scenario, max_violations, skip=skip, **plug)
+                    rerun_after_crashes(result, recorder, run, scenario, ckpt_dir, directory, check, timeout=timeout,
+                                        before=before, reader=plug.get("reader"), scratch=scratch)
+            except LoopTimeout as exc:  # the learner's loader (level 6), reading a crash state back
+                result.error, result.stuck = str(exc), exc.hang
+                result.violations = []
     result.seconds = time.perf_counter() - started
     return result
 
@@ -595,10 +474,12 @@ def recorded_run(run: Callable, scenario: Scenario, models: Iterable[str], *, di
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="crashcourse-", dir=scratch))
         workdir = os.path.realpath(workdir)
         directory = folder_in(workdir, directory)
+        mark = hang_mark()
         recorder, returned, error, _ = record_run(run, scenario, workdir, directory, timeout=timeout, before=before)
+        stuck = next((hang for _, hang in hangs_since(mark)), None)
         yield (Exploration(scenario.name, tuple(models), ops=recorder.ops,
                            unseen=list(dict.fromkeys(recorder.unseen)), error=error, returned=returned,
-                           folder=os.path.join(workdir, directory), workdir=workdir),
+                           folder=os.path.join(workdir, directory), workdir=workdir, stuck=stuck),
                recorder, directory)
 
 
@@ -654,12 +535,17 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
                     with open(os.path.join(folder, name), "wb") as f:
                         f.write(data)
 
+            mark = hang_mark()
             rec, _returned, error, _ = record_run(run, scenario, again_dir, folder_arg, timeout=timeout, before=lay_out)
+            stuck = next((hang for _, hang in hangs_since(mark)), None)
             folder = os.path.join(again_dir, folder_arg)
             found = ""
             if rec.unseen:
                 continue  # the first run's trace was whole; a hole now is reported by the first exploration's kind
-            if error is not None:
+            if stuck is not None:
+                found = (f"the second run got stuck at {stuck.place}" if stuck.place else
+                         f"the second run got stuck in {stuck.function}") + f" and was stopped after {stuck.seconds:g} s"
+            elif error is not None:
                 found = f"the second run stopped with {error.splitlines()[0]}"
             else:
                 # The second run is judged under the first one's models (M1, M2 where the level uses it).

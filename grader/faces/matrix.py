@@ -49,7 +49,7 @@ def merge_keys(columns: list[Column]) -> list:
     return merged
 
 
-SEVERITY = ("save failed", "no file", "empty file", "torn file", "wrong fields", "untraced tool call",
+SEVERITY = ("stuck", "save failed", "no file", "empty file", "torn file", "wrong fields", "untraced tool call",
             "unpaired tool call", "lost result", "call run twice", "stale pending call", "counters off", "older save", "mixed save",
             "temp file elsewhere", "bad resume")
 
@@ -116,7 +116,9 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
     for col in columns:
         if col not in shown:
             lines.append(f"  {col.summary()}")
-            if col.exploration is not None and (col.exploration.error or col.exploration.unseen):
+            # A stuck loop's whole story is told once, with the first failure, not here as well.
+            if col.exploration is not None and (col.exploration.error or col.exploration.unseen) \
+                    and col.stuck is None:
                 lines.extend("    " + line for line in col.exploration.report().splitlines()[:12])
     if not shown:
         return "\n".join(lines)

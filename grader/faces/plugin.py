@@ -40,7 +40,7 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.engine import explore as explore_module
+from grader.engine import hangs
 from grader.engine import loader
 from grader.engine.explore import explore_writes
 from grader.engine.scripted import DEFAULT_EXAMPLES, DEFAULT_SEED
@@ -108,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                     "level's files (for example solutions/level2).")
         folder = path
     config._crashcourse_submission = folder
-    config._crashcourse_quiet = explore_module.on_slow_loop(lambda line: _say_now(config, line))
+    config._crashcourse_quiet = hangs.on_slow_loop(lambda line: _say_now(config, line))
     config.pluginmanager.register(Outcomes(), OUTCOMES_NAME)
 
 
@@ -136,29 +136,40 @@ def _say_now(config: pytest.Config, line: str) -> None:
         reporter.write_line(f"\ncrashcourse: {line} ...")
 
 
-def _learner_folder(item: pytest.Item) -> str:
-    return str(item.config._crashcourse_submission or item.path.parent)
+# -- code that got stuck -----------------------------------------------------------------------------
+#
+# The engine stops a call into the learner's code that runs past its limit, and refuses at once any
+# later call into the functions that were stuck (grader.engine.hangs). Here each test learns which of
+# that happened while it ran, itself or in a result it shares through `once`: the first test to meet
+# a hang tells it in full (where, and what to try); a later one that would run the stuck code again
+# says in a line that it was not run. A test that never calls the stuck code runs as usual.
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
-    """Once a test has said that the learner's code hangs, the tests that would run it again say so
-    at once instead of waiting for the same timeout each."""
-    where = explore_module.known_hang(_learner_folder(pyfuncitem))
-    if where and where in getattr(pyfuncitem.config, "_crashcourse_hangs_told", ()):
-        pytest.fail(f"Not run: the code under test got stuck in an earlier test of this run ({where}), and "
-                    "this test would run it again. Fix that first: the first failure above says more.",
-                    pytrace=False)
+def _hangs_met(item: pytest.Item) -> list:
+    """``(kind, Hang)`` for each hang this test met: in its own run, or in a shared result it read."""
+    mark = getattr(item, "_crashcourse_hang_mark", None)
+    met = hangs.hangs_since(mark) if mark is not None else []
+    return met + list(getattr(item, "_crashcourse_hangs_inherited", ()))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    yield
-    where = explore_module.known_hang(_learner_folder(item))
-    if where:
-        told = getattr(item.config, "_crashcourse_hangs_told", set())
-        told.add(where)
-        item.config._crashcourse_hangs_told = told
+def _hang_report(item: pytest.Item, met: list, text: str) -> str:
+    """What a test that met stuck code says instead of its own verdict."""
+    told = item.config.__dict__.setdefault("_crashcourse_hangs_told", [])
+    fresh = [hang for kind, hang in met if kind == "stopped" and not any(hang is h for h in told)]
+    if fresh:
+        hang = fresh[0]
+        told.extend(fresh)
+        # The level's own account is kept when it already names the place (it may say more: which
+        # crash left the folder the loop got stuck in); otherwise the engine's story is told.
+        if not (hang.place and hang.place in text or hang.story.splitlines()[0] in text):
+            text = hang.story
+        if "Re-run just this" not in text:
+            text = f"{text.rstrip()}\n  Re-run just this test: {_rerun(item.config, item.nodeid)}"
+        return text
+    hang = met[0][1]
+    where = f" ({hang.spot})" if hang.spot else ""
+    return (f"Not run: the code under test got stuck in an earlier test of this run{where}, and this test calls "
+            f"{hang.function} again. Fix that first: the first failure above says where, and what to try.")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -219,10 +230,20 @@ def once(request: pytest.FixtureRequest, submission: Submission):
     """
     store = request.config.__dict__.setdefault("_crashcourse_once", {})
 
+    met = request.config.__dict__.setdefault("_crashcourse_once_hangs", {})
+
     def get(name: Any, compute: Any) -> Any:
         key = (str(submission.folder), name)
         if key not in store:
-            store[key] = compute()
+            mark = hangs.hang_mark()
+            try:
+                store[key] = compute()
+            finally:
+                met[key] = hangs.hangs_since(mark)
+        elif met.get(key):
+            # A result computed while the code got stuck: this test met that hang too.
+            inherited = getattr(request.node, "_crashcourse_hangs_inherited", [])
+            request.node._crashcourse_hangs_inherited = inherited + met[key]
         return store[key]
 
     return get
@@ -241,8 +262,11 @@ def crash_explorer():
 
 def rerun_command(request: pytest.FixtureRequest) -> str:
     """The exact command that re-runs only this test, with this seed and submission."""
-    config = request.config
-    parts = ["pytest", f'"{request.node.nodeid}"', f"--crashcourse-seed {config._crashcourse_seed}"]
+    return _rerun(request.config, request.node.nodeid)
+
+
+def _rerun(config: pytest.Config, nodeid: str) -> str:
+    parts = ["pytest", f'"{nodeid}"', f"--crashcourse-seed {config._crashcourse_seed}"]
     if config._crashcourse_submission:
         folder = os.path.relpath(config._crashcourse_submission)
         if folder.startswith(os.pardir):  # a path that climbs out of here reads better whole
@@ -260,8 +284,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
-    """The check ids a failing test's exception carries become data on its report (user_properties)."""
-    if call.excinfo is not None:
+    """The check ids a failing test's exception carries become data on its report (user_properties).
+
+    A test that met stuck code has no verdict on any check: it fails with the hang's story (the
+    first to meet it) or a line saying it was not run, and records no check ids."""
+    met = _hangs_met(item) if call.when in ("setup", "call") else []
+    if call.excinfo is not None and not met:
         from grader.faces.assertions import causes_of, checks_of
         from grader.levels.registry import PROPERTY
 
@@ -271,11 +299,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
         causes = causes_of(call.excinfo.value)
         if causes:
             item.user_properties.append(("crashcourse_causes", causes))
-    yield
+    outcome = yield
+    report = outcome.get_result()
+    if met and (call.when == "call" or report.failed):
+        text = report.longreprtext if report.failed else ""
+        report.outcome, report.longrepr = "failed", _hang_report(item, met, text)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    item._crashcourse_hang_mark = hangs.hang_mark()
     # Also on the report, for any other plugin that reads user_properties (junitxml, for one).
     points = points_of(item)
     if points is not None:

@@ -45,7 +45,7 @@ from grader.atomicfile import write_atomic
 from grader.levels import manifest as manifest_mod
 from grader.levels import registry
 from grader.faces import matrix
-from grader.engine import loader, recorder
+from grader.engine import hangs, loader, recorder
 from grader.engine.invariants import CAUSES
 from grader.engine.scripted import DEFAULT_SEED
 from grader.grading.outcomes import Outcome, Outcomes
@@ -357,6 +357,9 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
         return CheckOutcome(level, folder, None, TestRun(2, problem="missing file"))
     # The tests run in their own process while the matrix is drawn here (it needs the main thread
     # for its time limit), so a check takes as long as the slower of the two.
+    hangs.forget_hangs()  # a fresh verdict: code that got stuck in an earlier check (in `watch`) runs again
+    # While the learner's code runs long, say so at once (the tests' own process is captured).
+    quiet = hangs.on_slow_loop(lambda line: out(f"  ... {line}"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(run_tests, level, folder, examples=examples, seed=seed)
         try:
@@ -364,6 +367,8 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
         except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
             col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+        finally:
+            quiet()
         tests = pending.result()
     outcome = CheckOutcome(level, folder, col, tests)
     first = _first_failure_text(outcome, tests)
@@ -388,7 +393,11 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
         mark = paint("✓", "32") if r.passed else paint("✗", "31") if r.outcome != "skipped" else "-"
         task = f"task {r.task}" if r.task is not None else "      "
         pts = f"{r.points:g} pt" if r.points is not None else ""
-        out(f"  {mark} {task}  {r.name.replace('test_', '', 1).replace('_', ' ')}" + (f"  ({pts})" if pts else ""))
+        # A test stopped because it would run stuck code again says so (its message is one line).
+        stopped = "  not run: it calls the stuck code" if r.message.startswith("Not run: the code under test got stuck") \
+            else ""
+        out(f"  {mark} {task}  {r.name.replace('test_', '', 1).replace('_', ' ')}" + (f"  ({pts})" if pts else "")
+            + stopped)
     got, total = tests.points()
     if total:
         out(f"  {got:g} of {total:g} points")
@@ -430,6 +439,11 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
         rerun = f'pytest "{_rel(outcome.level.root / first_test.nodeid)}"'
         if outcome.folder.resolve() != outcome.level.starter_dir.resolve():
             rerun += f" --submission {_rel(outcome.folder)}"
+    if col is not None and col.stuck is not None:
+        # Stuck code is the one thing to fix first; the tests (in their own process) met it too.
+        told = next((r.message for r in tests.results if not r.passed and col.stuck.place
+                     and col.stuck.place in r.message), "")
+        return told.strip() or col.stuck.story + (f"\n  Re-run just this test: {rerun}" if rerun else "")
     if col is not None and col.exploration is not None and col.exploration.violations:
         # Explain the violation behind the first failing test, so the re-run command fits it: the
         # checks and the cause it recorded pick it; a test whose cause no crash state shows (the

@@ -18,6 +18,7 @@ from grader.levels import registry
 
 NOWHERE = "—"      # the loop does nothing at this point (no such crash point)
 OK = "ok"
+STUCK = "stuck"    # the learner's code did not return in time here, so nothing could be checked
 
 def verdict(v: Violation) -> str:
     """The cell word for one violation."""
@@ -65,9 +66,12 @@ class Column:
     states: int = 0
     extra_bad: list = field(default_factory=list)   # whole-run checks that failed (level 6: BYTES)
     extra_explain: str = ""                         # the lesson of the first of them
+    stuck: Any = None   # the grader.engine.hangs.Hang, when the code got stuck while this column was drawn
 
     @property
     def failed(self) -> bool:
+        if self.stuck is not None:
+            return True
         if self.kind in ("fields", "resume"):
             return bool(self.problems) or not self.cells
         e = self.exploration
@@ -77,12 +81,16 @@ class Column:
     def tripped(self) -> set:
         """What broke, by id: invariants for loop columns, check ids for level 1 and level 4."""
         if self.kind in ("fields", "resume"):
-            return set(self.problems) if self.cells else {"ERROR"}
+            return (set(self.problems) if self.cells else {"ERROR"}) | ({"STUCK"} if self.stuck is not None else set())
         if self.exploration is None:
             return {"ERROR"}
         return set(self.exploration.tripped) | set(self.extra_bad)
 
     def summary(self) -> str:
+        if self.stuck is not None:
+            after = ("so the checks that call it could not be made" if self.kind == "fields" and self.cells else
+                     "so no crash state could be checked")
+            return f"{self.title}: stuck in {self.stuck.function} (stopped after {self.stuck.seconds:g} s), {after}"
         if self.kind == "resume" and self.cells:
             if not self.problems:
                 return f"{self.title}: resumed well from all {self.states} crash states"
@@ -185,7 +193,7 @@ def row_key(window: Any, ops: list, point: int) -> tuple[tuple, str, str]:
 
 def column(title: str, exploration: Exploration, task: str, windows_fn: Any = windows_for) -> Column:
     """Group every crash state of ``exploration`` into rows of the loop's words."""
-    col = Column(title, exploration=exploration)
+    col = Column(title, exploration=exploration, stuck=exploration.stuck)
     if exploration.error or exploration.unseen:
         return col
     ops = exploration.ops

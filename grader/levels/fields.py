@@ -42,7 +42,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from grader.engine.explore import LOOP_TIMEOUT, LoopTimeout, working_in, time_limit
+from grader.engine.explore import LoopTimeout, working_in, time_limit
+from grader.engine.hangs import Hang, hang_mark, hangs_since, loop_timeout
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, read_or_none, initial_state, pending_record, snapshot, spend, \
     tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
@@ -55,7 +56,6 @@ RUNTIME_KEYS = ("client", "startedAt")
 # builds the path by hand, shows up. load_checkpoint is handed an absolute folder (ABSOLUTE_LOAD).
 RUN_DIRECTORY = os.path.join("crashed run", "saved state")
 ABSOLUTE_LOAD = os.path.join("elsewhere", "loaded state")
-TIMEOUT = LOOP_TIMEOUT
 
 
 class SimulatedCrash(BaseException):
@@ -101,6 +101,7 @@ class CrashedRun:
     error: Optional[str] = None   # save_checkpoint raised, or the run did not reach the crash
     tool_runs_before: int = 0     # tools that ran before the crash (the one in flight included)
     tip: str = ""                 # what to try, when the error has a known cause
+    stuck: Optional[Hang] = None  # save_checkpoint got stuck (or was not run again, having got stuck before)
 
     def words(self) -> str:
         if self.crash_phase == "tool":
@@ -169,7 +170,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
                 changed = "save_checkpoint changed the loop's own state while saving it"
         run.saves.append(Save(label, turn, expected, read_or_none(path), changed))
 
-    with working_in(workdir), time_limit(TIMEOUT, owner=save_checkpoint):
+    with working_in(workdir), time_limit(loop_timeout(), owner=save_checkpoint):
         try:
             response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(state["messages"]))
             run.responses += 1
@@ -198,8 +199,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
         except SimulatedCrash:
             pass
         except LoopTimeout as exc:
-            run.error = f"save_checkpoint did not return: {exc}"
-            run.tip = "make save_checkpoint write the file once and return; start at the line named above"
+            run.error, run.stuck = str(exc), exc.hang
     run.tool_runs_before = tools.calls
     return run
 
@@ -234,6 +234,7 @@ class Resume:
     finished: bool = False
     error: Optional[str] = None                # what stopped the resume short
     report_line: str = ""                      # what resume tells the user when it starts
+    stuck: Optional[Hang] = None               # load_checkpoint got stuck (or was not run again)
 
 
 def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 50,
@@ -242,12 +243,11 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
     out = Resume()
     scenario = run.scenario
     model, tools = scenario.model(), run.tools
-    with working_in(run.workdir), time_limit(TIMEOUT, owner=load_checkpoint):
+    with working_in(run.workdir), time_limit(loop_timeout(), owner=load_checkpoint):
         try:
             state = load_checkpoint(run.directory)
         except LoopTimeout as exc:
-            out.refused = exc
-            out.error = f"load_checkpoint did not return: {exc}"
+            out.error, out.stuck = str(exc), exc.hang
             return out
         except Exception as exc:  # noqa: BLE001 - refusing is the loader's job; what it raised is reported
             out.refused = exc
@@ -296,7 +296,8 @@ def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 5
         out.reconciled = pending
         turns += 1
 
-    with working_in(run.workdir), time_limit(TIMEOUT, owner=load_checkpoint):
+    # The resume itself is the kit's loop; the limit only guards against a state it cannot finish.
+    with working_in(run.workdir), time_limit(loop_timeout()):
         try:
             while True:
                 response = model(tools=copy.deepcopy(scenario.tools), messages=copy.deepcopy(messages))
@@ -387,7 +388,10 @@ def _story(headline: str, run: Optional[CrashedRun], raw: Optional[bytes], ran_i
 
 
 def _run_trouble(run: CrashedRun) -> Optional[str]:
-    """The crashed run itself went wrong (save raised, wrote elsewhere): every check reports that first."""
+    """The crashed run itself went wrong (save raised or got stuck, wrote elsewhere): every check reports
+    that first."""
+    if run.stuck is not None:
+        return run.error  # where save_checkpoint got stuck, and what to try (grader.engine.hangs)
     if run.error:
         return _story("The loop could not get as far as the crash: your save_checkpoint failed while it ran.",
                       None, run.raw(), run.error, run.tip or "make save_checkpoint(state, directory) write "
@@ -402,6 +406,8 @@ def _run_trouble(run: CrashedRun) -> Optional[str]:
 
 
 def _refused(resume: Resume, run: CrashedRun) -> Optional[str]:
+    if resume.stuck is not None:
+        return resume.error  # load_checkpoint did not return: where it was stuck, and what to try
     if resume.refused is None:
         return None
     exc = resume.refused
@@ -539,11 +545,13 @@ def check_version(module: Any, seed: int = 0) -> Optional[str]:
         if trouble:
             return trouble
         own = resume_run(module.load_checkpoint, run)
-        if own.refused is not None:
+        if own.refused is not None or own.stuck is not None:
             return _refused(own, run)
         with open(run.path, "wb") as f:
             f.write(future_format(run))
         future = resume_run(module.load_checkpoint, run)
+        if future.stuck is not None:
+            return _refused(future, run)
         unsupported = getattr(module, "UnsupportedVersion", None)
         if isinstance(unsupported, type) and isinstance(future.refused, unsupported):
             return None
@@ -639,18 +647,26 @@ def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
         os.makedirs(folder)
         with open(os.path.join(folder, CHECKPOINT_NAME), "wb") as f:
             f.write(raw)
-        with working_in(workdir), time_limit(TIMEOUT, owner=module.load_checkpoint):
+        with working_in(workdir), time_limit(loop_timeout(), owner=module.load_checkpoint):
             try:
                 return module.load_checkpoint(folder), None
-            except Exception as exc:  # noqa: BLE001 - which exception, if any, is what is being checked
+            except (Exception, LoopTimeout) as exc:  # noqa: BLE001 - which exception, if any, is what is checked
                 return None, exc
+
+
+def _stuck_on(exc: LoopTimeout, what: str) -> str:
+    """The story of a loader that got stuck, saying which file it had been given."""
+    first, _, rest = str(exc).partition("\n")
+    if exc.hang is None or not rest:
+        return str(exc)  # not run again: the first story said it all
+    return f"{first}\n  It had been given {what}.\n{rest}"
 
 
 def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, resume_would: str,
                to_try: str) -> Optional[str]:
     returned, exc = _load_bytes(module, raw)
     if isinstance(exc, LoopTimeout):
-        return f"load_checkpoint did not return when given {what}: {exc}."
+        return _stuck_on(exc, what)
     if isinstance(exc, want):
         return None
     if exc is None:
@@ -730,7 +746,7 @@ def check_load_accepts(module: Any, seed: int = 0) -> Optional[str]:
     raw = json.dumps(good).encode()
     returned, exc = _load_bytes(module, raw)
     if isinstance(exc, LoopTimeout):
-        return f"load_checkpoint did not return when given a good checkpoint: {exc}."
+        return _stuck_on(exc, "a good checkpoint")
     if exc is not None:
         return _story("load_checkpoint refused a good checkpoint.", None, raw,
                       f"load_checkpoint raised {type(exc).__name__}: {exc}",
@@ -760,15 +776,29 @@ LEVEL1_CHECKS = {c.id: _CHECK_FUNCTIONS[c.id] for c in registry.checks("fields")
 
 def level1_verdict(module: Any, seed: int = 0) -> dict:
     """Every level-1 check on ``module``: ``{check id: message}`` for the ones that fail."""
-    out = {}
+    return level1_findings(module, seed)[0]
+
+
+def level1_findings(module: Any, seed: int = 0) -> tuple[dict, dict]:
+    """``(problems, stuck)``: :func:`level1_verdict`'s messages, and ``{check id: (kind, Hang)}`` for each
+    check that met code that got stuck ("stopped" there, or "refused" having got stuck before), so
+    no verdict on it holds. Once a function has got stuck, the checks that call it stop at once."""
+    out, stuck = {}, {}
     for name, check in LEVEL1_CHECKS.items():
+        mark = hang_mark()
         try:
             problem = check(module, seed)
+        except LoopTimeout as exc:
+            problem = str(exc)
         except Exception as exc:  # noqa: BLE001 - a submission missing a function fails that check, loudly
             problem = f"{type(exc).__name__}: {exc}"
+        met = hangs_since(mark)
+        if met:
+            stuck[name] = met[0]
+            problem = problem or (met[0][1].story if met[0][0] == "stopped" else met[0][1].refusal())
         if problem:
             out[name] = problem
-    return out
+    return out, stuck
 
 
 # -- the level plug-in ---------------------------------------------------------------------------------
@@ -784,13 +814,16 @@ class FieldsLevel(LevelModule):
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
             return failed
-        problems = level1_verdict(module, seed)
+        problems, stuck = level1_findings(module, seed)
         col = columns.Column(title, problems=problems, kind="fields")
+        col.stuck = next((hang for kind, hang in stuck.values() if kind == "stopped"), None)
         for check in registry.checks(self.namespace):
             key = ("field", 0, check.id)
             col.labels[key] = (check.row, "")
             message = problems.get(check.id)
-            if message is None:
+            if check.id in stuck:
+                col.cells[key] = [columns.STUCK]
+            elif message is None:
                 col.cells[key] = [columns.OK]
             elif "could not be set up" in message or "no checkpoint.json in the folder" in message:
                 col.cells[key] = ["save failed"]

@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, windows_for
+from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
 from grader.engine.invariants import Finding, check, parse
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, assistant_turns, clone, from_turns
@@ -339,8 +339,9 @@ class LoaderReader:
     state that differs only in a half-written temp file it never opens gives the same answer).
     """
 
-    def __init__(self, load: Callable[[str], Any], scratch: str):
+    def __init__(self, load: Callable[[str], Any], scratch: str, timeout: Optional[float] = None):
         self.load = load
+        self.timeout = timeout    # for each call of the loader: one that never returns stops the exploration
         self.scratch = scratch
         self.directory = os.path.join(scratch, "checkpoints")
         self.memo: dict = {}      # (names, names read) -> {their bytes: answer}
@@ -372,7 +373,8 @@ class LoaderReader:
         _reading = []
         _touched[0] = False
         try:
-            loaded = self.load(self.directory)
+            with time_limit(self.timeout, owner=self.load):
+                loaded = self.load(self.directory)
         except FileNotFoundError:
             loaded = None
         except Exception as exc:  # noqa: BLE001 - a learner's loader may raise anything; that is the finding
@@ -595,7 +597,7 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     # crash states and more, each rewriting files in its scratch folder.
     root = scratch_root()
     with tempfile.TemporaryDirectory(prefix="crashcourse-load-", dir=root) as scratch:
-        reader = LoaderReader(load, scratch)
+        reader = LoaderReader(load, scratch, timeout)
         crashes = explore_loop(run, scenario, models=models, timeout=timeout, reader=reader, checker=reader.check,
                                windows=windows, sample=sampled_points if sample else None, directory=directory,
                                rerun=rerun, scratch=root)
@@ -633,6 +635,7 @@ class JournalLevel(LevelModule):
         once the verdict is settled, as there) and compares what it wrote with the size of the
         conversation, so the demo's ratio and turn count are the ones pytest prints."""
         from grader.engine.explore import record_run
+        from grader.engine.hangs import loop_timeout
         from grader.engine.scripted import support_tickets
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
@@ -643,13 +646,14 @@ class JournalLevel(LevelModule):
         if not callable(load):
             return columns.failed_column(title, f"{level.files[0]} has no function `load_checkpoint`")
         scenario = support_tickets(seed)
-        result = explore_journal(module.run_agent, load, scenario, models=tuple(level.crash_models) or ("M1", "M2"))
+        result = explore_journal(module.run_agent, load, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
+                                 timeout=loop_timeout())
         col = columns.column(title, result.crashes, scenario.task)  # one call per turn: level 2's rows name the points
         if result.crashes.error:
             return col
         long = _LongScenario(**vars(long_conversation(LONG_TURNS, seed=seed)))
         with tempfile.TemporaryDirectory(prefix="crashcourse-bytes-", dir=scratch_root()) as work:
-            recorder, _, error, _ = record_run(module.run_agent, long, work, "checkpoints")
+            recorder, _, error, _ = record_run(module.run_agent, long, work, "checkpoints", timeout=3 * loop_timeout())
         key = ("note", 0, "BYTES")
         col.labels[key] = (f"bytes written over a task of up to {LONG_TURNS} turns, per byte of its history", "")
         if error:

@@ -25,6 +25,7 @@ class LoopLevel(LevelModule):
     def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:
         """The crash matrix column of the loop in ``folder`` on the course's scripted task."""
         from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
+        from grader.engine.hangs import loop_timeout
         from grader.engine.scripted import support_tickets
         fn, failed = self.import_function(title, folder, level)
         if failed is not None:
@@ -34,7 +35,8 @@ class LoopLevel(LevelModule):
         # (level 3's tests make its parent first: see parent_exists).
         models = tuple(level.crash_models) or ("M1", "M2")
         exploration = explore_loop(fn, scenario, models=models, max_violations=10 ** 6, directory=NESTED_FOLDER,
-                                   before=parent_exists if set(models) & {"M3", "M4", "M5"} else None)
+                                   before=parent_exists if set(models) & {"M3", "M4", "M5"} else None,
+                                   timeout=loop_timeout())
         return columns.column(title, exploration, scenario.task)
 
     def warm(self, level: Any, scenarios: list) -> None:

@@ -34,6 +34,7 @@ from grader.engine.invariants import Finding, Window, no_checkpoint, parse_cache
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, initial_state, snapshot, spend, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
 from grader.engine import conversations as conversations_module
+from grader.engine.hangs import loop_timeout
 from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, random_tool_id, random_usage
 from grader.levels.interface import LevelModule
 from grader.levels import columns
@@ -608,7 +609,7 @@ class ParallelLevel(LevelModule):
         scenario = parallel_tickets(seed)
         # The level's tests' own folder, so the matrix counts the crash states they count.
         exploration = explore_parallel(fn, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
-                                       directory=NESTED_FOLDER)
+                                       directory=NESTED_FOLDER, timeout=loop_timeout())
         return columns.column(title, exploration, scenario.task, parallel_windows)
 
 

@@ -150,13 +150,17 @@ _RESUME = (
 
 _CHECKS: dict = {"loop": _LOOP, "fields": _FIELDS, "resume": _RESUME}
 
+STUCK_LEGEND = ("the code did not return in time and was stopped (or, having got stuck before, was not run "
+                "again), so nothing could be checked there")
 # Cell words that belong to no single check, listed after the namespace's own in the legend.
 _OTHER_CELLS: dict = {
     "loop": (("+N", "that many other kinds of trouble at the same crash points (the test failures name each)"),
              ("ok", "a resume would carry on correctly"),
              ("—", "this loop does nothing at that point, so there is no crash to show")),
-    "fields": (("save failed", "save_checkpoint raised, or wrote nowhere, before any resume could start"),),
-    "resume": (("resume raised", "resume_agent raised an exception that is not CheckpointError"),),
+    "fields": (("save failed", "save_checkpoint raised, or wrote nowhere, before any resume could start"),
+               ("stuck", STUCK_LEGEND)),
+    "resume": (("resume raised", "resume_agent raised an exception that is not CheckpointError"),
+               ("stuck", STUCK_LEGEND)),
 }
 
 # How the pictures colour a crash state: key -> (label, colour, what it means).

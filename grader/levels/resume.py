@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.crash_models import MODEL_NAMES, crash_states
-from grader.engine.explore import (LoopTimeout, at_point, hung_before, not_run_again, working_in, short_traceback,
+from grader.engine.explore import (LoopTimeout, at_point, working_in, short_traceback,
                                    time_limit, describe_bytes, folder_in, record_run, scratch_root, windows_for)
+from grader.engine.hangs import Hang, loop_timeout
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, assistant_turns,
                                     check_messages)
@@ -187,6 +188,7 @@ class ResumeExploration:
     states: int = 0
     failures: list = field(default_factory=list)
     error: Optional[str] = None
+    stuck: Optional[Hang] = None   # resume_agent got stuck (error then says where): no verdict
 
     @property
     def ok(self) -> bool:
@@ -233,6 +235,7 @@ class _Outcome:
     model_calls: int = 0
     after: Optional[bytes] = None
     unsaved: Optional[str] = None   # the first moment the file on disk lagged behind
+    stuck: Optional[Hang] = None    # resume_agent got stuck here, or was not run, having got stuck before
 
 
 @functools.lru_cache(maxsize=32)
@@ -333,9 +336,6 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                timeout: Optional[float] = 20, watch: bool = True, received: int = 0) -> _Outcome:
     """Rebuild ``files`` in a fresh folder and run ``resume`` there once."""
     outcome = _Outcome()
-    if hung_before(resume):
-        outcome.error, outcome.error_type = not_run_again(hung_before(resume)), "LoopTimeout"
-        return outcome
     # Resume runs hundreds of times per test, writing and renaming tens of KiB each time: in memory
     # (scratch_root) that takes milliseconds. Durability is not graded here.
     with tempfile.TemporaryDirectory(prefix="crashcourse-resume-", dir=scratch_root()) as work:
@@ -363,8 +363,8 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                     outcome.returned = resume(copy.deepcopy(scenario.tools), call_model, tools, directory)
             except checkpoint_error as exc:
                 outcome.refused = exc
-            except LoopTimeout as exc:
-                outcome.error, outcome.error_type = str(exc), "LoopTimeout"
+            except LoopTimeout as exc:  # stuck here (LoopTimeout), or refused as stuck before (KnownHang)
+                outcome.error, outcome.error_type, outcome.stuck = str(exc), type(exc).__name__, exc.hang
             except BaseException as exc:  # noqa: BLE001 - a student's resume may raise anything; report it
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -622,6 +622,10 @@ def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
         carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
         outcome = run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=checkpoint_error,
                              directory=directory, timeout=timeout, received=received[state.point])
+        if outcome.stuck is not None:
+            # Stuck (or refused, having got stuck before): every other state would only meet the same.
+            result.error, result.stuck, result.failures = outcome.error, outcome.stuck, []
+            break
         where = windows[state.point].words()
         if state.point:
             where += ", after " + ops[state.point - 1].describe()
@@ -676,9 +680,13 @@ def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
         files = {} if raw is None else {CHECKPOINT_NAME: raw}
         outcome = run_resume(resume, scenario, files, (), checkpoint_error=checkpoint_error, directory=directory,
                              timeout=timeout, watch=False)
-        if outcome.error_type == "LoopTimeout":
-            # One stuck resume says all there is to say: the other files would only wait as long.
-            return [f"{what}: resume_agent {outcome.error}"]
+        if outcome.stuck is not None:
+            # One stuck resume says all there is to say: the other files would only wait as long. Only a
+            # resume stopped on this very file is pinned on it; one refused as stuck before is not.
+            if outcome.error_type == "KnownHang":
+                return [outcome.error]
+            first, _, rest = outcome.error.partition("\n")
+            return [f"{first}\n  It had been given a checkpoint it should refuse: {what}.\n{rest}"]
         finding = judge(outcome, raw, None, scenario)
         if finding is None and "version" in what and "2" in what and "2" not in str(outcome.refused):
             finding = ("REFUSE", "the message should name the version found (2), so the user knows which "
@@ -774,6 +782,8 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
                 outcome = run_resume(resume, scenario, {CHECKPOINT_NAME: raw}, carried,
                                      checkpoint_error=checkpoint_error, directory=directory, timeout=timeout)
+                if outcome.stuck is not None:
+                    return [outcome.error]
                 finding = judge(outcome, raw, want, scenario)
                 over = [b for b in blocks[cap:] if outcome.tools and outcome.tools.runs_of(b["id"])]
                 if over:
@@ -840,9 +850,13 @@ class ResumeLevel(LevelModule):
             if key not in seen:
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
                 outcome = run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=error,
-                                     received=received[state.point])
-                seen[key] = judge_all(outcome, raw, final if raw is not None else None, scenario)
-                for check, detail in seen[key]:
+                                     received=received[state.point], timeout=loop_timeout())
+                if outcome.stuck is not None:
+                    col.stuck = col.stuck or outcome.stuck
+                    seen[key] = [("STUCK", outcome.error)]  # no verdict: the cell says so
+                else:
+                    seen[key] = judge_all(outcome, raw, final if raw is not None else None, scenario)
+                for check, detail in (f for f in seen[key] if f[0] != "STUCK"):
                     col.problems.setdefault(check, ResumeFailure(
                         check, windows[state.point].words(), state.model, _describe_file(raw),
                         _describe_outcome(outcome), detail))

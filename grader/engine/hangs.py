@@ -1,0 +1,310 @@
+"""A learner's code that does not return: the time limit, where it was stuck, and not running it twice.
+
+Every place the kit calls into a learner's file (``run_agent``, ``save_checkpoint``,
+``load_checkpoint``, ``resume_agent``) does it inside :func:`time_limit`. When the limit fires, the
+learner's own frames on the stack (never the kit's) say where the code was, and the story is told
+once: which function got stuck, the file and line, and what to look for there.
+
+A stuck function is remembered as a :class:`Hang` for as long as its file is unchanged. Inside any
+later :func:`time_limit`, a call into one of the functions that were on the stuck stack is refused
+at once with :class:`KnownHang`, so a test that would only wait for the same limit again stops in
+no time, while a test that never calls the stuck code runs as usual. A face learns what happened
+during a stretch of work from :func:`hang_mark` and :func:`hangs_since`.
+
+No pytest here, and no faces: the plugin and ``crashcourse check`` decide how to show a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import signal
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+__all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "current_hangs", "forget_hangs", "hang_mark",
+           "hangs_since", "hung_before", "loop_timeout", "on_slow_loop", "time_limit"]
+
+# A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
+# the grader's batch runs many submissions at once on a busy machine and sets a longer one.
+LOOP_TIMEOUT = float(os.environ.get("CRASHCOURSE_LOOP_TIMEOUT") or 5.0)
+
+
+def loop_timeout() -> float:
+    """The limit for one call into the learner's code, read when it is needed (a test may change it)."""
+    return LOOP_TIMEOUT
+
+
+@dataclass
+class Hang:
+    """A learner's function stopped for running too long, and what the learner is told about it."""
+
+    function: str         # the learner's function the code was in ("save_checkpoint")
+    place: str            # "agent.py, line 9, in save_checkpoint", or "" when no frame was the learner's
+    story: str            # the whole account, told once per run
+    seconds: float
+    codes: frozenset = frozenset()   # (file, first line, name) of each learner function on the stuck stack
+    files: dict = field(default_factory=dict)   # each of those files -> (mtime_ns, size) when it got stuck
+    spot: str = ""        # the place said another way ("line 9 of agent.py"), for the short mentions
+
+    def current(self) -> bool:
+        """True while every file it was stuck in is as it was: an edited file may no longer hang."""
+        for path, seen in self.files.items():
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if (st.st_mtime_ns, st.st_size) != seen:
+                return False
+        return True
+
+    def refusal(self) -> str:
+        """What a later call into the stuck code is told instead of running."""
+        where = f", at {self.spot}" if self.spot else ""
+        return (f"{self.function} was not run again: it got stuck earlier in this run{where}, and would only be "
+                "stopped again. Fix that first.")
+
+
+class LoopTimeout(BaseException):
+    """The learner's code did not return in time (a loop that never ends, or a wait that never does).
+
+    A BaseException, like KeyboardInterrupt: a learner's ``except Exception`` around a retry must not
+    swallow the stop and spin on. ``where`` is the learner's place ("agent.py, line 15, in
+    save_checkpoint"), or ""; ``hang`` is the :class:`Hang` recorded for it, if any.
+    """
+
+    def __init__(self, message: str, where: str = "", hang: Optional[Hang] = None):
+        super().__init__(message)
+        self.where = where
+        self.hang = hang
+
+
+class KnownHang(LoopTimeout):
+    """A call into code that got stuck earlier in this run, refused before it could run."""
+
+
+_HANGS: list = []        # Hang, in the order they happened
+_EVENTS: list = []       # ("stopped" | "refused", Hang), in order: what hang_mark / hangs_since count
+_progress_sinks: list = []
+_timing: list = []       # the owners of the time limits running now (at most one sets the alarm)
+
+
+def on_slow_loop(sink: Callable[[str], None]) -> Callable[[], None]:
+    """Register ``sink(line)``, told once when a call into the learner's code has run for a while (a face
+    shows it live). Returns the function that unregisters it."""
+    _progress_sinks.append(sink)
+    return lambda: _progress_sinks.remove(sink) if sink in _progress_sinks else None
+
+
+def current_hangs() -> list:
+    """The hangs still worth refusing: those whose files have not changed since (stale ones are dropped)."""
+    _HANGS[:] = [h for h in _HANGS if h.current()]
+    return list(_HANGS)
+
+
+def forget_hangs() -> None:
+    """Forget every hang (a fresh check of files that may have been fixed)."""
+    _HANGS.clear()
+
+
+def hang_mark() -> int:
+    """A mark to pass to :func:`hangs_since` later."""
+    return len(_EVENTS)
+
+
+def hangs_since(mark: int) -> list:
+    """``(kind, Hang)`` for each time since ``mark`` that code was stopped ("stopped") or refused because
+    it had got stuck before ("refused")."""
+    return list(_EVENTS[mark:])
+
+
+def _code_key(code: Any) -> tuple:
+    return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def _owner_code(owner: Any) -> Any:
+    return getattr(getattr(owner, "__func__", owner), "__code__", None)
+
+
+def owner_file(owner: Any) -> str:
+    """The learner's file ``owner`` (a function) comes from, or "" when it is not the learner's (under
+    ``crashcourse grade`` it is the kit's stand-in)."""
+    code = _owner_code(owner)
+    filename = getattr(code, "co_filename", "") or ""
+    if not filename or filename.startswith("<") or _is_kit(filename):
+        return ""
+    return os.path.realpath(filename)
+
+
+def hung_before(owner: Any) -> Optional[Hang]:
+    """The hang ``owner`` itself took part in earlier in this run (so calling it would only wait again), or None."""
+    code = _owner_code(owner)
+    if code is None or not _HANGS:
+        return None
+    key = _code_key(code)
+    return next((h for h in current_hangs() if key in h.codes), None)
+
+
+_LIBRARIES = tuple(os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
+                                                                                            "purelib", "platlib")})
+
+
+def _is_kit(filename: str) -> bool:
+    return os.sep + "grader" + os.sep in filename
+
+
+def _is_learners(filename: str, folder: str) -> bool:
+    """A frame of the learner's own code: a file in the folder of the code under test (or, when that is
+    not known, any file that is neither the kit's nor a library's), never the tests beside it."""
+    if filename.startswith("<") or os.path.basename(filename).startswith("test_") or _is_kit(filename):
+        return False
+    path = os.path.realpath(filename)
+    if folder:
+        return os.path.dirname(path) == folder
+    return not path.startswith(_LIBRARIES) and "site-packages" not in path
+
+
+def _learner_stack(frame: Any, folder: str) -> list:
+    """The learner's frames on ``frame``'s stack, outermost first."""
+    frames = []
+    while frame is not None:
+        if _is_learners(frame.f_code.co_filename, folder):
+            frames.append(frame)
+        frame = frame.f_back
+    return frames[::-1]
+
+
+def _place(frame: Any) -> str:
+    return f"{os.path.basename(frame.f_code.co_filename)}, line {frame.f_lineno}, in {frame.f_code.co_name}"
+
+
+def _story(function: str, seconds: float, frames: list, known: bool = True) -> tuple[str, str]:
+    """(place, story) of code stopped in ``frames`` (the learner's, outermost first). ``known``: the
+    learner's file is known, so no frame of it means the code was inside a library call."""
+    lines = [f"{function} got stuck: it was still running after {seconds:g} s, so it was stopped."]
+    place = ""
+    if frames:
+        last = frames[-1]
+        place = _place(last)
+        lines.append(f"  Where it was: {place}")
+        text = linecache.getline(last.f_code.co_filename, last.f_lineno).strip()
+        if text:
+            lines.append(f"      {text}")
+        for caller in reversed(frames[:-1][-2:]):
+            lines.append(f"    called from {_place(caller)}")
+    elif known:
+        lines.append("  Where it was: inside a library call your code made (no line of your own file was running).")
+    lines.append(f"  A correct {function} returns in well under a second in these checks.")
+    lines.append("  What to try: look " + ("at that line " if frames else "") + "for a loop that never ends (a "
+                 "condition that never changes, an index that never moves on), or a call that waits forever "
+                 "(time.sleep, input(), a lock, reading from a pipe).")
+    return place, "\n".join(lines)
+
+
+def _stat(path: str) -> Optional[tuple]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _remember(owner: Any, folder: str, frames: list, seconds: float) -> Hang:
+    name = frames[-1].f_code.co_name if frames else getattr(owner, "__name__", "") or "the code under test"
+    place, story = _story(name, seconds, frames, known=bool(folder))
+    codes = {_code_key(f.f_code) for f in frames}
+    code = _owner_code(owner)
+    if code is not None and folder:
+        codes.add(_code_key(code))
+    files = {}
+    for path in {os.path.realpath(c[0]) for c in codes}:
+        seen = _stat(path)
+        if seen is not None:
+            files[path] = seen
+    spot = f"line {frames[-1].f_lineno} of {os.path.basename(frames[-1].f_code.co_filename)}" if frames else ""
+    hang = Hang(name, place, story, seconds, frozenset(codes), files, spot)
+    if codes:
+        _HANGS.append(hang)
+    return hang
+
+
+@contextlib.contextmanager
+def _refusing(hangs: list) -> Iterator[None]:
+    """Refuse, with :class:`KnownHang`, any call into a function that was on a stuck stack before."""
+    if not hangs:
+        yield
+        return
+    stuck = {key: h for h in hangs for key in h.codes}
+    previous = sys.gettrace()
+
+    def guard(frame: Any, event: str, arg: Any) -> Any:
+        if event == "call":
+            hang = stuck.get(_code_key(frame.f_code))
+            if hang is not None:
+                _EVENTS.append(("refused", hang))
+                raise KnownHang(hang.refusal(), hang.place, hang)
+        return previous(frame, event, arg) if previous is not None else None
+
+    sys.settrace(guard)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
+    """Stop the code under test after ``seconds`` with :class:`LoopTimeout`, saying where it was.
+
+    ``owner`` is the learner's function being run: its file decides which frames are the learner's.
+    Calls into code that got stuck before are refused at once (:class:`KnownHang`). The stop is
+    raised again every second for as long as the code keeps catching it.
+    """
+    hangs = current_hangs() if _HANGS else []
+    on_main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    if not seconds or not on_main or _timing:
+        # (Inside another limit, the outer one's alarm stands: one timer per process.)
+        with _refusing(hangs):
+            yield
+        return
+    path = owner_file(owner)
+    folder = os.path.dirname(path) if path else ""
+    # A first, shorter alarm lets a face say "still running" while the learner waits.
+    warn_at = min(2.0, seconds / 2) if _progress_sinks else 0.0
+    state = {"warned": not warn_at, "stop": None}
+    name = getattr(owner, "__name__", "") if path else ""
+
+    def expire(signum: int, frame: Any) -> None:
+        if not state["warned"]:
+            state["warned"] = True
+            signal.setitimer(signal.ITIMER_REAL, max(seconds - warn_at, 0.001))
+            for sink in _progress_sinks:
+                try:
+                    sink(f"{name or 'your code'} has been running for {warn_at:g} s (a correct one returns in well "
+                         f"under a second); it will be stopped at {seconds:g} s")
+                except Exception:  # noqa: BLE001 - a progress line must never break the run
+                    pass
+            return
+        if state["stop"] is None:
+            hang = _remember(owner, folder, _learner_stack(frame, folder), seconds)
+            if hang.codes:  # the learner's own code (not a stand-in for code running elsewhere)
+                _EVENTS.append(("stopped", hang))
+            state["stop"] = LoopTimeout(hang.story, hang.place, hang)
+        signal.setitimer(signal.ITIMER_REAL, 1.0)  # again, should the code catch this one and go on
+        stop = state["stop"]
+        raise LoopTimeout(str(stop), stop.where, stop.hang)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
+    _timing.append(owner)
+    try:
+        with _refusing(hangs):
+            yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        _timing.pop()
