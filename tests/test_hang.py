@@ -1,9 +1,11 @@
 """A loop that never ends is reported once, with the learner's file and line, and the level stops there.
 
-Each case takes the level's solution, makes one of its functions spin forever, and runs the level's
-tests on it the way a learner does (``pytest exercises/levelN``), with a one-second limit so the kit's
-own suite stays quick. The wall-clock budget (under 10 s with the default limit) is measured by
-``benchmarks/latency.py``, not asserted here.
+Each case takes the level's solution, makes one of its functions spin forever, and runs it the way a
+learner does: ``pytest exercises/levelN``, ``crashcourse check N``, and the crash matrix that ``check``
+and ``watch`` draw, with a limit of a second or less so the kit's own suite stays quick. Only the
+tests that call the stuck function stop early; the rest still run. The wall-clock budget (under
+10 s with the default limit) is measured by ``benchmarks/latency.py`` and ``benchmarks/hang.py``, not
+asserted here.
 """
 
 from __future__ import annotations
@@ -15,13 +17,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import time
+
 import pytest
+
+from grader.engine import hangs
+from grader.faces import matrix
+from grader.levels import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# level, the file, the function made to spin
+# level, the file, the function made to spin: every function the kit calls into, on some level
 CASES = [(1, "checkpoint.py", "save_checkpoint"), (2, "agent.py", "save_checkpoint"),
-         (4, "resume.py", "resume_agent"), (6, "agent.py", "run_agent")]
+         (3, "agent.py", "save_checkpoint"), (4, "resume.py", "resume_agent"), (6, "agent.py", "run_agent"),
+         (6, "agent.py", "load_checkpoint")]
 
 
 def spinning_copy(level: int, filename: str, function: str, target: Path) -> int:
@@ -45,7 +54,7 @@ def spinning_copy(level: int, filename: str, function: str, target: Path) -> int
     return body + 1  # the `while True:` line, counted from 1
 
 
-@pytest.mark.parametrize("level, filename, function", CASES, ids=[f"level{c[0]}" for c in CASES])
+@pytest.mark.parametrize("level, filename, function", CASES, ids=[f"level{c[0]}-{c[2]}" for c in CASES])
 def test_a_hang_is_reported_once_with_its_place(tmp_path, level, filename, function):
     line = spinning_copy(level, filename, function, tmp_path)
     env = dict(os.environ, CRASHCOURSE_LOOP_TIMEOUT="1")
@@ -59,7 +68,109 @@ def test_a_hang_is_reported_once_with_its_place(tmp_path, level, filename, funct
     assert out.count("was still running after 1 s") == 1, out[-3000:]
     assert f"{filename}, line {line}, in {function}" in out, out[-3000:]
     assert "LoopTimeout" not in out and "grader/" not in out, out[-3000:]
-    # Every later test says at once that it did not run the stuck code again.
+    # It is called stuck, not a failure of the learner's code, and told with what to try.
+    assert f"{function} got stuck" in out and "What to try:" in out, out[-3000:]
+    assert "failed while it ran" not in out and "did not return" not in out, out[-3000:]
+    # Every later test that calls the stuck code says at once that it did not run it again.
     failed = int(re.search(r"(\d+) failed", run.stdout).group(1))
     assert failed >= 2
-    assert out.count("Not run: the code under test got stuck") >= 1, out[-3000:]
+    assert out.count("Not run: the code under test got stuck") == failed - 1, out[-3000:]
+    if (level, function) == (1, "save_checkpoint"):
+        # The three loader tests never call save_checkpoint: they run, and a correct loader passes them.
+        assert "3 passed" in run.stdout and "5 of 13 points" in run.stdout, run.stdout[-3000:]
+    if level == 4:
+        # The hang came in the crash exploration: no file of the refusal test is blamed for it.
+        assert "not refused cleanly" not in out and "there is no checkpoint.json" not in out, out[-3000:]
+
+
+# -- the crash matrix that `check` and `watch` draw, in this process -------------------------------------
+
+# level, the file, the function made to spin, and the matrix rows still checked (level 1 only)
+MATRIX_CASES = [(1, "checkpoint.py", "save_checkpoint"), (1, "checkpoint.py", "load_checkpoint"),
+                (2, "agent.py", "save_checkpoint"), (3, "agent.py", "run_agent"), (4, "resume.py", "resume_agent"),
+                (5, "agent.py", "save_checkpoint"), (6, "agent.py", "load_checkpoint")]
+
+
+@pytest.fixture
+def short_limit(monkeypatch):
+    """A limit of 0.3 s for calls into the learner's code, and no hang remembered from another test."""
+    monkeypatch.setattr(hangs, "LOOP_TIMEOUT", 0.3)
+    hangs.forget_hangs()
+    yield
+    hangs.forget_hangs()
+
+
+@pytest.mark.parametrize("level, filename, function", MATRIX_CASES,
+                         ids=[f"level{c[0]}-{c[2]}" for c in MATRIX_CASES])
+def test_the_matrix_shows_a_hang_as_stuck_with_its_place(tmp_path, short_limit, level, filename, function):
+    line = spinning_copy(level, filename, function, tmp_path)
+    lv = manifest.load(ROOT).require(level)
+    col = matrix.level_column("your code", tmp_path, lv)
+    assert col.stuck is not None and col.failed
+    assert col.stuck.place == f"{filename}, line {line}, in {function}"
+    assert f"stuck in {function}" in col.summary()
+    shown = matrix.render([col], width=100)
+    # The story itself is told once, with the first failure: the matrix only names the function.
+    assert "Where it was" not in shown and "What to try" not in shown, shown
+    words = {word for cell in col.cells.values() for word in cell}
+    if col.kind == "loop":
+        assert not words  # no crash state could be checked
+    else:
+        # A hang has its own word; it is never filed as the check's usual failure.
+        assert "stuck" in words and words <= {"stuck", "ok"}, col.cells
+        assert "stuck  the code did not return in time" in shown
+    if level == 1:
+        ok = {key[2] for key, cell in col.cells.items() if cell == ["ok"]}
+        # Checks that never call the stuck function still run, and a correct file passes them.
+        assert ok == ({"load-version", "load-shape", "load-accepts"} if function == "save_checkpoint" else {"fields"})
+
+
+def test_a_fixed_file_is_run_again(tmp_path, short_limit):
+    """`watch` draws the matrix again in the same process: once the file is fixed, nothing is refused."""
+    spinning_copy(2, "agent.py", "save_checkpoint", tmp_path)
+    lv = manifest.load(ROOT).require(2)
+    assert matrix.level_column("your code", tmp_path, lv).stuck is not None
+    shutil.copy(ROOT / "solutions" / "level2" / "agent.py", tmp_path / "agent.py")
+    again = matrix.level_column("your code", tmp_path, lv)
+    assert again.stuck is None and not again.failed, again.summary()
+
+
+def test_catching_the_stop_does_not_keep_the_loop_going(tmp_path, short_limit):
+    """A retry loop that catches Exception cannot swallow the stop and spin on."""
+    (tmp_path / "retry.py").write_text(
+        "import time\n\n"
+        "def save_checkpoint(state, directory='checkpoints'):\n"
+        "    while True:\n"
+        "        try:\n"
+        "            time.sleep(0.05)\n"
+        "        except Exception:\n"
+        "            continue\n")
+    from grader.engine.loader import import_file
+
+    module = import_file(tmp_path / "retry.py")
+    started = time.monotonic()
+    with pytest.raises(hangs.LoopTimeout) as stopped:
+        with hangs.time_limit(0.3, owner=module.save_checkpoint):
+            module.save_checkpoint({})
+    assert time.monotonic() - started < 60  # a guard against a hung suite, not a speed check
+    assert stopped.value.hang.place == "retry.py, line 6, in save_checkpoint"
+    # Called again, the stuck function is refused before it runs.
+    with pytest.raises(hangs.KnownHang, match="was not run again"):
+        with hangs.time_limit(0.3, owner=module.save_checkpoint):
+            module.save_checkpoint({})
+
+
+def test_check_reports_a_hang_once_with_a_progress_line(tmp_path):
+    line = spinning_copy(1, "checkpoint.py", "save_checkpoint", tmp_path)
+    env = dict(os.environ, CRASHCOURSE_LOOP_TIMEOUT="1")
+    run = subprocess.run([sys.executable, "-m", "grader", "check", "1", "--path", str(tmp_path)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=240)
+    out = run.stdout
+    assert run.returncode == 1, out[-3000:]
+    # While the learner waits: one line saying the code is still running, before any verdict.
+    assert out.index("save_checkpoint has been running for 0.5 s") < out.index("resume check"), out
+    # The place, in full, once; the matrix calls the rows stuck; the loader's tests still pass.
+    assert out.count("Where it was:") == 1 and f"checkpoint.py, line {line}, in save_checkpoint" in out, out
+    assert "stuck in save_checkpoint" in out and "extra or missing keys" not in out, out
+    assert "✓ task 3  load refuses versions it does not know" in out, out
+    assert out.count("not run: it calls the stuck code") == 6, out

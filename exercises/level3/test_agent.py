@@ -14,7 +14,7 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER, MisbehavingOs
-from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists, time_limit
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_problem, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -105,7 +105,8 @@ def run_here(fault, steps, workdir):
     old = os.getcwd()
     os.chdir(workdir)
     try:
-        value = steps(faulty.arm)
+        with time_limit(STUDENT_TIMEOUT):  # a save that never returns is stopped, and told where it was
+            value = steps(faulty.arm)
     finally:
         faulty.undo()
         os.chdir(old)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 __all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "current_hangs", "forget_hangs", "hang_mark",
-           "hangs_since", "hung_before", "loop_timeout", "on_slow_loop", "time_limit"]
+           "hangs_since", "hung_before", "loop_timeout", "on_slow_loop", "refusing", "time_limit"]
 
 # A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
 # the grader's batch runs many submissions at once on a busy machine and sets a longer one.
@@ -131,8 +131,10 @@ def _owner_code(owner: Any) -> Any:
 
 
 def owner_file(owner: Any) -> str:
-    """The learner's file ``owner`` (a function) comes from, or "" when it is not the learner's (under
-    ``crashcourse grade`` it is the kit's stand-in)."""
+    """The learner's file ``owner`` (a function, or the path of a file being imported) comes from, or ""
+    when it is not the learner's (under ``crashcourse grade`` it is the kit's stand-in)."""
+    if isinstance(owner, (str, os.PathLike)):
+        return os.path.realpath(owner)
     code = _owner_code(owner)
     filename = getattr(code, "co_filename", "") or ""
     if not filename or filename.startswith("<") or _is_kit(filename):
@@ -185,7 +187,9 @@ def _place(frame: Any) -> str:
 def _story(function: str, seconds: float, frames: list, known: bool = True) -> tuple[str, str]:
     """(place, story) of code stopped in ``frames`` (the learner's, outermost first). ``known``: the
     learner's file is known, so no frame of it means the code was inside a library call."""
-    lines = [f"{function} got stuck: it was still running after {seconds:g} s, so it was stopped."]
+    importing = function.startswith("importing ")
+    lines = [f"{function[0].upper() if importing else function[0]}{function[1:]} got stuck: it was still running after {seconds:g} s, so it "
+             "was stopped."]
     place = ""
     if frames:
         last = frames[-1]
@@ -198,7 +202,8 @@ def _story(function: str, seconds: float, frames: list, known: bool = True) -> t
             lines.append(f"    called from {_place(caller)}")
     elif known:
         lines.append("  Where it was: inside a library call your code made (no line of your own file was running).")
-    lines.append(f"  A correct {function} returns in well under a second in these checks.")
+    lines.append("  A correct file imports at once: its top level only defines things." if importing else
+                 f"  A correct {function} returns in well under a second in these checks.")
     lines.append("  What to try: look " + ("at that line " if frames else "") + "for a loop that never ends (a "
                  "condition that never changes, an index that never moves on), or a call that waits forever "
                  "(time.sleep, input(), a lock, reading from a pipe).")
@@ -215,6 +220,8 @@ def _stat(path: str) -> Optional[tuple]:
 
 def _remember(owner: Any, folder: str, frames: list, seconds: float) -> Hang:
     name = frames[-1].f_code.co_name if frames else getattr(owner, "__name__", "") or "the code under test"
+    if name == "<module>" or isinstance(owner, (str, os.PathLike)) and not frames:
+        name = f"importing {os.path.basename(frames[-1].f_code.co_filename if frames else os.fspath(owner))}"
     place, story = _story(name, seconds, frames, known=bool(folder))
     codes = {_code_key(f.f_code) for f in frames}
     code = _owner_code(owner)
@@ -233,8 +240,9 @@ def _remember(owner: Any, folder: str, frames: list, seconds: float) -> Hang:
 
 
 @contextlib.contextmanager
-def _refusing(hangs: list) -> Iterator[None]:
-    """Refuse, with :class:`KnownHang`, any call into a function that was on a stuck stack before."""
+def refusing(hangs: list) -> Iterator[None]:
+    """Refuse, with :class:`KnownHang`, any call into a function that was on the stuck stack of one of
+    ``hangs`` (:func:`current_hangs`), even outside a time limit."""
     if not hangs:
         yield
         return
@@ -268,7 +276,7 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
     on_main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
     if not seconds or not on_main or _timing:
         # (Inside another limit, the outer one's alarm stands: one timer per process.)
-        with _refusing(hangs):
+        with refusing(hangs):
             yield
         return
     path = owner_file(owner)
@@ -276,7 +284,8 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
     # A first, shorter alarm lets a face say "still running" while the learner waits.
     warn_at = min(2.0, seconds / 2) if _progress_sinks else 0.0
     state = {"warned": not warn_at, "stop": None}
-    name = getattr(owner, "__name__", "") if path else ""
+    name = (f"importing {os.path.basename(path)}" if isinstance(owner, (str, os.PathLike)) else
+            getattr(owner, "__name__", "")) if path else ""
 
     def expire(signum: int, frame: Any) -> None:
         if not state["warned"]:
@@ -302,7 +311,7 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
     signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
     _timing.append(owner)
     try:
-        with _refusing(hangs):
+        with refusing(hangs):
             yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

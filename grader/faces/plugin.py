@@ -127,10 +127,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _say_now(config: pytest.Config, line: str) -> None:
-    """Print ``line`` on the terminal while a test runs (output capture is paused for it)."""
+    """Print ``line`` on the terminal while a level's test runs (output capture is paused for it)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
+    item = getattr(config, "_crashcourse_item", None)
+    if reporter is None or item is None or not _grades_a_folder(item):
         return
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         reporter.write_line(f"\ncrashcourse: {line} ...")
@@ -145,8 +146,23 @@ def _say_now(config: pytest.Config, line: str) -> None:
 # says in a line that it was not run. A test that never calls the stuck code runs as usual.
 
 
+def _grades_a_folder(item: pytest.Item) -> bool:
+    """A level's test (it grades a learner's folder through the `submission` fixture): only those speak
+    of stuck code; any other test that uses the plugin keeps its own verdict."""
+    return "submission" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
+    """Stuck code is refused even where a test calls the learner's function itself, outside a limit."""
+    with hangs.refusing(hangs.current_hangs() if _grades_a_folder(pyfuncitem) else []):
+        yield
+
+
 def _hangs_met(item: pytest.Item) -> list:
     """``(kind, Hang)`` for each hang this test met: in its own run, or in a shared result it read."""
+    if not _grades_a_folder(item):
+        return []
     mark = getattr(item, "_crashcourse_hang_mark", None)
     met = hangs.hangs_since(mark) if mark is not None else []
     return met + list(getattr(item, "_crashcourse_hangs_inherited", ()))
@@ -197,13 +213,21 @@ class Submission:
                         "name.", pytrace=False)
         key = str(path.resolve())
         if key in self.told:
-            pytest.fail(f"Not run: {self.told[key]}. The first error above shows why, as Python reports it.",
+            said = self.told[key]
+            pytest.fail(f"Not run: {said}. The first error above shows "
+                        + ("where, and what to try." if " got stuck" in said else "why, as Python reports it."),
                         pytrace=False)
         try:
-            return loader.load_file(path)
+            with hangs.time_limit(hangs.loop_timeout(), owner=str(path)):  # a top level that never ends
+                return loader.load_file(path)
         except loader.ImportProblem as exc:
             problem = str(exc)
             self.told[key] = problem.split("\n", 1)[0].rstrip(":. ")
+            stop = exc.__cause__
+            if isinstance(stop, hangs.LoopTimeout):
+                problem = str(stop)  # where the import got stuck, not an exception it "raised"
+                spot = f" ({stop.hang.spot})" if stop.hang is not None and stop.hang.spot else ""
+                self.told[key] = f"importing {filename} got stuck{spot}"
         pytest.fail(problem, pytrace=False)  # outside the except: the report shows the reason, not a chain
 
     def function(self, filename: str, name: str) -> Any:
@@ -309,6 +333,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item._crashcourse_hang_mark = hangs.hang_mark()
+    item.config._crashcourse_item = item
     # Also on the report, for any other plugin that reads user_properties (junitxml, for one).
     points = points_of(item)
     if points is not None:

@@ -394,8 +394,8 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
         task = f"task {r.task}" if r.task is not None else "      "
         pts = f"{r.points:g} pt" if r.points is not None else ""
         # A test stopped because it would run stuck code again says so (its message is one line).
-        stopped = "  not run: it calls the stuck code" if r.message.startswith("Not run: the code under test got stuck") \
-            else ""
+        stopped = "  not run: it calls the stuck code" if r.message.startswith("Not run:") \
+            and " got stuck" in r.message.split(". ", 1)[0] else ""
         out(f"  {mark} {task}  {r.name.replace('test_', '', 1).replace('_', ' ')}" + (f"  ({pts})" if pts else "")
             + stopped)
     got, total = tests.points()
@@ -474,7 +474,9 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
             return message.explain()
         return message + (f"\n  Re-run just this test: {rerun}" if rerun else "")
     if first_test is not None:
-        return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if rerun else "")
+        # (A message that ends with its own re-run command, as a stuck test's does, keeps just that one.)
+        again = rerun and "Re-run just this" not in first_test.message
+        return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if again else "")
     return ""
 
 

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from grader.engine import loader
 from grader.engine.crash_models import MODEL_NAMES
 from grader.engine.explore import Exploration, Violation, windows_for
+from grader.engine.hangs import LoopTimeout, loop_timeout, time_limit
 from grader.engine.invariants import INVARIANTS
 from grader.levels import registry
 
@@ -248,9 +249,16 @@ def failed_column(title: str, message: str) -> Column:
 def load_module(path: Path, tag: str = "matrix") -> Any:
     """Import ``path`` as a fresh module (a new copy each call, so edits are always seen).
 
-    Raises :class:`grader.engine.loader.ImportProblem`, whose text says why, if it will not import.
+    Raises :class:`grader.engine.loader.ImportProblem`, whose text says why, if it will not import
+    (a top level that never ends included: it is stopped, and the text says where).
     """
-    return loader.load_file(path, tag)
+    try:
+        with time_limit(loop_timeout(), owner=str(path)):
+            return loader.load_file(path, tag)
+    except loader.ImportProblem as exc:
+        if isinstance(exc.__cause__, LoopTimeout):
+            raise loader.ImportProblem(str(exc.__cause__)) from None
+        raise
 
 
 def models_line(level: Any) -> str:
