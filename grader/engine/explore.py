@@ -35,7 +35,7 @@ from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
 from grader.engine.turnstile import Turnstile
 from grader.engine.hangs import (LOOP_TIMEOUT, Hang, KnownHang, LoopTimeout, hang_mark, hangs_since,  # noqa: F401
-                                 hung_before, on_slow_loop, time_limit)
+                                 on_slow_loop, time_limit)
 
 POWER_MODELS = ("M3", "M4", "M5")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 __all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "current_hangs", "forget_hangs", "hang_mark",
-           "hangs_since", "hung_before", "loop_timeout", "on_slow_loop", "refusing", "time_limit"]
+           "hangs_since", "loop_timeout", "on_slow_loop", "refusing", "time_limit"]
 
 # A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
 # the grader's batch runs many submissions at once on a busy machine and sets a longer one.
@@ -140,15 +140,6 @@ def owner_file(owner: Any) -> str:
     if not filename or filename.startswith("<") or _is_kit(filename):
         return ""
     return os.path.realpath(filename)
-
-
-def hung_before(owner: Any) -> Optional[Hang]:
-    """The hang ``owner`` itself took part in earlier in this run (so calling it would only wait again), or None."""
-    code = _owner_code(owner)
-    if code is None or not _HANGS:
-        return None
-    key = _code_key(code)
-    return next((h for h in current_hangs() if key in h.codes), None)
 
 
 _LIBRARIES = tuple(os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
