@@ -174,3 +174,29 @@ def test_check_reports_a_hang_once_with_a_progress_line(tmp_path):
     assert "stuck in save_checkpoint" in out and "extra or missing keys" not in out, out
     assert "✓ task 3  load refuses versions it does not know" in out, out
     assert out.count("not run: it calls the stuck code") == 6, out
+
+
+def test_a_thread_of_the_learners_is_named_too(tmp_path, short_limit):
+    """A loop waiting on its own worker thread: the story names the worker's line, as faulthandler would."""
+    (tmp_path / "threaded.py").write_text(
+        "import threading\n\n"
+        "RELEASE = threading.Event()\n\n\n"
+        "def work():\n"
+        "    while not RELEASE.is_set():\n"
+        "        pass\n\n\n"
+        "def run_agent():\n"
+        "    worker = threading.Thread(target=work)\n"
+        "    worker.start()\n"
+        "    worker.join()\n")
+    from grader.engine.loader import import_file
+
+    module = import_file(tmp_path / "threaded.py")
+    try:
+        with pytest.raises(hangs.LoopTimeout) as stopped:
+            with hangs.time_limit(0.3, owner=module.run_agent):
+                module.run_agent()
+    finally:
+        module.RELEASE.set()  # the worker ends with the test
+    story = stopped.value.hang.story
+    assert "Where it was: threaded.py, line 14, in run_agent" in story, story
+    assert re.search(r"Another thread of yours was at: threaded.py, line [78], in work", story), story

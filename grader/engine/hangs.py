@@ -175,12 +175,13 @@ def _place(frame: Any) -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}, line {frame.f_lineno}, in {frame.f_code.co_name}"
 
 
-def _story(function: str, seconds: float, frames: list, known: bool = True) -> tuple[str, str]:
+def _story(function: str, seconds: float, frames: list, known: bool = True, others: tuple = ()) -> tuple[str, str]:
     """(place, story) of code stopped in ``frames`` (the learner's, outermost first). ``known``: the
-    learner's file is known, so no frame of it means the code was inside a library call."""
+    learner's file is known, so no frame of it means the code was inside a library call. ``others``:
+    the learner's frames in each other thread (a loop that waits on a thread of its own)."""
     importing = function.startswith("importing ")
-    lines = [f"{function[0].upper() if importing else function[0]}{function[1:]} got stuck: it was still running after {seconds:g} s, so it "
-             "was stopped."]
+    subject = function[0].upper() + function[1:] if importing else function
+    lines = [f"{subject} got stuck: it was still running after {seconds:g} s, so it was stopped."]
     place = ""
     if frames:
         last = frames[-1]
@@ -193,9 +194,15 @@ def _story(function: str, seconds: float, frames: list, known: bool = True) -> t
             lines.append(f"    called from {_place(caller)}")
     elif known:
         lines.append("  Where it was: inside a library call your code made (no line of your own file was running).")
+    for stack in others[:2]:
+        lines.append(f"  Another thread of yours was at: {_place(stack[-1])}")
+        text = linecache.getline(stack[-1].f_code.co_filename, stack[-1].f_lineno).strip()
+        if text:
+            lines.append(f"      {text}")
     lines.append("  A correct file imports at once: its top level only defines things." if importing else
                  f"  A correct {function} returns in well under a second in these checks.")
-    lines.append("  What to try: look " + ("at that line " if frames else "") + "for a loop that never ends (a "
+    at = "at those lines " if frames and others else "at that line " if frames or others else ""
+    lines.append("  What to try: look " + at + "for a loop that never ends (a "
                  "condition that never changes, an index that never moves on), or a call that waits forever "
                  "(time.sleep, input(), a lock, reading from a pipe).")
     return place, "\n".join(lines)
@@ -209,12 +216,20 @@ def _stat(path: str) -> Optional[tuple]:
     return (st.st_mtime_ns, st.st_size)
 
 
+def _other_threads(folder: str) -> tuple:
+    """The learner's frames in each thread but this one that is running their code."""
+    here = threading.get_ident()
+    stacks = (_learner_stack(frame, folder) for ident, frame in sys._current_frames().items() if ident != here)
+    return tuple(stack for stack in stacks if stack)
+
+
 def _remember(owner: Any, folder: str, frames: list, seconds: float) -> Hang:
     name = frames[-1].f_code.co_name if frames else getattr(owner, "__name__", "") or "the code under test"
     if name == "<module>" or isinstance(owner, (str, os.PathLike)) and not frames:
         name = f"importing {os.path.basename(frames[-1].f_code.co_filename if frames else os.fspath(owner))}"
-    place, story = _story(name, seconds, frames, known=bool(folder))
-    codes = {_code_key(f.f_code) for f in frames}
+    others = _other_threads(folder) if folder else ()
+    place, story = _story(name, seconds, frames, known=bool(folder), others=others)
+    codes = {_code_key(f.f_code) for f in frames} | {_code_key(f.f_code) for stack in others for f in stack}
     code = _owner_code(owner)
     if code is not None and folder:
         codes.add(_code_key(code))
