@@ -635,7 +635,7 @@ class JournalLevel(LevelModule):
         once the verdict is settled, as there) and compares what it wrote with the size of the
         conversation, so the demo's ratio and turn count are the ones pytest prints."""
         from grader.engine.explore import record_run
-        from grader.engine.hangs import loop_timeout
+        from grader.engine.hangs import hang_mark, hangs_since, loop_timeout
         from grader.engine.scripted import support_tickets
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
@@ -652,12 +652,15 @@ class JournalLevel(LevelModule):
         if result.crashes.error:
             return col
         long = _LongScenario(**vars(long_conversation(LONG_TURNS, seed=seed)))
+        mark = hang_mark()
         with tempfile.TemporaryDirectory(prefix="crashcourse-bytes-", dir=scratch_root()) as work:
             recorder, _, error, _ = record_run(module.run_agent, long, work, "checkpoints", timeout=3 * loop_timeout())
         key = ("note", 0, "BYTES")
         col.labels[key] = (f"bytes written over a task of up to {LONG_TURNS} turns, per byte of its history", "")
+        stuck = next((hang for _, hang in hangs_since(mark)), None)
         if error:
-            col.cells[key] = ["loop failed"]
+            col.stuck = stuck
+            col.cells[key] = [columns.STUCK if stuck is not None else "loop failed"]
             col.extra_bad.append("BYTES")
             col.extra_explain = f"The {LONG_TURNS}-turn run did not finish: {error}"
             return col
