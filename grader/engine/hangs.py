@@ -137,9 +137,16 @@ def owner_file(owner: Any) -> str:
         return os.path.realpath(owner)
     code = _owner_code(owner)
     filename = getattr(code, "co_filename", "") or ""
-    if not filename or filename.startswith("<") or _is_kit(filename):
+    if not filename or filename.startswith("<"):
         return ""
-    return os.path.realpath(filename)
+    known = _OWNER_FILES.get(filename)
+    if known is None:
+        # Once per file name: level 6 runs the learner's loader under a limit a thousand times a run.
+        known = _OWNER_FILES[filename] = "" if _is_kit(filename) else os.path.realpath(filename)
+    return known
+
+
+_OWNER_FILES: dict = {}  # a code object's file name -> what owner_file makes of it
 
 
 _LIBRARIES = tuple(os.path.realpath(p) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
