@@ -188,6 +188,19 @@ def test_what_a_call_without_a_recorder_did_is_not_held_against_the_next(trace):
     assert "sync" in trace.check([], 12, ["/box/home/ck"], since=8), "a sync inside the call still counts"
 
 
+def test_a_write_longer_than_one_read_of_the_trace_is_read_whole(trace):
+    """A 10 MB save is one line of the trace, read in pieces of 4 MiB."""
+    path = "/box/home/ck/c.tmp"
+    data = b"x" * 10_000_000
+    os.write(trace.fd, (f'10 openat(AT_FDCWD</box/home>, "ck/c.tmp", O_WRONLY|O_CREAT, 0666) = 3<{path}>\n'
+                        f'10 write(3<{path}>, "').encode() + data + f'", {len(data)}) = {len(data)}\n'.encode()
+             + b'10 write(5<pipe:[777]>, "done", 4) = 4\n')
+    trace._read()
+    assert trace.tampered is None and trace.wire == 4
+    ops = trace.take(4)
+    assert [op.kind for op in ops] == ["open", "write"] and ops[1].data == data
+
+
 def test_the_crash_states_take_the_kernels_bytes():
     """Every byte of a write is compared, not only its first few hundred; a write the worker sent
     without its bytes agrees by size and offset, and the recorded operation then holds the kernel's."""

@@ -152,6 +152,7 @@ class KernelTrace:
             os.unlink(path)
         self.read_at = 0
         self.tail = b""
+        self.parts: list = []  # pieces of a line longer than one read, after self.tail
         self.pipe: Optional[str] = None  # the judge's pipe as strace names it: pipe:[inode]
         self.wire = 0  # bytes the kernel saw the worker write to the judge's pipe
         self.ops: list[tuple[int, Op]] = []  # (wire bytes before it, the operation)
@@ -217,6 +218,14 @@ class KernelTrace:
             if not chunk:
                 return
             self.read_at += len(chunk)
+            if b"\n" not in chunk:
+                # Part of one long line (a write of megabytes): kept in pieces, joined once it ends,
+                # rather than copied again with every chunk.
+                self.parts.append(chunk)
+                continue
+            if self.parts:
+                chunk = b"".join(self.parts) + chunk
+                self.parts = []
             lines = (self.tail + chunk).split(b"\n")
             self.tail = lines.pop()
             for line in lines:
