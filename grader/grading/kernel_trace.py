@@ -265,12 +265,11 @@ class KernelTrace:
             return
         if name in _WRITES and name != "copy_file_range":
             # A write to a pipe or a terminal (the judge's pipe, what the code prints) leaves nothing on
-            # disk: its bytes, up to megabytes of them, are not even split into arguments.
+            # disk: its bytes, up to megabytes of them, are not even split into arguments; its target
+            # is all _call needs (to count the judge's pipe).
             target = _TARGET.match(args)
-            named = os.fsdecode(_unescape(target.group(2))) if target is not None else "/"
-            if not named.startswith("/"):
-                if named == self.pipe:
-                    self.wire += int(ret)
+            if target is not None and not os.fsdecode(_unescape(target.group(2))).startswith("/"):
+                self._call(pid, name, [target.group(0)], int(ret), ret_path)
                 return
         try:
             self._call(pid, name, _split(args), int(ret), ret_path)
@@ -295,8 +294,8 @@ class KernelTrace:
                 self._path(pid, args[1], args[0]) if name == "openat" else self._path(pid, args[0])
             if value >= 0:
                 self.open_flags[value] = (path, flags)
-        elif name in ("sync",):
-            pass
+        elif name == "sync":
+            pass  # it names no file
         elif name.startswith("rename"):
             path = self._path(pid, args[0]) if name == "rename" else self._path(pid, args[1], args[0])
         else:

@@ -4,9 +4,9 @@ Judge to worker (requests): a 4-byte length, then a pickle (:func:`request_frame
 :func:`read_request`). The judge is trusted and the worker is not, so only that direction may
 be unpickled.
 
-Worker to judge (replies): two lengths as ten decimal digits each (JSON, raw bytes), the JSON, then the raw bytes it
-points into (:func:`frame`, :func:`unframe`). The JSON carries a few tagged one-key objects, each
-written by :func:`encode` and read back by :func:`message_hook`:
+Worker to judge (replies): two lengths as ten decimal digits each (JSON, raw bytes), the JSON,
+then the raw bytes it points into (:func:`frame`, :func:`unframe`). The JSON carries a few tagged
+one-key objects, each written by :func:`encode` and read back by :func:`message_hook`:
 
 =========  ===================================================================
 ``$B``     ``[offset, length]`` of bytes sent raw after the JSON

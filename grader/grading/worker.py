@@ -109,9 +109,8 @@ _COPIED = ("os.sendfile", "os.copy_file_range")
 
 def _without_bytes(op: Any) -> Any:
     """A copy of a recorded write that carries its size but not its bytes (the kernel trace has them)."""
-    copy = type(op)(op.index, op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset,
+    return type(op)(op.index, op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset,
                     size=len(op.data), flags=op.flags | {ELIDED}, is_dir=op.is_dir, payload=op.payload, note=op.note)
-    return copy
 
 
 class Session:
