@@ -19,7 +19,9 @@ machine sets it: nothing compiled in this run is kept, and pytest re-rewrites th
 plugin modules it cannot cache) and **on** (the variable unset, after one untimed run has warmed
 ``__pycache__``: what a learner has). Off is timed first, since the on runs leave caches behind
 that off runs then read. The baseline is re-measured beside each level and the ratio uses the
-baseline next to it, so a machine that gets busier part-way through skews both sides alike.
+baseline next to it, so a machine that gets busier part-way through skews both sides alike. The
+three runs of a level are timed turn about (baseline, starter, solution, then again), each figure
+the best of its ``--repeat`` runs, so a moment when the machine runs slow falls on all three.
 The load average at the start and end is printed: on a shared machine, compare ratios only.
 Beside the wall-clock ratios, the CPU time of each pytest process (user + sys, best of the runs)
 gives a second pair of ratios, less moved by other processes waiting for the same cores.
@@ -111,14 +113,18 @@ def main(argv: list | None = None) -> int:
                   f" {'cpu ratios':>11}" + (f" {'stuck loop s':>13}" if args.hang else ""))
             baselines = []
             for level in args.levels:
-                base = timed([str(one)], env, args.repeat)
-                base_cpu = _CPU[0]
+                # Turn about: baseline, starter, solution, then again. This machine's speed drifts over
+                # seconds, and three back-to-back blocks of runs would each catch a different moment.
+                best = {"base": [float("inf")] * 2, "starter": [float("inf")] * 2, "solution": [float("inf")] * 2}
+                runs = {"base": [str(one)], "starter": [f"exercises/level{level}"],
+                        "solution": [f"exercises/level{level}", "--submission", f"solutions/level{level}"]}
+                for _ in range(args.repeat):
+                    for name, run_args in runs.items():
+                        wall = timed(run_args, env, 1)
+                        best[name] = [min(best[name][0], wall), min(best[name][1], _CPU[0])]
+                (base, base_cpu), (starter, starter_cpu), (solution, solution_cpu) = \
+                    best["base"], best["starter"], best["solution"]
                 baselines.append(base)
-                starter = timed([f"exercises/level{level}"], env, args.repeat)
-                starter_cpu = _CPU[0]
-                solution = timed([f"exercises/level{level}", "--submission", f"solutions/level{level}"], env,
-                                 args.repeat)
-                solution_cpu = _CPU[0]
                 line = (f"{level:<6} {base:>10.2f} {starter:>10.2f} {starter / base:>6.2f} {solution:>11.2f} "
                         f"{solution / base:>6.2f} {starter_cpu / base_cpu:>5.2f} {solution_cpu / base_cpu:>5.2f}")
                 if mode == "on":

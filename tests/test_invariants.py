@@ -124,3 +124,45 @@ def test_windows_cover_every_crash_point_of_a_run():
     assert phases[0] == "before-first-response" and phases[-1] == "done"
     for phase in ("A", "tool", "B", "model", "final"):
         assert phase in phases
+
+
+def test_check_reads_only_the_new_messages_of_a_growing_file_and_gives_the_same_findings():
+    """Along a journal, each decoded crash state shares its first messages with the one before (the
+    same objects): check() then reads only the rest. Its findings must be those of a check that reads
+    everything, on correct saves and on saves broken anywhere, early or late."""
+    import copy
+    import random
+
+    from grader.engine.conversations import generated
+
+    rng = random.Random(11)
+    shared: dict = {}   # one exploration's cache: check() keeps what it read of the messages here
+    compared = broken = 0
+    for scenario in [SCENARIO] + list(generated(4, 8)):
+        saves = reference_saves(scenario.task, scenario.responses, scenario.results)
+        windows = [window("B", sum(1 for m in s["messages"] if m["role"] == "assistant"), [s], responses=scenario.responses)
+                   for _, s in saves]
+        messages: list = []
+        for (_, state), w in zip(saves, windows):
+            # The decoded state shares the messages the last one had, as the loader's reader builds it.
+            fresh = copy.deepcopy(state["messages"][len(messages):])
+            messages = messages[:len(state["messages"])] + fresh
+            data = dict(state, messages=list(messages))
+            roll = rng.random()
+            if roll < 0.3 and len(messages) > 2:
+                # A broken one: a message early or late replaced by another object, or one taken out.
+                i = rng.randrange(1, len(messages))
+                bad = copy.deepcopy(messages[i])
+                if isinstance(bad.get("content"), list) and bad["content"]:
+                    bad["content"] = bad["content"][:-1]
+                else:
+                    bad["role"] = "assistant" if bad["role"] == "user" else "user"
+                data["messages"] = messages[:i] + [bad] + messages[i + 1:] if roll < 0.2 else messages[:i] + messages[i + 1:]
+            key = json.dumps(data).encode() + str(compared).encode()
+            shared[key] = (data, None)
+            alone = check(key, w, {key: (data, None)})
+            again = check(key, w, shared)
+            assert (alone and (alone.invariant, alone.detail)) == (again and (again.invariant, again.detail))
+            compared += 1
+            broken += alone is not None
+    assert compared > 60 and broken > 10

@@ -10,6 +10,7 @@ most exact (is it one of the states a correct loop saves?), so a failure names i
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -180,6 +181,86 @@ def shape_finding(raw: Optional[bytes], data: Any, error: Optional[str],
     return None
 
 
+class _Facts:
+    """What :func:`check` reads from a list of messages before it compares anything.
+
+    ``answered[i]``: the tool_result ids in ``messages[i]``; ``results``: all of them, in order;
+    ``assistants``: how many assistant messages; ``unpaired``: the first i whose assistant
+    message asks for a tool_use that ``messages[i + 1]`` does not answer (None if none).
+    """
+
+    __slots__ = ("messages", "answered", "results", "counts", "assistants_by", "unpaired_by")
+
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.answered: list = []
+        self.results: list = []
+        self.counts: list = []         # counts[i]: len(results) over messages[:i + 1]
+        self.assistants_by: list = []  # assistants_by[i]: assistant messages in messages[:i + 1]
+        self.unpaired_by: list = []    # unpaired_by[i]: the first unpaired j with j + 1 <= i
+
+    @property
+    def assistants(self) -> int:
+        return self.assistants_by[-1] if self.assistants_by else 0
+
+    @property
+    def unpaired(self) -> Optional[int]:
+        return self.unpaired_by[-1] if self.unpaired_by else None
+
+    def extended(self, messages: list) -> "_Facts":
+        """The facts of ``messages``, reusing those of the messages it shares with this list.
+
+        Shared means the same objects (``is``), and only decoded files come here (see
+        :func:`_facts_for`), which nothing changes: along a journal each crash state's messages
+        are the last one's plus a few, and those few are all that is read.
+        """
+        old = self.messages
+        k = min(len(old), len(messages))
+        if k:
+            same = list(map(operator.is_, old[:k], messages[:k]))
+            if not same[-1] or not all(same):
+                k = same.index(False)
+        out = _Facts()
+        out.messages = list(messages)
+        out.answered = self.answered[:k]
+        out.counts = self.counts[:k]
+        out.results = self.results[:out.counts[-1]] if k else []
+        out.assistants_by = self.assistants_by[:k]
+        out.unpaired_by = self.unpaired_by[:k]
+        for i in range(k, len(messages)):
+            m = messages[i]
+            content = m.get("content")
+            ids = [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
+                if isinstance(content, list) else ()
+            out.answered.append(ids)
+            out.results.extend(ids)
+            out.counts.append(len(out.results))
+            out.assistants_by.append((out.assistants_by[-1] if i else 0) + (m.get("role") == "assistant"))
+            unpaired = out.unpaired_by[-1] if i else None
+            if unpaired is None and i and messages[i - 1].get("role") == "assistant" \
+                    and any(b.get("id") not in ids for b in tool_use_blocks(messages[i - 1].get("content"))):
+                unpaired = i - 1
+            out.unpaired_by.append(unpaired)
+        return out
+
+
+_FACTS = object()  # the key under which check() keeps its last _Facts in a ``parsed`` cache
+
+
+def _facts_for(messages: list, parsed: Optional[dict]) -> _Facts:
+    """The facts of ``messages``, built on the last ones when ``parsed`` is given.
+
+    ``parsed`` holds files decoded for one exploration, which nobody changes, so a message object
+    seen before still holds what it held. Without it (a caller's own data, which it may change
+    between two calls) everything is read afresh.
+    """
+    if parsed is None:
+        return _Facts().extended(messages)
+    facts = parsed.get(_FACTS) or _Facts()
+    facts = parsed[_FACTS] = facts.extended(messages)
+    return facts
+
+
 def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -> Optional[Finding]:
     """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``.
 
@@ -192,12 +273,8 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     if unreadable is not None:
         return unreadable
     messages = data["messages"]
-
-    # The tool_result ids of each message, read once (the pairing check below looks at them again).
-    answered = [[b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-                if isinstance(content := m.get("content"), list) else () for m in messages]
-    results = [tool_id for ids in answered for tool_id in ids]
-    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+    facts = _facts_for(messages, parsed)
+    answered, results, n_assistant = facts.answered, facts.results, facts.assistants
     if data["turns"] != len(results):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool "
                        f"result{'s' if len(results) != 1 else ''}",
@@ -219,14 +296,12 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
 
     pending = data["pendingToolUse"]
     last_blocks = tool_use_blocks(messages[-1].get("content")) if messages and messages[-1].get("role") == "assistant" else []
-    for i, message in enumerate(messages[:-1]):
-        if message.get("role") != "assistant":
-            continue
-        for block in tool_use_blocks(message.get("content")):
-            if block.get("id") not in answered[i + 1]:
-                return Finding("PAIRING", f"messages[{i}] asks for tool `{block.get('name')}` ({block.get('id')}) "
-                               "but the message right after it does not hold its result",
-                               "resume sends the API a tool_use without its tool_result: a 400 error")
+    if facts.unpaired is not None:
+        i = facts.unpaired
+        block = next(b for b in tool_use_blocks(messages[i].get("content")) if b.get("id") not in answered[i + 1])
+        return Finding("PAIRING", f"messages[{i}] asks for tool `{block.get('name')}` ({block.get('id')}) "
+                       "but the message right after it does not hold its result",
+                       "resume sends the API a tool_use without its tool_result: a 400 error")
     if last_blocks:
         want = {"id": last_blocks[0].get("id"), "name": last_blocks[0].get("name"), "input": last_blocks[0].get("input")}
         if isinstance(pending, dict) and pending.get("id") == want["id"] and pending != want:

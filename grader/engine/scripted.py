@@ -15,7 +15,7 @@ import json
 import pickle
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from grader.engine.checkpoint import tool_use_blocks
 
@@ -87,9 +87,10 @@ def check_messages(messages: Any) -> None:
 _ROLES = frozenset(("user", "assistant"))
 
 
-def _roles(messages: list) -> list:
+def _roles(messages: list, start: int = 0) -> list:
     """Each message's role, read without a Python loop when every message is a plain dict whose role
-    is "user" or "assistant" (a model is sent the whole history at every call)."""
+    is "user" or "assistant" (a model is sent the whole history at every call). ``messages`` begins
+    at ``messages[start]`` of the history, which is how an error names it."""
     if set(map(type, messages)) == {dict}:
         roles = list(map(dict.get, messages, itertools.repeat("role")))
         try:
@@ -97,21 +98,28 @@ def _roles(messages: list) -> list:
                 return roles
         except TypeError:  # a role that cannot be hashed: the loop below says which message
             pass
-    for i, message in enumerate(messages):
+    for i, message in enumerate(messages, start):
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             raise ScriptedModelError(f"messages[{i}] is not a user or assistant message: {str(message)[:80]}")
     return [message["role"] for message in messages]
 
 
-def assistant_turns(messages: Any) -> list:
+def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None) -> list:
     """:func:`check_messages`, returning where the assistant's messages are (how many there are is
-    the number of the response a model sends next)."""
+    the number of the response a model sends next).
+
+    ``start`` and ``before``: the first ``start`` messages were checked already, and ``before`` is
+    where their assistant messages are. Only the rest is checked, from the last of those on (its
+    pairing looks at the message after it), and the errors are the ones a whole check would give.
+    """
     if not isinstance(messages, list) or not messages:
         raise ScriptedModelError("messages must be a non-empty list")
-    assistant = list(itertools.compress(itertools.count(), map("assistant".__eq__, _roles(messages))))
+    tail = messages[start:] if start else messages
+    assistant = list(itertools.compress(itertools.count(start), map("assistant".__eq__, _roles(tail, start))))
     if messages[0]["role"] != "user":
         raise ScriptedModelError("the first message must be the user's")
-    for i in assistant:
+    checked = [before[-1]] if before and before[-1] == start - 1 else []
+    for i in checked + assistant:
         content = messages[i].get("content")
         if not isinstance(content, list):
             continue
@@ -128,7 +136,66 @@ def assistant_turns(messages: Any) -> list:
                 "(the real API answers this with a 400)")
         if len(answered) != len(set(answered)):
             raise ScriptedModelError(f"messages[{i + 1}] answers one tool_use twice")
-    return assistant
+    return (before or []) + assistant if start else assistant
+
+
+class CheckedHistory:
+    """:func:`assistant_turns` for one model across a run, checking only what is new at each call.
+
+    A loop sends its whole history at every call, so checking all of it each time is quadratic in
+    the turns. This keeps a deep copy of what it last checked: when the messages sent begin with
+    exactly that (``==``, so an earlier message edited in place is noticed), only the messages after
+    it are checked; otherwise everything is, as the first time.
+    """
+
+    def __init__(self) -> None:
+        self._copy: list = []
+        self._assistant: list = []
+
+    def __call__(self, messages: Any) -> list:
+        k = len(self._copy)
+        try:
+            same = 0 < k <= len(messages) and messages[:k] == self._copy
+        except Exception:  # noqa: BLE001 - not a list, or a value whose == raises: check it all
+            same = False
+        if not same:
+            self._copy, self._assistant, k = [], [], 0
+        assistant = assistant_turns(messages, k, self._assistant) if k else assistant_turns(messages)
+        try:
+            try:
+                self._copy.extend(_containers_copied(messages[k:]))
+            except (_NotPlain, RecursionError):
+                self._copy.extend(clone(messages[k:]))
+        except Exception:  # noqa: BLE001 - nothing to compare with next time: that call checks everything
+            self._copy = []
+        self._assistant = assistant if self._copy else []
+        return assistant
+
+
+class _NotPlain(Exception):
+    pass
+
+
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+
+
+def _containers_copied(value: Any) -> Any:
+    """A deep copy of JSON-like data that shares its strings and numbers with the original.
+
+    Those cannot change, and ``==`` between two lists that share them stops at each shared one
+    instead of comparing it character by character: about half the cost, at every model call.
+    Anything other than dicts with string keys, lists and those atoms raises _NotPlain.
+    """
+    kind = type(value)
+    if kind is list:
+        return [_containers_copied(v) for v in value]
+    if kind is dict:
+        if not all(type(k) is str for k in value):
+            raise _NotPlain
+        return {k: _containers_copied(v) for k, v in value.items()}
+    if kind in _ATOMS:
+        return value
+    raise _NotPlain
 
 
 class ScriptedModel:
@@ -141,9 +208,10 @@ class ScriptedModel:
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.calls = 0
+        self.checked = CheckedHistory()
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **_: Any) -> dict:
-        return self.respond(messages, len(assistant_turns(messages)))
+        return self.respond(messages, len(self.checked(messages)))
 
     def respond(self, messages: list, index: int) -> dict:
         """The answer to ``messages``, already checked, which hold ``index`` assistant turns."""
@@ -170,11 +238,20 @@ class ScriptedTools:
         self.calls = 0
         self.effects: list[tuple[str, str, Any]] = []
         self.blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
+        self._done: tuple = (None, 0, set())  # (the effects list, how many of it were read, their ids)
+        # Where each tool name's blocks are: a long task has hundreds of calls to one or two tools.
+        self._by_name: dict = {}
+        for i, b in enumerate(self.blocks):
+            self._by_name.setdefault(b["name"], []).append(i)
 
     def __call__(self, name: str, tool_input: Any, **_: Any) -> str:
         normal = json.loads(json.dumps(tool_input))
-        done = {effect[0] for effect in self.effects}
-        matches = [i for i, b in enumerate(self.blocks) if b["name"] == name and b["input"] == normal]
+        done = self._done_ids()
+        try:
+            candidates = self._by_name.get(name, ())
+        except TypeError:  # a name that cannot be hashed names no tool the model asked for
+            candidates = ()
+        matches = [i for i in candidates if self.blocks[i]["input"] == normal]
         if not matches:
             raise ScriptedToolError(
                 f"the loop ran {name}({json.dumps(tool_input)[:80]}), but the model never asked for that call")
@@ -184,6 +261,16 @@ class ScriptedTools:
         self.effects.append((block["id"], name, tool_input))
         self.calls += 1
         return self.scenario.results[index]
+
+    def _done_ids(self) -> set:
+        """The ids in ``effects``, read on from where the last call stopped (a subclass may start
+        the log with earlier calls, or append to it itself)."""
+        effects, read, ids = self._done
+        if effects is not self.effects or read > len(self.effects):
+            effects, read, ids = self.effects, 0, set()
+        ids.update(effect[0] for effect in effects[read:])
+        self._done = (effects, len(effects), ids)
+        return ids
 
     def runs_of(self, tool_use_id: str) -> int:
         """How many times the call the model made under ``tool_use_id`` was run."""

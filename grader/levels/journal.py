@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
 from grader.engine.invariants import Finding, check, parse
 from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
-from grader.engine.scripted import Scenario, ScriptedModel, assistant_turns, clone, from_turns
+from grader.engine.scripted import Scenario, ScriptedModel, clone, from_turns
 from grader.levels.interface import LevelModule
 from grader.levels import columns
 
@@ -84,7 +84,7 @@ class _SettledModel(ScriptedModel):
     def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
         from grader.engine import recorder
 
-        index = len(assistant_turns(messages))  # what a model would refuse is refused here first
+        index = len(self.checked(messages))  # what a model would refuse is refused here first
         active = recorder.active()
         if active is not None and FROM_TURN <= index < len(self.scenario.responses) - 1:
             ops = active.ops
@@ -330,6 +330,16 @@ def _fast_pickle(value: Any) -> Optional[bytes]:
     return out.getvalue()
 
 
+def _plain_pickle(value: Any) -> bytes:
+    """``value`` pickled with protocol 2 and no memo: a list's items follow one another, so the pickle
+    of a list begins with the pickle of any list its first items make (bar the closing opcodes)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=2)
+    pickler.fast = True
+    pickler.dump(value)
+    return out.getvalue()
+
+
 class LoaderReader:
     """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
 
@@ -356,6 +366,9 @@ class LoaderReader:
         # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
         self._last: Optional[list] = None
         self._decoded: dict = {}  # the JSON bytes of recent answers -> what parse() makes of them
+        # The last answer's messages: (a pickle of them, their JSON text, what JSON gives back of
+        # them), when the answer was a plain dict with a "messages" list. See _extend.
+        self._messages: Optional[tuple] = None
 
     def __call__(self, state: Any) -> Any:
         global _hooked, _reading
@@ -415,6 +428,10 @@ class LoaderReader:
                     last[2] = _fast_pickle(last[1][0])
                 if last[2] is not None and _fast_pickle(loaded) == last[2]:
                     return last[0]
+        extended = self._extend(loaded)
+        if extended is not None:
+            return extended
+        self._messages = None
         try:
             try:
                 out = json.dumps(loaded, ensure_ascii=False, check_circular=False).encode("utf-8")
@@ -428,6 +445,61 @@ class LoaderReader:
                 self._decoded.clear()
             decoded = self._decoded[out] = parse(out)
         self._last = [out, decoded, None]
+        messages = decoded[0].get("messages") if decoded[1] is None and type(decoded[0]) is dict else None
+        if type(messages) is list and type(loaded) is dict and type(loaded.get("messages")) is list:
+            try:
+                self._messages = (_plain_pickle(loaded["messages"]),
+                                  json.dumps(loaded["messages"], ensure_ascii=False, check_circular=False), messages)
+            except Exception:  # noqa: BLE001 - nothing to build the next answer on
+                self._messages = None
+        return out
+
+    def _extend(self, loaded: Any) -> Optional[bytes]:
+        """The JSON bytes of ``loaded`` when its messages are the last answer's plus some more (None otherwise).
+
+        Along a journal, each answer is usually the one before with a message or two added. The
+        messages they share are taken from the last answer, encoded and decoded, and only the new
+        ones go through JSON: the bytes and the decoded value are exactly what encoding and
+        decoding the whole answer gives. "Shared" means equal (==) and pickled to the same bytes, so
+        True is not taken for 1, nor 1.0 for 1, and the order of keys is the same.
+        """
+        known = self._messages
+        if known is None or type(loaded) is not dict or type(loaded.get("messages")) is not list:
+            return None
+        pickled, text, decoded = known
+        messages = loaded["messages"]
+        k = len(decoded)
+        try:
+            # Two messages at least: a list of one pickles without the opcodes that longer lists begin with.
+            if k < 2 or len(messages) < k or not all(type(key) is str for key in loaded) or messages[:k] != decoded:
+                return None
+            mine = _plain_pickle(messages)
+            # The k shared messages pickle to the same opcodes as before, and == above rules out a
+            # last shared message that goes on (a dict of over 1,000 keys pickles in batches).
+            if not mine.startswith(pickled[:-2]):
+                return None
+            tail = messages[k:]
+            tail_text = json.dumps(tail, ensure_ascii=False, check_circular=False)
+            if tail:
+                text = text[:-1] + ", " + tail_text[1:]
+            parts, value = [], {}
+            for key, item in loaded.items():
+                if key == "messages":
+                    parts.append(f"{json.dumps(key, ensure_ascii=False)}: {text}")
+                    value[key] = decoded + json.loads(tail_text) if tail else list(decoded)
+                else:
+                    item_text = json.dumps(item, ensure_ascii=False, check_circular=False)
+                    parts.append(f"{json.dumps(key, ensure_ascii=False)}: {item_text}")
+                    value[key] = json.loads(item_text)
+            out = ("{" + ", ".join(parts) + "}").encode("utf-8")
+        except Exception:  # noqa: BLE001 - anything unusual goes the whole way round, and fails as it would there
+            return None
+        if out not in self._decoded:
+            if len(self._decoded) >= 64:
+                self._decoded.clear()
+            self._decoded[out] = (value, None)
+        self._last = [out, self._decoded[out], None]
+        self._messages = (mine, text, value["messages"])
         return out
 
     def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:

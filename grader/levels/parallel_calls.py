@@ -171,28 +171,40 @@ def _results_message(ids: list, results: dict) -> dict:
     return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": results[i]} for i in ids]}
 
 
-def state_after(task: str, responses: list, results: dict, recorded: Optional[list] = None, final: bool = False) -> dict:
+def state_after(task: str, responses: list, results: dict, recorded: Optional[list] = None, final: bool = False,
+                base: Optional[dict] = None) -> dict:
     """The state a correct loop saves once ``responses`` have arrived.
 
     Every turn before the last is complete. Of the last response's calls, ``recorded`` lists the
     ids whose results are in (None: all of them). ``final``: the last response is the answer.
+    ``base``, when given, is this function's state for ``responses[:-1]`` (all complete): only the
+    last turn is built then, and the earlier messages are shared with ``base``, not copied.
     """
-    state = initial_state(task)
-    state["tokensUsed"] = sum(spend(r) for r in responses)
-    for i, response in enumerate(responses):
-        state["messages"].append(_assistant(response))
+    if base is None:
+        base = snapshot(initial_state(task))
+        for response in responses[:-1]:
+            base = _after(base, response, results, None, False)
+    if not responses:
+        return base
+    return _after(base, responses[-1], results, recorded, final)
+
+
+def _after(base: dict, response: dict, results: dict, recorded: Optional[list], final: bool) -> dict:
+    """``base`` (a saved state) with one more response, and of its calls the results in ``recorded``."""
+    state = dict(base, tokensUsed=base["tokensUsed"] + spend(response))
+    added = [_assistant(response)]
+    if not final:
         blocks = tool_use_blocks(response.get("content"))
-        if final and i == len(responses) - 1:
-            break
-        last = i == len(responses) - 1
-        ids = [b["id"] for b in blocks] if not last or recorded is None else list(recorded)
+        ids = [b["id"] for b in blocks] if recorded is None else list(recorded)
         if ids:
-            state["messages"].append(_results_message(ids, results))
-            state["turns"] += len(ids)
-        if last:
-            waiting = [{"id": b["id"], "name": b["name"], "input": b["input"]} for b in blocks if b["id"] not in ids]
-            state["pendingToolUse"] = waiting or None
-    return snapshot(state)
+            added.append(_results_message(ids, results))
+            state["turns"] = base["turns"] + len(ids)
+        waiting = [{"id": b["id"], "name": b["name"], "input": b["input"]} for b in blocks if b["id"] not in ids]
+        state["pendingToolUse"] = waiting or None
+    # One JSON round trip of what is new gives what a round trip of the whole state would.
+    added, state["pendingToolUse"] = json.loads(json.dumps([added, state["pendingToolUse"]]))
+    state["messages"] = base["messages"] + added
+    return state
 
 
 def normalize(state: Any) -> Any:
@@ -241,6 +253,36 @@ class ParallelWindow(Window):
     names: list = field(default_factory=list)     # the current turn's tool names, in order
     calls: int = 0                                # calls started in the current turn
     current: str = ""                             # the tool running, or the one that just returned
+    # Shared by every window of one run: normalised states, built once. A correct loop's file at a
+    # partial point is checked against a state rebuilt from the whole history, and the same few
+    # states come up at every crash point of a turn.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def normalized(self, state: dict) -> dict:
+        """``normalize(state)`` for a state this run's windows hold (kept alive by them, so ``id`` is safe)."""
+        key = ("allowed", id(state))
+        if key not in self.memo:
+            self.memo[key] = normalize(state)
+        return self.memo[key]
+
+    def complete(self, upto: int) -> dict:
+        """The state a correct loop saves once the first ``upto`` responses are in, every call answered.
+        Built from the one before it, so a long run builds each turn once."""
+        key = ("complete", upto)
+        if key not in self.memo:
+            base = self.complete(upto - 1) if upto else None
+            self.memo[key] = state_after(self.task, self.responses[:upto], self.results, base=base)
+        return self.memo[key]
+
+    def partial_state(self, on_turn: list) -> dict:
+        """The normalised state a correct loop saves with ``on_turn``'s results of the current turn in.
+        ``results`` only grows through a run, so its size tells which results a window had."""
+        key = ("partial", len(self.responses), len(self.results), tuple(on_turn))
+        if key not in self.memo:
+            base = self.complete(len(self.responses) - 1)
+            self.memo[key] = normalize(state_after(self.task, self.responses, self.results, recorded=on_turn,
+                                                   base=base))
+        return self.memo[key]
 
     def signature(self) -> tuple:
         return (self.phase, self.turn, tuple(self.started), tuple(self.results), self.kept, self.fresh,
@@ -315,16 +357,27 @@ def parallel_windows(ops: list, task: str) -> list:
     # Most crash points of a turn allow the same states: build each once (state_after copies the whole
     # history, so building it at every point made long conversations quadratic). The states are the
     # same for the same responses and the same recorded results, and ``ended`` only ever grows.
+    # Each is built on the complete state of the turn before, itself built once, so a run of n turns
+    # builds n turns, not n * n.
     built: dict = {}
+    complete_states: dict = {}
+
+    def complete_upto(upto: int, results: dict) -> dict:
+        if upto not in complete_states:
+            base = complete_upto(upto - 1, results) if upto else None
+            complete_states[upto] = state_after(task, responses_all[:upto], results, base=base)
+        return complete_states[upto]
 
     def state(upto: int, recorded: Optional[list] = None, final: bool = False) -> dict:
         key = (upto, len(ended), None if recorded is None else tuple(recorded), final)
         if key not in built:
-            built[key] = state_after(task, responses_all[:upto], {i: scripted[i] for i in ended},
-                                     recorded=recorded, final=final)
+            results = {i: scripted[i] for i in ended}
+            base = complete_upto(upto - 1, results) if upto else None
+            built[key] = state_after(task, responses_all[:upto], results, recorded=recorded, final=final, base=base)
         return built[key]
 
     windows = []
+    memo: dict = {}
     m = ms = 0
     started: list = []
     ended: list = []
@@ -362,7 +415,7 @@ def parallel_windows(ops: list, task: str) -> list:
         names = [b["name"] for b in this_turn]
         calls = sum(1 for i in started if i in turn_ids)
         common = dict(started=list(started), recorded_results=len(ended), responses=got, task=task,
-                      results=results, kept=frozenset(kept), names=names, calls=calls, current=current)
+                      results=results, kept=frozenset(kept), names=names, calls=calls, current=current, memo=memo)
 
         def complete(upto: int) -> list:
             return [state(upto)] if upto else [early]
@@ -502,12 +555,12 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
                        "resume would treat finished tools as unfinished and may run them again")
 
     mine = normalize({k: data[k] for k in FIELDS})
-    if any(mine == normalize(a) for a in window.allowed):
+    if any(mine == window.normalized(a) for a in window.allowed):
         return None
     if window.partial and n_assistant == window.turn and last_tools is not None:
         on_turn = [i for i in recorded if i in window.turn_ids]
         if all(i in window.results for i in on_turn):
-            if mine == normalize(state_after(window.task, window.responses, window.results, recorded=on_turn)):
+            if mine == window.partial_state(on_turn):
                 return None
     newest = max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
                  default=window.turn)
