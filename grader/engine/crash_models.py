@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from typing import Container, Iterable, Iterator, Optional
 
 from grader.engine.ops import Op
 
@@ -278,7 +278,8 @@ def _data_options(inode: _Inode, holes: bool) -> list[bytes]:
 
 def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "checkpoint.json",
                  models: Iterable[str] = ("M1", "M2"), initial_dirs: Iterable[str] = (),
-                 tear_only: Optional[Iterable[str]] = None) -> Iterator[CrashState]:
+                 tear_only: Optional[Iterable[str]] = None,
+                 points: Optional[Container[int]] = None) -> Iterator[CrashState]:
     """Every crash state of ``directory`` under ``models``, in trace order.
 
     ``initial`` maps absolute paths to the bytes they held when recording began. M1 and M2 rebuild
@@ -288,6 +289,9 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
     ``tear_only`` names the files whose torn writes (M2) matter to the caller: a checker that reads
     only checkpoint.json gains nothing from the tears of a temp file that is never renamed after
     the crash, and a correct loop writes every byte into temp files.
+
+    ``points``, when given, are the only crash points whose states are wanted (a long run checks a
+    sample): the others are replayed but not built.
     """
     tear_only = None if tear_only is None else frozenset(tear_only)
     models = tuple(models)
@@ -336,11 +340,14 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
         prefix = directory + os.sep
         return [p[len(prefix):] for p, v in fs.names.items() if v is inode and p.startswith(prefix)]
 
-    if "M1" in models:
+    wanted = (lambda point: True) if points is None else points.__contains__
+    if "M1" in models and wanted(0):
         yield CrashState(0, "M1", fs.listing(directory), dirs=fs.subfolders(directory))
-    yield from power_states(0)
+    if wanted(0):
+        yield from power_states(0)
     for i, op in enumerate(ops):
-        torn_names = names_of(fs.inode_for(op)) if "M2" in models and op.kind == "write" and len(op.data) > 1 else []
+        torn_names = names_of(fs.inode_for(op)) if "M2" in models and op.kind == "write" and len(op.data) > 1 \
+            and wanted(i) else []
         if tear_only is not None:
             torn_names = [n for n in torn_names if n in tear_only]
         if torn_names:
@@ -373,6 +380,8 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
                 new_dirs.add(op.path)
             elif op.kind == "rmdir":
                 new_dirs.discard(op.path)
+        if not wanted(i + 1):
+            continue
         if "M1" in models:
             yield CrashState(i + 1, "M1", fs.listing(directory), dirs=fs.subfolders(directory))
         yield from power_states(i + 1)

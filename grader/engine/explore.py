@@ -305,8 +305,9 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
     b_saves = [s for label, s in saves if label == "B"]
     final = [s for label, s in saves if label == "final"]
     early = [snapshot(initial_state(task))] if allow_initial else []
-    tool_ids = [tool_use_blocks(r.get("content"))[0]["id"] for r in responses if tool_use_blocks(r.get("content"))]
-    tool_names = [tool_use_blocks(r.get("content"))[0]["name"] for r in responses if tool_use_blocks(r.get("content"))]
+    blocks_of = [tool_use_blocks(r.get("content")) for r in responses]
+    tool_ids = [blocks[0]["id"] for blocks in blocks_of if blocks]
+    tool_names = [blocks[0]["name"] for blocks in blocks_of if blocks]
     spent = list(itertools.accumulate(map(spend, responses), initial=0))
 
     windows = []
@@ -336,7 +337,7 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
             started = started_by_s[s] = tool_ids[:s]
         name = tool_names[max(s, m) - 1] if max(s, m) - 1 < len(tool_names) and max(s, m) >= 1 else ""
         common = dict(started=started, recorded_results=e, responses=got, spent=spent)
-        last_is_tool = m >= 1 and bool(tool_use_blocks(responses[m - 1].get("content")))
+        last_is_tool = m >= 1 and bool(blocks_of[m - 1])
         if ended:
             w = Window("done", m, final[:1], False, **common)
         elif m == 0:
@@ -659,9 +660,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     chosen = None if sample is None else set(sample(ops))
     for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
                                            recorder.initial_dirs,
-                                           tear_only=(CHECKPOINT_NAME,) if reader is None else None):
-        if chosen is not None and state.point not in chosen:
-            continue
+                                           tear_only=(CHECKPOINT_NAME,) if reader is None else None, points=chosen):
         result.states += 1
         tally = result.by_model.setdefault(state.model, [0, 0])
         tally[0] += 1
