@@ -26,6 +26,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
+try:  # signal.signal without its enum wrapping, which was half the cost of a limit (level 6 sets a
+    # thousand of them a run, one per call of the learner's loader)
+    from _signal import signal as _set_handler
+except ImportError:  # pragma: no cover - an interpreter without the C module
+    _set_handler = signal.signal
+
 __all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "current_hangs", "forget_hangs", "hang_mark",
            "hangs_since", "loop_timeout", "on_slow_loop", "refusing", "time_limit"]
 
@@ -320,7 +326,7 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
         stop = state["stop"]
         raise LoopTimeout(str(stop), stop.where, stop.hang)
 
-    previous = signal.signal(signal.SIGALRM, expire)
+    previous = _set_handler(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
     _timing.append(owner)
     try:
@@ -328,5 +334,5 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
             yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        _set_handler(signal.SIGALRM, previous)
         _timing.pop()

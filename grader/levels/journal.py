@@ -510,7 +510,8 @@ class LoaderReader:
 
     def _materialise(self, files: dict, dirs: tuple = ()) -> None:
         directory = self.directory
-        os.makedirs(directory, exist_ok=True)
+        if not self._exact:  # (while it is exact, the folder is there: this reader made it and nothing removed it)
+            os.makedirs(directory, exist_ok=True)
         # Rewrite only what differs from the last crash state loaded (consecutive states share most
         # files), and take away what the loader itself may have added. Files may sit in subfolders
         # (a journal under wal/): names are paths relative to the checkpoint folder.
@@ -655,11 +656,16 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     """Run ``run`` on ``scenario``, then read every crash state (a sample of them with ``sample``) with
     ``load``, and with ``measure`` judge the bytes the run wrote."""
     computed: list = []
+    conversation: list = []  # the last run's (task, responses, results): a second run usually has the same
 
     def windows(ops: list, task: str) -> list:
         responses = [op.payload[1] for op in ops if op.kind == "model_end"]
         results = [op.payload[1] for op in ops if op.kind == "tool_end"]
-        computed.append(shared_reference_saves(task, responses, results))
+        if not computed or conversation[-1] != (task, responses, results):
+            computed.append(shared_reference_saves(task, responses, results))
+            conversation.append((task, responses, results))
+        else:
+            computed.append(computed[-1])
         return windows_for(ops, task, saves=computed[-1])
 
     planned = scenario.turns
