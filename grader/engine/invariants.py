@@ -175,7 +175,8 @@ def shape_finding(raw: Optional[bytes], data: Any, error: Optional[str],
     if problems:
         return Finding("FIELDS", "; ".join(problems),
                        "resume reads a field that is not there, or trusts a value of the wrong kind")
-    if not all(isinstance(m, dict) for m in data["messages"]):
+    messages = data["messages"]
+    if set(map(type, messages)) - {dict} and not all(isinstance(m, dict) for m in messages):
         return Finding("FIELDS", "`messages` holds something that is not a message object",
                        "resume cannot send these messages to the model")
     return None

@@ -471,12 +471,14 @@ class LoaderReader:
         k = len(decoded)
         try:
             # Two messages at least: a list of one pickles without the opcodes that longer lists begin with.
-            if k < 2 or len(messages) < k or not all(type(key) is str for key in loaded) or messages[:k] != decoded:
+            if k < 2 or len(messages) < k or not all(type(key) is str for key in loaded):
                 return None
             mine = _plain_pickle(messages)
-            # The k shared messages pickle to the same opcodes as before, and == above rules out a
-            # last shared message that goes on (a dict of over 1,000 keys pickles in batches).
-            if not mine.startswith(pickled[:-2]):
+            # The k shared messages pickle to the same opcodes as before. Each of them but the last
+            # is closed by the opcodes of the next, so they are the same; the last could go on in
+            # this pickle (an empty dict that gained keys, a dict of over 1,000 keys pickles in
+            # batches), which == rules out.
+            if not mine.startswith(pickled[:-2]) or messages[k - 1] != decoded[k - 1]:
                 return None
             tail = messages[k:]
             tail_text = json.dumps(tail, ensure_ascii=False, check_circular=False)
