@@ -40,6 +40,13 @@ class Row:
 TEMP_FILE_QUESTION = "where the new bytes go"
 
 ROWS = [
+    # A loop that returns before the model's final answer: no crash invariant breaks, task 1 says why.
+    *[Row(level, f"stops_early/level{level}_agent.py", first, "stopped-early",
+          ("returned after", "still asking for tools", "What ends your loop?"), ("IndexError", "grader/engine", "turns go up"))
+      for level, first in ((2, "test_the_loop_still_finishes_the_task"),
+                           (3, "test_a_killed_process_still_leaves_a_whole_current_file"),
+                           (5, "test_the_loop_still_finishes_the_task"),
+                           (6, "test_the_loop_finishes_and_the_loader_reads_the_final_state"))],
     Row(2, "level2/w26_saves_only_at_a_atomically.py", "test_the_loop_still_finishes_the_task", "no-final-save",
         ("final answer was never saved", "save point A"), (TEMP_FILE_QUESTION,),
         also={"test_a_crash_mid_save_never_leaves_half_a_file": (

@@ -166,3 +166,42 @@ def test_check_reads_only_the_new_messages_of_a_growing_file_and_gives_the_same_
             compared += 1
             broken += alone is not None
     assert compared > 60 and broken > 10
+
+
+def test_the_reference_saves_are_what_the_protocol_loop_saves_each_through_json():
+    """reference_saves builds the saves in linear time, sharing messages between them; each must be
+    exactly (values, types and key order) what running the protocol's loop and writing each save as
+    JSON gives, on the course's task, generated conversations and a long task."""
+    from grader.engine.checkpoint import run_reference, snapshot
+    from grader.engine.conversations import generated
+    from grader.levels.journal import long_conversation
+
+    for scenario in [SCENARIO, long_conversation(40, seed=2)] + list(generated(6, 10)):
+        responses, results, want = list(scenario.responses), list(scenario.results), []
+        run_reference(scenario.task, [], lambda r=responses, **_: r.pop(0), lambda name, tool_input, r=results: r.pop(0),
+                      lambda state, label, w=want: w.append((label, snapshot(state))))
+        got = reference_saves(scenario.task, scenario.responses, scenario.results)
+        assert json.dumps(got) == json.dumps(want)
+
+
+def test_a_loop_that_returns_before_the_task_is_done_is_told_so_not_a_grader_error(tmp_path):
+    """The trace then ends before the model's final answer: the saves a correct loop makes stop
+    there too, and the learner reads what their loop did, not an IndexError inside the kit."""
+    saves = reference_saves(SCENARIO.task, SCENARIO.responses[:1], SCENARIO.results[:1])
+    assert [label for label, _ in saves] == ["A", "B"]
+    assert reference_saves(SCENARIO.task, SCENARIO.responses[:2], SCENARIO.results[:1])[-1][0] == "A"
+
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "solutions" / "level2" / "agent.py").read_text()
+    early = source.replace('        response = call_model(tools=tools, messages=state["messages"])',
+                           "        return state  # stops after the first tool, before the model's answer", 1)
+    assert early != source
+    (tmp_path / "agent.py").write_text(early)
+    out = subprocess.run([sys.executable, "-m", "pytest", "exercises/level2", "--submission", str(tmp_path), "-q",
+                          "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True).stdout
+    assert "IndexError" not in out and "grader/engine" not in out
+    assert "test_the_loop_still_finishes_the_task FAILED" in out or "FAILED exercises/level2/test_agent.py::test_the_loop_still_finishes_the_task" in out

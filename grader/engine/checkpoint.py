@@ -121,22 +121,52 @@ def reference_saves(task: str, responses: Iterable[dict], results: Iterable[str]
     if sum(len(v) for v in _REFERENCES.values()) > 512:
         _REFERENCES.clear()
         known = _REFERENCES.setdefault((task, len(responses), len(results)), [])
-    saves = _compute_reference(task, list(responses), list(results))
+    saves = compute_reference_saves(task, list(responses), list(results))
     known.append((copy.deepcopy(responses), results, saves))
     return list(saves)
 
 
-def _compute_reference(task: str, responses: list, results: list) -> list[tuple[str, dict]]:
+def compute_reference_saves(task: str, responses: list, results: list) -> list[tuple[str, dict]]:
+    """The saves of :func:`run_reference` on this conversation, built in linear time.
+
+    The saves share their message objects (a loop only ever appends messages), so a long run costs
+    no more than its history; each piece goes through JSON once, which gives what a round trip of
+    each whole save would. Where the trace stops early (a loop that returned before the model's
+    final answer, or before a tool's result came back), the saves stop at the same place.
+    """
+    task, responses, results = json.loads(json.dumps([task, responses, results]))
+    messages: list = [{"role": "user", "content": task}]
+    turns, tokens, pending = 0, 0, None
     saves: list[tuple[str, dict]] = []
 
-    def call_model(**_: Any) -> dict:
-        return responses.pop(0)
+    def save(label: str) -> None:
+        saves.append((label, {"version": VERSION, "task": task, "turns": turns, "tokensUsed": tokens,
+                              "messages": list(messages), "pendingToolUse": pending}))
 
-    def execute_tool(name: str, tool_input: Any) -> str:
-        return results.pop(0)
-
-    run_reference(task, [], call_model, execute_tool, lambda s, label: saves.append((label, snapshot(s))))
+    if not responses:
+        return saves
+    response = responses.pop(0)
+    tokens += spend(response)
+    while response.get("stop_reason") == "tool_use":
+        messages.append({"role": "assistant", "content": response["content"]})
+        block = tool_use_blocks(response["content"])[0]
+        pending = pending_record(block)
+        save("A")
+        if not results:
+            return saves
+        messages.append(tool_result_message(block, results.pop(0)))
+        turns += 1
+        pending = None
+        save("B")
+        if not responses:
+            return saves
+        response = responses.pop(0)
+        tokens += spend(response)
+    messages.append({"role": "assistant", "content": response["content"]})
+    save("final")
     return saves
+
+
 
 
 def field_problems(data: Any, pending_problem: Optional[Callable[[Any], Optional[str]]] = None) -> list[str]:

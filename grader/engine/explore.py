@@ -339,7 +339,9 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
         common = dict(started=started, recorded_results=e, responses=got, spent=spent)
         last_is_tool = m >= 1 and bool(blocks_of[m - 1])
         if ended:
-            w = Window("done", m, final[:1], False, **common)
+            # A loop that returned before the model's final answer has no final save: the last save
+            # it would have made where its run stopped is what a crash after the return may find.
+            w = Window("done", m, final[:1] or [state for _, state in saves[-1:]], False, **common)
         elif m == 0:
             w = Window("before-first-response", 0, list(early), True, **common)
         elif ms > m:

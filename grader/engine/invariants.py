@@ -81,6 +81,7 @@ CAUSES = {
     "no-save-a": "nothing is saved after the model names a tool and before it runs (save point A)",
     "no-save-b": "nothing is saved after a tool's result is recorded and before the model is called (save point B)",
     "no-final-save": "nothing is saved after the model's final answer",
+    "stopped-early": "run_agent returns before the model's final answer, with the model still asking for tools",
     "pending-shape": "pendingToolUse is not exactly the {id, name, input} of the tool_use block",
     "in-place": "the checkpoint is written over in place, so a crash mid-write leaves part of a file",
     "buffered-rename": "the temp file is renamed over the checkpoint before its bytes have left Python's buffer",

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
 from grader.engine.invariants import Finding, check, parse
-from grader.engine.checkpoint import pending_record, spend, tool_result_message, tool_use_blocks
+from grader.engine.checkpoint import compute_reference_saves, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, clone, from_turns
 from grader.levels.interface import LevelModule
 from grader.levels import columns
@@ -125,48 +125,10 @@ class _LongScenario(Scenario):
 
 # -- bytes written ---------------------------------------------------------------------------------------
 
-def _normal(value: Any) -> Any:
-    return json.loads(json.dumps(value))
-
-
 def shared_reference_saves(task: str, responses: list, results: list) -> list:
-    """What :func:`~grader.engine.checkpoint.reference_saves` returns, built in linear time.
-
-    The saves share their message objects (messages are only ever appended), so a 1000-turn run
-    costs no more than its history; treat the returned states as read-only.
-    """
-    # As JSON gives them back, all at once: the pieces below are built from these, so need no more.
-    task, responses, results = _normal([task, responses, results])
-    messages = [{"role": "user", "content": task}]
-    turns, tokens, pending = 0, 0, None
-    saves = []
-
-    def save(label: str) -> None:
-        saves.append((label, {"version": 1, "task": task, "turns": turns, "tokensUsed": tokens,
-                              "messages": list(messages), "pendingToolUse": pending}))
-
-    if not responses:
-        return saves
-    response = responses.pop(0)
-    tokens += spend(response)
-    while response.get("stop_reason") == "tool_use":
-        messages.append({"role": "assistant", "content": response["content"]})
-        block = tool_use_blocks(response["content"])[0]
-        pending = pending_record(block)
-        save("A")
-        if not results:
-            return saves
-        messages.append(tool_result_message(block, results.pop(0)))
-        turns += 1
-        pending = None
-        save("B")
-        if not responses:
-            return saves
-        response = responses.pop(0)
-        tokens += spend(response)
-    messages.append({"role": "assistant", "content": response["content"]})
-    save("final")
-    return saves
+    """What :func:`~grader.engine.checkpoint.reference_saves` returns, without its cache (a long
+    run's 200 responses would be copied to key it). Treat the returned states as read-only."""
+    return compute_reference_saves(task, list(responses), list(results))
 
 
 def json_size(state: dict) -> int:
@@ -237,17 +199,31 @@ class ByteReport:
     @property
     def worst(self) -> tuple:
         """(turn, amplification) where the ratio is highest, from FROM_TURN on."""
-        start = min(FROM_TURN, self.turns)
+        start = max(1, min(FROM_TURN, self.turns))
         return max(((t, self.amplification(t)) for t in range(start, self.turns + 1)), key=lambda x: x[1],
                    default=(0, 0.0))
 
     @property
+    def cut_short(self) -> bool:
+        """The loop's run ended before the turns the verdict is judged on (it returned early, not
+        the model: an early final answer only ever comes past FROM_TURN)."""
+        return self.turns < min(FROM_TURN, self.planned) if self.planned else False
+
+    @property
     def ok(self) -> bool:
-        return self.turns > 0 and self.worst[1] <= AMPLIFICATION_LIMIT
+        return self.turns > 0 and not self.cut_short and self.worst[1] <= AMPLIFICATION_LIMIT
 
     def explain(self) -> str:
         """The verdict in a learner's words, with the numbers behind it."""
         n = self.turns
+        if self.cut_short or not n:
+            calls = len(self.history)
+            return (f"BYTES not judged: the bytes written per turn are judged from turn {FROM_TURN} of a "
+                    f"{self.planned}-turn task, but your loop's run of it ended after {calls} tool "
+                    f"call{'s' if calls != 1 else ''}, with the model still asking for more.\n"
+                    "  run_agent returned before the model's final answer, so there is no long run to measure. "
+                    "The first check of this level (the loop finishes the task) shows where it stops; once it "
+                    "runs to the end, its bytes are measured here.")
         turn, worst = self.worst
         early = self.per_turn(*EARLY) if n >= EARLY[1] else None
         late = self.per_turn(*LATE) if n >= LATE[1] else None

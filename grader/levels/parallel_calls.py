@@ -420,7 +420,11 @@ def parallel_windows(ops: list, task: str) -> list:
         def complete(upto: int) -> list:
             return [state(upto)] if upto else [early]
 
-        if done:
+        if done and this_turn:
+            # The loop returned with the model still asking for tools (before its final answer): a
+            # crash after that may find the last save it would have made there, and nothing else.
+            w = ParallelWindow("done", m, [state(m, recorded=[i for i in turn_ids if i in ended])], False, **common)
+        elif done:
             w = ParallelWindow("done", m, [state(m, final=True)], False, **common)
         elif m == 0:
             w = ParallelWindow("before-first-response", 0, [early], True, **common)
