@@ -220,3 +220,49 @@ def test_a_repeated_call_gets_an_input_of_its_own():
     inputs = [(b["name"], b["input"]) for r in TWINS.responses for b in tool_use_blocks(r["content"])]
     assert len({json.dumps(i, sort_keys=True) for i in inputs}) == len(inputs)
     assert inputs[0] == ("ping", {"host": "a"}) and inputs[1][1]["host"] == "a"
+
+
+def test_states_built_turn_on_turn_are_what_a_whole_rebuild_gives():
+    """The protocol's states are built on the turn before and share their parts (JSON round trips
+    kept per message part); each must be, value, type and key order, what building the whole
+    history and writing it as JSON gives: every turn, every subset of a turn's results, final or not."""
+    from grader.engine.checkpoint import initial_state, snapshot, spend, tool_use_blocks
+    from grader.engine.conversations import generated
+    from grader.levels.parallel_calls import state_after
+
+    def whole(task, responses, results, recorded, final):
+        state = initial_state(task)
+        state["tokensUsed"] = sum(spend(r) for r in responses)
+        for i, response in enumerate(responses):
+            state["messages"].append({"role": "assistant", "content": response["content"]})
+            blocks = tool_use_blocks(response.get("content"))
+            last = i == len(responses) - 1
+            if final and last:
+                break
+            ids = [b["id"] for b in blocks] if not last or recorded is None else list(recorded)
+            if ids:
+                state["messages"].append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": x, "content": results[x]} for x in ids]})
+                state["turns"] += len(ids)
+            if last:
+                state["pendingToolUse"] = [{"id": b["id"], "name": b["name"], "input": b["input"]}
+                                           for b in blocks if b["id"] not in ids] or None
+        return snapshot(state)
+
+    checked = 0
+    for scenario in [SCENARIO, TWINS] + list(generated(9, 6, "parallel")):
+        results = {b["id"]: scenario.results[k] for k, b in
+                   enumerate(b for r in scenario.responses for b in tool_use_blocks(r.get("content")))}
+        pieces: dict = {}
+        for upto in range(len(scenario.responses) + 1):
+            got = scenario.responses[:upto]
+            ids = [b["id"] for b in tool_use_blocks(got[-1].get("content"))] if got else []
+            base = state_after(scenario.task, got[:-1], results, pieces=pieces) if got else None
+            for recorded in [None, [], ids[:1], ids[::-1]]:
+                for final in (False, True):
+                    want = json.dumps(whole(scenario.task, got, results, recorded, final))
+                    assert json.dumps(state_after(scenario.task, got, results, recorded, final)) == want
+                    assert json.dumps(state_after(scenario.task, got, results, recorded, final, base=base,
+                                                  pieces=pieces)) == want
+                    checked += 1
+    assert checked > 100

@@ -172,39 +172,60 @@ def _results_message(ids: list, results: dict) -> dict:
 
 
 def state_after(task: str, responses: list, results: dict, recorded: Optional[list] = None, final: bool = False,
-                base: Optional[dict] = None) -> dict:
+                base: Optional[dict] = None, pieces: Optional[dict] = None) -> dict:
     """The state a correct loop saves once ``responses`` have arrived.
 
     Every turn before the last is complete. Of the last response's calls, ``recorded`` lists the
     ids whose results are in (None: all of them). ``final``: the last response is the answer.
     ``base``, when given, is this function's state for ``responses[:-1]`` (all complete): only the
     last turn is built then, and the earlier messages are shared with ``base``, not copied.
+    ``pieces``: a dict that keeps each message part as JSON gives it back, for states built again
+    and again from the same responses and results (treat the states as read-only then).
     """
     if base is None:
         base = snapshot(initial_state(task))
         for response in responses[:-1]:
-            base = _after(base, response, results, None, False)
+            base = _after(base, response, results, None, False, pieces)
     if not responses:
         return base
-    return _after(base, responses[-1], results, recorded, final)
+    return _after(base, responses[-1], results, recorded, final, pieces)
 
 
-def _after(base: dict, response: dict, results: dict, recorded: Optional[list], final: bool) -> dict:
+def _after(base: dict, response: dict, results: dict, recorded: Optional[list], final: bool,
+           pieces: Optional[dict] = None) -> dict:
     """``base`` (a saved state) with one more response, and of its calls the results in ``recorded``."""
     state = dict(base, tokensUsed=base["tokensUsed"] + spend(response))
-    added = [_assistant(response)]
+    added = [_assistant(response) if pieces is None else _piece(pieces, ("assistant", id(response)),
+                                                                lambda: {"role": "assistant", "content": response["content"]})]
+    pending = None
     if not final:
         blocks = tool_use_blocks(response.get("content"))
         ids = [b["id"] for b in blocks] if recorded is None else list(recorded)
         if ids:
-            added.append(_results_message(ids, results))
+            if pieces is None:
+                added.append(_results_message(ids, results))
+            else:
+                added.append({"role": "user", "content": [
+                    _piece(pieces, ("result", i), lambda i=i: {"type": "tool_result", "tool_use_id": i,
+                                                               "content": results[i]}) for i in ids]})
             state["turns"] = base["turns"] + len(ids)
         waiting = [{"id": b["id"], "name": b["name"], "input": b["input"]} for b in blocks if b["id"] not in ids]
-        state["pendingToolUse"] = waiting or None
-    # One JSON round trip of what is new gives what a round trip of the whole state would.
-    added, state["pendingToolUse"] = json.loads(json.dumps([added, state["pendingToolUse"]]))
+        pending = waiting or None
+    # One JSON round trip of what is new gives what a round trip of the whole state would (and the
+    # pieces kept went through one already: JSON gives back the same for a part as for the whole).
+    if pieces is None:
+        added, state["pendingToolUse"] = json.loads(json.dumps([added, pending]))
+    else:
+        state["pendingToolUse"] = json.loads(json.dumps(pending))
     state["messages"] = base["messages"] + added
     return state
+
+
+def _piece(pieces: dict, key: tuple, build: Callable[[], Any]) -> Any:
+    """``build()`` as a JSON round trip gives it back, made once per ``key``."""
+    if key not in pieces:
+        pieces[key] = json.loads(json.dumps(build()))
+    return pieces[key]
 
 
 def normalize(state: Any) -> Any:
@@ -271,7 +292,7 @@ class ParallelWindow(Window):
         key = ("complete", upto)
         if key not in self.memo:
             base = self.complete(upto - 1) if upto else None
-            self.memo[key] = state_after(self.task, self.responses[:upto], self.results, base=base)
+            self.memo[key] = state_after(self.task, self.responses[:upto], self.results, base=base, pieces=self.memo)
         return self.memo[key]
 
     def partial_state(self, on_turn: list) -> dict:
@@ -281,7 +302,7 @@ class ParallelWindow(Window):
         if key not in self.memo:
             base = self.complete(len(self.responses) - 1)
             self.memo[key] = normalize(state_after(self.task, self.responses, self.results, recorded=on_turn,
-                                                   base=base))
+                                                   base=base, pieces=self.memo))
         return self.memo[key]
 
     def signature(self) -> tuple:
@@ -365,7 +386,7 @@ def parallel_windows(ops: list, task: str) -> list:
     def complete_upto(upto: int, results: dict) -> dict:
         if upto not in complete_states:
             base = complete_upto(upto - 1, results) if upto else None
-            complete_states[upto] = state_after(task, responses_all[:upto], results, base=base)
+            complete_states[upto] = state_after(task, responses_all[:upto], results, base=base, pieces=memo)
         return complete_states[upto]
 
     def state(upto: int, recorded: Optional[list] = None, final: bool = False) -> dict:
@@ -373,7 +394,8 @@ def parallel_windows(ops: list, task: str) -> list:
         if key not in built:
             results = {i: scripted[i] for i in ended}
             base = complete_upto(upto - 1, results) if upto else None
-            built[key] = state_after(task, responses_all[:upto], results, recorded=recorded, final=final, base=base)
+            built[key] = state_after(task, responses_all[:upto], results, recorded=recorded, final=final, base=base,
+                                     pieces=memo)
         return built[key]
 
     windows = []
