@@ -342,8 +342,8 @@ class LoaderReader:
         # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
         self._last: Optional[list] = None
         self._decoded: dict = {}  # the JSON bytes of recent answers -> what parse() makes of them
-        # The last answer's messages: (a pickle of them, their JSON text, what JSON gives back of
-        # them), when the answer was a plain dict with a "messages" list. See _extend.
+        # The last answer's messages: (a pickle of them, their JSON in UTF-8, what JSON gives back
+        # of them), when the answer was a plain dict with a "messages" list. See _extend.
         self._messages: Optional[tuple] = None
 
     def __call__(self, state: Any) -> Any:
@@ -425,7 +425,8 @@ class LoaderReader:
         if type(messages) is list and type(loaded) is dict and type(loaded.get("messages")) is list:
             try:
                 self._messages = (_plain_pickle(loaded["messages"]),
-                                  json.dumps(loaded["messages"], ensure_ascii=False, check_circular=False), messages)
+                                  json.dumps(loaded["messages"], ensure_ascii=False, check_circular=False).encode("utf-8"),
+                                  messages)
             except Exception:  # noqa: BLE001 - nothing to build the next answer on
                 self._messages = None
         return out
@@ -442,7 +443,7 @@ class LoaderReader:
         known = self._messages
         if known is None or type(loaded) is not dict or type(loaded.get("messages")) is not list:
             return None
-        pickled, text, decoded = known
+        pickled, encoded, decoded = known
         messages = loaded["messages"]
         k = len(decoded)
         try:
@@ -450,26 +451,37 @@ class LoaderReader:
             if k < 2 or len(messages) < k or not all(type(key) is str for key in loaded):
                 return None
             mine = _plain_pickle(messages)
-            # The k shared messages pickle to the same opcodes as before. Each of them but the last
-            # is closed by the opcodes of the next, so they are the same; the last could go on in
-            # this pickle (an empty dict that gained keys, a dict of over 1,000 keys pickles in
-            # batches), which == rules out.
-            if not mine.startswith(pickled[:-2]) or messages[k - 1] != decoded[k - 1]:
+            # The k shared messages pickle to the same opcodes as before (all of the old pickle but
+            # its closing two). Each of them but the last is closed by the opcodes of the next, so
+            # they are the same; the last could go on in this pickle (an empty dict that gained
+            # keys, a dict of over 1,000 keys pickles in batches), which == rules out.
+            n = len(pickled) - 2
+            if len(mine) < n or memoryview(mine)[:n] != memoryview(pickled)[:n] or messages[k - 1] != decoded[k - 1]:
                 return None
             tail = messages[k:]
             tail_text = json.dumps(tail, ensure_ascii=False, check_circular=False)
-            if tail:
-                text = text[:-1] + ", " + tail_text[1:]
-            parts, value = [], {}
+            # Built as bytes, the shared part straight from the last answer's: one copy in all.
+            pieces: list = [b"{"]
+            size, at, value = 1, 0, {}
             for key, item in loaded.items():
+                head = (b", " if len(pieces) > 1 else b"") + json.dumps(key, ensure_ascii=False).encode("utf-8") + b": "
+                pieces.append(head)
+                size += len(head)
                 if key == "messages":
-                    parts.append(f"{json.dumps(key, ensure_ascii=False)}: {text}")
+                    part = [encoded[:-1], b", ", tail_text.encode("utf-8")[1:]] if tail else [encoded]
                     value[key] = decoded + json.loads(tail_text) if tail else list(decoded)
+                    at = size
                 else:
                     item_text = json.dumps(item, ensure_ascii=False, check_circular=False)
-                    parts.append(f"{json.dumps(key, ensure_ascii=False)}: {item_text}")
+                    part = [item_text.encode("utf-8")]
                     value[key] = json.loads(item_text)
-            out = ("{" + ", ".join(parts) + "}").encode("utf-8")
+                pieces.extend(part)
+                length = sum(len(p) for p in part)
+                if key == "messages":
+                    span = (at, at + length)
+                size += length
+            pieces.append(b"}")
+            out = b"".join(pieces)
         except Exception:  # noqa: BLE001 - anything unusual goes the whole way round, and fails as it would there
             return None
         if out not in self._decoded:
@@ -477,7 +489,7 @@ class LoaderReader:
                 self._decoded.clear()
             self._decoded[out] = (value, None)
         self._last = [out, self._decoded[out], None]
-        self._messages = (mine, text, value["messages"])
+        self._messages = (mine, memoryview(out)[span[0]:span[1]], value["messages"])
         return out
 
     def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:
