@@ -42,7 +42,8 @@ TEMP_FILE_QUESTION = "where the new bytes go"
 ROWS = [
     # A loop that returns before the model's final answer: no crash invariant breaks, task 1 says why.
     *[Row(level, f"stops_early/level{level}_agent.py", first, "stopped-early",
-          ("returned after", "still asking for tools", "What ends your loop?"), ("IndexError", "grader/engine", "turns go up"))
+          ("returned after", "still asking for tools", "What ends your loop?"), ("IndexError", "grader/engine", "turns go up"),
+          hint="does it still ask for a tool?")
       for level, first in ((2, "test_the_loop_still_finishes_the_task"),
                            (3, "test_a_killed_process_still_leaves_a_whole_current_file"),
                            (5, "test_the_loop_still_finishes_the_task"),
