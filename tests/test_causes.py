@@ -85,9 +85,22 @@ ROWS = [
                          "before the model's latest message was appended"), ("0 model responses recorded spent 0",),
         hint="has the model's message already been appended"),
     # Task 1 of levels 2 and 5 on what run_agent returned: the kit's story, not a bare line.
-    Row(2, "level2/w10_pending_never_cleared.py", "test_the_loop_still_finishes_the_task", "",
+    # A finished call still marked as running: both save points are reached, so the nudge must not
+    # ask which one is missing, and the hint goes to task 3's ladder for this cause.
+    Row(2, "level2/w10_pending_never_cleared.py", "test_the_loop_still_finishes_the_task", "pending-not-cleared",
         ("still has `publish_table` pending", "On disk after the run: checkpoint.json holds turns=3",
-         "What resume would run into:", "set pendingToolUse back to None?"), ("nothing should be pending",)),
+         "What resume would run into:", "set pendingToolUse back to None?"), ("nothing should be pending",),
+        hint_task=3, hint="Once a tool's result is in `messages`, is any call still running?",
+        also={"test_every_tool_call_that_starts_is_on_disk": (
+            "pending-not-cleared", ("which call is still running?", "back to None, before or after the save?"),
+            ("never reach",))}),
+    Row(2, "level2/w29_pending_never_set.py", "test_every_tool_call_that_starts_is_on_disk", "pending-not-set",
+        ("but pendingToolUse is null", "what does pendingToolUse hold at that save"), ("never reach",),
+        hint="which call was cut off?"),
+    # A temp file in /tmp: the first hint is about where the temp file is, not about writing in place.
+    Row(2, "level2/w06_tmp_in_system_tmp.py", "test_the_temp_file_sits_beside_the_checkpoint", "temp-elsewhere",
+        ("written in /tmp, not next to checkpoint.json", "Which folder is your temp file in?"),
+        (TEMP_FILE_QUESTION,), hint="Which folder does that temp file live in"),
     Row(5, "level5/wrong/turns_per_model_turn.py", "test_the_loop_still_finishes_the_task", "",
         ("says turns=3", "`turns` ends at 7", "On disk after the run: checkpoint.json holds turns=3",
          "once for each tool result recorded?"), ("there is no checkpoint.json",),

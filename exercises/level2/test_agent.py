@@ -11,8 +11,8 @@ import pytest
 from grader.engine.conversations import generated
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop
 from grader.engine.invariants import final_save_problem
-from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_causes,
-                                      finished_problem, require)
+from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_failure,
+                                      require)
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
 
@@ -39,12 +39,13 @@ def test_the_loop_still_finishes_the_task(tickets, request):
                  also_about="Save exactly version, task, turns, tokensUsed, messages and pendingToolUse; anything "
                             "else the loop keeps in memory stays out of the file.")
     final = tickets.returned
-    problem = finished_problem(final, describe_final_file(tickets.final_file), 3, "the task makes 3 tool calls")
-    require(problem is None, f"{problem}\n  Re-run just this check: {rerun_command(request)}",
-            causes=finished_causes(final, 3))
-    require(not final_save_problem(tickets.final_file, final), final_save_problem(tickets.final_file, final)
-            + "\nWhat is on disk after the model's last answer has been appended? Compare it with what run_agent "
-            "returns.", ["WHOLE"], causes=["no-final-save"])
+    problem, causes = finished_failure(final, describe_final_file(tickets.final_file), 3,
+                                       "the task makes 3 tool calls", rerun=rerun_command(request))
+    require(problem is None, problem, causes=causes)
+    unsaved = final_save_problem(tickets.final_file, final)
+    require(not unsaved, f"{unsaved}.\n  Re-run just this check: {rerun_command(request)}\n\nWhat is on disk after "
+            "the model's last answer has been appended? Compare it with what run_agent returns.",
+            ["WHOLE"], causes=["no-final-save"])
 
 
 @pytest.mark.task(taskno=2)

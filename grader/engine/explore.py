@@ -650,7 +650,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
                 "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},
                 f"the temp file was written in {os.path.dirname(op.path)}, not next to checkpoint.json; a rename "
                 "between two file systems is a copy followed by a delete, which a crash can tear",
-                "on a machine where that folder is another file system, the same crash tears the file"))
+                "on a machine where that folder is another file system, the same crash tears the file",
+                cause="temp-elsewhere"))
             break
     # Verdicts for the protocol's own rules are shared by every run of the same conversation (see
     # shared_verdicts); a level with its own rules keeps them to this run.

@@ -83,9 +83,12 @@ CAUSES = {
     "no-final-save": "nothing is saved after the model's final answer",
     "stopped-early": "run_agent returns before the model's final answer, with the model still asking for tools",
     "pending-shape": "pendingToolUse is not exactly the {id, name, input} of the tool_use block",
+    "pending-not-set": "the save before a tool runs leaves pendingToolUse empty, so the file never names that call",
+    "pending-not-cleared": "pendingToolUse still names a call whose result is already recorded",
     "in-place": "the checkpoint is written over in place, so a crash mid-write leaves part of a file",
     "buffered-rename": "the temp file is renamed over the checkpoint before its bytes have left Python's buffer",
     "deleted-first": "the old checkpoint is deleted before the new one is renamed in, leaving a moment with none",
+    "temp-elsewhere": "the temp file is written in another folder than checkpoint.json, so the rename may be a copy",
     "mixed": "the file matches no save the loop made",
     "counts-turns": "`turns` does not count the tool results the file's messages hold",
     "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",
@@ -325,11 +328,13 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
         if pending != want:
             return Finding("PAIRING", f"the last message asks for `{want['name']}` ({want['id']}) but pendingToolUse is "
                            f"{json.dumps(pending)[:120]}",
-                           "resume cannot tell which call is dangling, so it cannot reconcile it")
+                           "resume cannot tell which call is dangling, so it cannot reconcile it",
+                           "pending-not-set" if pending is None else "")
     elif pending is not None:
         return Finding("PAIRING", f"pendingToolUse names `{pending.get('name')}` ({pending.get('id')}) but the last "
                        "message is not the assistant turn that asked for it",
-                       "resume would reconcile a call whose result is already recorded, and may run it twice")
+                       "resume would reconcile a call whose result is already recorded, and may run it twice",
+                       "pending-not-cleared" if pending.get("id") in results else "")
 
     on_disk = set(results) | ({pending.get("id")} if isinstance(pending, dict) else set())
     missing = [tid for tid in window.started if tid not in on_disk]

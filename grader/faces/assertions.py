@@ -31,11 +31,17 @@ NUDGES = {
                      "run_agent returns.",
     "pending-shape": "Which keys does the protocol keep in pendingToolUse, and which does the tool_use block "
                      "carry besides them?",
+    "pending-not-set": "Your loop saves before the tool runs: what does pendingToolUse hold at that save, and "
+                       "which call should it name?",
+    "pending-not-cleared": "Once a tool's result is in `messages`, which call is still running? Where does your "
+                           "loop set pendingToolUse back to None, before or after the save?",
     "in-place": "Think about where the new bytes go while they are being written.",
     "buffered-rename": "When does a file opened in a `with` block hand its bytes to the operating system? Where "
                        "does your rename run, inside that block or after it?",
     "deleted-first": "Between removing the old checkpoint and renaming the new one in, what is on disk? Which "
                      "call replaces the old file in one step?",
+    "temp-elsewhere": "Which folder is your temp file in? Put it beside checkpoint.json (with tempfile, pass "
+                      "dir=directory).",
     "counts-turns": "When does a turn count as done? Compare `turns` with the tool results in `messages` at "
                     "each save.",
     "counts-tokens": "Which responses does your `tokensUsed` add up, the first one included, and which usage "
@@ -183,6 +189,14 @@ def finished_problem(returned: object, on_disk: str, turns: int, turns_words: st
 
     ``turns``: the tool results the task records; ``turns_words`` says why, in the level's terms.
     ``pending``: whether the level's state keeps pendingToolUse to check."""
+    return finished_failure(returned, on_disk, turns, turns_words, pending)[0]
+
+
+def finished_failure(returned: object, on_disk: str, turns: int, turns_words: str,
+                     pending: bool = True, rerun: str = "") -> "tuple[str | None, list]":
+    """:func:`finished_problem`, with the causes it names (keys of grader.engine.invariants.CAUSES),
+    so the nudge and the next hint follow them; ``rerun`` (a command) goes where a crash's story has it."""
+    causes: list = []
     if not isinstance(returned, dict):
         what = "run_agent returned None" if returned is None else f"run_agent returned a {type(returned).__name__}"
         wrong = "run_agent hands back the final state, the same six fields it saved last"
@@ -196,6 +210,7 @@ def finished_problem(returned: object, on_disk: str, turns: int, turns_words: st
         resume = ("the file says the task is still in progress, so a resume would carry on a task this run "
                   "reported as finished")
         question = "What ends your loop? Does every way out of run_agent come after the model's final answer?"
+        causes = finished_causes(returned, turns)
     elif returned.get("turns") != turns:
         what = f"the state it returned says turns={_short_json(returned.get('turns'), 20)}"
         wrong = f"{turns_words}, so `turns` ends at {turns}"
@@ -206,12 +221,13 @@ def finished_problem(returned: object, on_disk: str, turns: int, turns_words: st
         wrong = "once the model has given its final answer no call is in flight, so pendingToolUse is None"
         resume = "from a file like this, a resume would take that call for one the crash cut off, and run it again"
         question = "After a tool's result is appended, where do you set pendingToolUse back to None?"
+        causes = ["pending-not-cleared"]
     else:
         messages = returned.get("messages")
         last = messages[-1] if isinstance(messages, list) and messages else None
         role = last.get("role") if isinstance(last, dict) else None
         if role == "assistant":
-            return None
+            return None, []
         what = ("the state it returned has no messages" if last is None
                 else f"the last message of the state it returned is from the {role}")
         wrong = "the task ends on the model's final answer, so the last message is the assistant's"
@@ -221,5 +237,6 @@ def finished_problem(returned: object, on_disk: str, turns: int, turns_words: st
                       f"  On disk after the run: {on_disk}.",
                       f"  What is wrong: {wrong}.",
                       f"  What resume would run into: {resume}.",
-                      "", question])
+                      *([f"  Re-run just this check: {rerun}"] if rerun else []),
+                      "", question]), causes
 
