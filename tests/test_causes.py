@@ -124,9 +124,16 @@ ROWS = [
         ("went just as far", "E   "), hint="Does your cap start from that number"),
     # A power cut rolls the file back because nothing was fsynced: no save point is to blame, and
     # the closing question is the level's own.
+    # The words say what the power cut did to this code's bytes, not the kill's "before any bytes
+    # reached it": the rename landed, the data had not been fsynced (or was fsynced before a flush).
     Row(3, "level3/wrong_starter_no_fsync", "test_the_data_is_on_disk_before_the_rename", "",
-        ("M3, the power is cut", "reached the disk itself"),
-        ("save point B)", "Count the saves", TEMP_FILE_QUESTION, "Python's buffer")),
+        ("M3, the power is cut", "reached the disk itself",
+         "the rename from checkpoint.json.tmp reached the disk, but the data written into checkpoint.json.tmp had "
+         "not been fsynced before the rename"),
+        ("save point B)", "Count the saves", TEMP_FILE_QUESTION, "Python's buffer", "before any bytes reached it")),
+    Row(3, "level3/wrong_fsync_without_flush", "test_the_data_is_on_disk_before_the_rename", "",
+        ("checkpoint.json.tmp was fsynced before its bytes had left Python's buffer", "the power cut lost all of it"),
+        ("before any bytes reached it",)),
 ]
 
 

@@ -394,6 +394,33 @@ def _operation_words(ops: list[Op], state: CrashState) -> str:
     return "after " + _describe_at(ops, state.point - 1)
 
 
+def _power_cut_words(ops: list[Op], point: int, target: str, raw: bytes) -> str:
+    """Why a power cut left ``target`` empty or short at crash point ``point``, read from the trace: the
+    rename that named it landed, the bytes written into it under its temp name had not been fsynced
+    (or "" when the trace shows something else)."""
+    renames = [i for i in range(min(point, len(ops))) if ops[i].kind == "rename" and ops[i].dest == target]
+    if not renames:
+        return ""
+    at = renames[-1]
+    source = ops[at].path
+    opened = next((i for i in range(at - 1, -1, -1) if ops[i].kind == "open" and ops[i].path == source), None)
+    if opened is None:
+        return ""
+    between = ops[opened:at]
+    written = sum(len(op.data) for op in between if op.kind == "write" and op.path == source)
+    syncs = [k for k, op in enumerate(between) if op.kind == "fsync" and op.path == source]
+    unsynced = sum(len(op.data) for op in between[syncs[-1] + 1 if syncs else 0:]
+                   if op.kind == "write" and op.path == source)
+    if not unsynced or len(raw) >= written:
+        return ""
+    name = os.path.basename(source)
+    have = "holds 0 bytes" if not raw else f"holds only {len(raw):,} of the {written:,} bytes written into it"
+    why = (f"{name} was fsynced before its bytes had left Python's buffer, so they reached the operating system "
+           "after that fsync and never the disk" if syncs else f"the data written into {name} had not been fsynced before the rename")
+    return (f"checkpoint.json {have}: the rename from {name} reached the disk, but {why}; the power cut lost "
+            + ("all of it" if not raw else "the rest"))
+
+
 def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -> tuple[str, str]:
     """Why the checkpoint is missing or unreadable at crash point ``point``, read from what this loop did
     (cause, words to add), or ("", "") when the trace shows nothing particular."""
@@ -691,6 +718,11 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             traced, words = _trace_cause(ops, state.point + (state.torn is not None), target, raw)
             if traced:
                 cause, detail = traced, f"{detail}. {words}"
+        elif invariant != finding.invariant and finding.invariant == "PARSE" and raw is not None and reader is None:
+            # The generic words ("before any bytes reached it") are not what a power cut did.
+            words = _power_cut_words(ops, state.point, target, raw)
+            if words:
+                detail = f"PARSE: {words}"
         if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
             detail = f"{detail}; {state.note}"
         result.violations.append(Violation(invariant, state.model, state.point, window.words(),
