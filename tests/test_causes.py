@@ -275,3 +275,24 @@ def test_what_run_agent_returned_is_told_as_a_story():
         assert lines[-1].endswith("?") and question in lines[-1], text
         assert ".." not in text and "?." not in text
     assert describe_final_file(None) == "there is no checkpoint.json in the folder"
+
+
+def test_a_loop_that_raises_is_shown_once_per_run(tmp_path):
+    """The tests that read one run of the loop show its traceback once: the first in full, the rest
+    in a line naming the exception and the learner's line."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    source = (CORPUS / "level2" / "c01_pathlib_replace.py").read_text(encoding="utf-8")
+    (folder / "agent.py").write_text(source.replace("def save_checkpoint(state, directory=\"checkpoints\"):\n",
+                                                    "def save_checkpoint(state, directory=\"checkpoints\"):\n"
+                                                    "    state[\"nope\"]\n", 1))
+    collector = Outcomes()
+    pytest.main([str(ROOT / "exercises" / "level2"), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+                 "-k", "not generated_conversations", "--color=no", "--import-mode=importlib"], plugins=[collector])
+    first, *rest = [t for t in collector.tests.values() if "generated_conversations" not in t.name]
+    assert "KeyError: 'nope'" in first.output and 'agent.py", line 10, in save_checkpoint' in first.output, first.output
+    assert len(rest) == 4 and all(t.status == "failed" for t in rest)
+    for t in rest:
+        assert t.output.startswith("Not checked: your loop did not finish this run (support-tickets): KeyError: "
+                                   "'nope', on line 10 of agent.py (in save_checkpoint)."), t.output
+        assert 'File "' not in t.output and "^^^" not in t.output

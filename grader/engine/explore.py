@@ -161,6 +161,8 @@ class Exploration:
     final_file: Optional[bytes] = None
     # The learner's code got stuck (or was not run again, having got stuck before): no verdict.
     stuck: Optional[Hang] = None
+    # Set once a test has shown this run's error in full: the tests that share the run name it in a line.
+    told: bool = False
 
     @property
     def ok(self) -> bool:
