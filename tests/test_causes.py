@@ -296,3 +296,17 @@ def test_a_loop_that_raises_is_shown_once_per_run(tmp_path):
         assert t.output.startswith("Not checked: your loop did not finish this run (support-tickets): KeyError: "
                                    "'nope', on line 10 of agent.py (in save_checkpoint)."), t.output
         assert 'File "' not in t.output and "^^^" not in t.output
+
+
+def test_a_passing_pytest_run_reminds_of_the_written_answers(capsys):
+    """`pytest exercises/levelN` is how a learner knows a level is done: when every test passes, it
+    names the level's answers.md (where their files are), as `check` does; a level with none says nothing."""
+    common = ["-q", "-p", "no:cacheprovider", "-k", "not generated_conversations", "--color=no",
+              "--import-mode=importlib"]
+    assert pytest.main([str(ROOT / "exercises" / "level2"), "--submission", str(ROOT / "solutions" / "level2"),
+                        *common]) == 0
+    said = capsys.readouterr().out
+    assert "One more thing: " in said and f"{Path('solutions', 'level2', 'answers.md')} asks a few questions" in said
+    assert pytest.main([str(ROOT / "exercises" / "level5"), "--submission", str(ROOT / "solutions" / "level5"),
+                        *common]) == 0
+    assert "One more thing" not in capsys.readouterr().out

@@ -9,6 +9,7 @@ every report reads them.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Iterable, Iterator
 
 import pytest
@@ -123,6 +124,25 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
         text += ["", nudge]
     causes = [first.cause] + [v.cause for v in hits[1:]]
     fail("\n".join(text), {v.invariant for v in hits}, causes=[c for c in causes if c])
+
+
+def answers_reminders(rootdir: "str | os.PathLike", nodeids: Iterable[str], submission: "str | None" = None) -> list:
+    """For a pytest run whose tests all passed: a reminder for each level it ran that has written
+    answers (the manifest's ``answers``), naming the file where the learner's own files are."""
+    from pathlib import Path
+
+    from grader.levels import manifest
+
+    lines = []
+    for folder in sorted({(Path(rootdir) / nodeid.split("::", 1)[0]).resolve().parent for nodeid in nodeids}):
+        try:
+            kit = manifest.load(manifest.find_root(folder))
+        except (manifest.ManifestError, OSError, ValueError):
+            continue  # tests outside any kit (the plugin used on its own) have no answers to write
+        for level in kit.levels:
+            if level.answers and level.starter_dir.resolve() == folder:
+                lines.append(level.answers_reminder(Path(submission) if submission else folder))
+    return lines
 
 
 def _why_unfinished(exploration: Exploration) -> str:

@@ -316,6 +316,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     got, total = outcomes.points() if outcomes is not None else (0.0, 0.0)
     if outcomes is not None and outcomes.scored():
         terminalreporter.write_sep("-", f"crashcourse: {got:g} of {total:g} points")
+        if exitstatus == 0 and got == total:  # a level that passes may still have answers to write
+            from grader.faces.assertions import answers_reminders
+            for line in answers_reminders(config.rootpath, outcomes.tests, config._crashcourse_submission):
+                terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(hookwrapper=True)

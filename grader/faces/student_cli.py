@@ -409,8 +409,7 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     if outcome.ok:
         out(paint(f"Level {level.number} passes: every test, and every crash state in the matrix.", "32"))
         if level.answers:
-            out(f"One more thing: {_rel(folder / level.answers)} asks a few questions in your own words. The "
-                "tests do not read it; your instructor does, so answer it before you hand the level in.")
+            out(level.answers_reminder(folder))
         later = [lv for lv in manifest_mod.load(level.root).existing() if lv.number > level.number]
         if later:
             out(f"Next: level {later[0].number}, {later[0].title} (crashcourse check {later[0].number}).")

@@ -84,6 +84,21 @@ class Level:
         listed = [self.starter_dir / name for name in self.tests if (self.starter_dir / name).is_file()]
         return listed or sorted(self.starter_dir.glob("test_*.py"))
 
+    def answers_reminder(self, folder: Optional[Path] = None) -> str:
+        """What a learner whose tests all pass is told about this level's written answers, in
+        ``folder`` (default: the starter folder); "" for a level without any."""
+        if not self.answers:
+            return ""
+        path = (Path(folder) if folder is not None else self.starter_dir) / self.answers
+        try:
+            shown = os.path.relpath(path)
+        except ValueError:  # another drive, on Windows
+            shown = str(path)
+        if shown.startswith(os.pardir):
+            shown = str(path)
+        return (f"One more thing: {shown} asks a few questions in your own words. The tests do not read it; "
+                "your instructor does, so answer it before you hand the level in.")
+
     def watched_files(self, folder: Optional[Path] = None) -> list[Path]:
         """The files a student edits for this level, in ``folder`` (default: the starter folder)."""
         folder = Path(folder) if folder is not None else self.starter_dir
