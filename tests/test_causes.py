@@ -131,6 +131,15 @@ ROWS = [
          "the rename from checkpoint.json.tmp reached the disk, but the data written into checkpoint.json.tmp had "
          "not been fsynced before the rename"),
         ("save point B)", "Count the saves", TEMP_FILE_QUESTION, "Python's buffer", "before any bytes reached it")),
+    # Task 4's platform checks speak in the same story format, with a "What to try" for what was found.
+    Row(3, "level3/wrong_retries_fsync", "test_a_failed_fsync_is_not_swallowed", "",
+        ("When fsync of the file it wrote fails once, save_checkpoint must raise",
+         "What the check did: one save, then a second", "What is wrong: fsync of the file it wrote reported",
+         "What to try: after the first OSError from fsync, let it propagate", "Re-run just this check: pytest"),
+        ("When file fsync fails",)),
+    Row(3, "level3/wrong_crashes_on_windows", "test_saving_where_a_folder_cannot_be_opened", "",
+        ("did not save on a platform where a folder cannot be opened", "What is wrong: save_checkpoint raised ",
+         "What to try: open the folder inside try/except OSError", "Re-run just this check: pytest"), ()),
     Row(3, "level3/wrong_fsync_without_flush", "test_the_data_is_on_disk_before_the_rename", "",
         ("checkpoint.json.tmp was fsynced before its bytes had left Python's buffer", "the power cut lost all of it"),
         ("before any bytes reached it",)),

@@ -224,24 +224,59 @@ def _fsync_finding(run, on_file, once):
     return None
 
 
+def _story(headline, did, problem, tip, rerun):
+    """Task 4's findings told the way every failure of the kit is: what happened, what the check did,
+    what is wrong, what to try, and the command that re-runs it."""
+    return "\n".join([headline, f"  What the check did: {did}.", f"  What is wrong: {problem}.",
+                      f"  What to try: {tip}", f"  Re-run just this check: {rerun}"])
+
+
+def _fsync_tip(problem):
+    """What to try for a finding of :func:`problem_when_fsync_fails`, by what it found."""
+    if "never called os.fsync" in problem:
+        return "inside the `with` block, call f.flush() and then os.fsync(f.fileno()), before the rename."
+    if "os.sync()" in problem:
+        return "fsync the file itself: os.fsync(f.fileno()) raises OSError when the disk refuses the data."
+    if "tried again" in problem:
+        return "after the first OSError from fsync, let it propagate: a second fsync that succeeds proves nothing."
+    if "checkpoint.json" in problem:
+        return ("fsync the temp file before the rename and let its OSError stop the save there: the rename never "
+                "runs, and the previous checkpoint stays.")
+    return "let the OSError from os.fsync reach the caller: do not catch it, or raise it again after tidying up."
+
+
 @pytest.mark.task(taskno=4)
 @pytest.mark.points(1)
-def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path):
+def test_saving_where_a_folder_cannot_be_opened(submission, tmp_path, request):
     """On a platform that will not open a folder, save_checkpoint still saves (and skips only that sync)."""
     problem = problem_where_folders_cannot_be_opened(submission, tmp_path)
-    require(problem is None, problem)
+    tip = ("open the folder inside try/except OSError and skip only its fsync when it cannot be opened; the "
+           "file's fsync and the rename still run." if problem and problem.startswith("save_checkpoint raised")
+           else "make sure each save still ends with the rename when the folder's fsync is skipped.")
+    require(problem is None, _story(
+        "save_checkpoint did not save on a platform where a folder cannot be opened (as on Windows).",
+        'two saves, with opening a folder raising PermissionError, no os.O_DIRECTORY, and sys.platform "win32"',
+        problem, tip, rerun_command(request)))
 
 
 @pytest.mark.task(taskno=4)
 @pytest.mark.points(1)
-def test_a_failed_fsync_is_not_swallowed(submission, tmp_path):
+def test_a_failed_fsync_is_not_swallowed(submission, tmp_path, request):
     """If fsync of the temp file or of the folder fails, once or every time, save_checkpoint raises (it
     does not retry), and after a failed file fsync the previous checkpoint stays."""
     for fault in FSYNC_FAULTS:
         folder = tmp_path / fault.replace(", ", "-")
         folder.mkdir()
         problem = problem_when_fsync_fails(submission, folder, fault)
-        require(problem is None, f"When {fault.replace(', ', ' fsync fails ')}: {problem}")
+        what = "the file it wrote" if fault.startswith("file") else "the folder"
+        once = fault.endswith("once")
+        how = (f"only the first fsync of {what} reported EIO (an I/O error), and later ones succeeded" if once
+               else f"every fsync of {what} reported EIO (an I/O error)")
+        require(problem is None, _story(
+            f"When fsync of {what} fails{' once' if once else ''}, save_checkpoint must raise and leave the "
+            "previous save in place: this one did not.",
+            f"one save, then a second during which {how}", problem, _fsync_tip(problem or ""),
+            rerun_command(request)))
 
 
 @pytest.mark.task(taskno=5)
