@@ -97,6 +97,10 @@ ROWS = [
     Row(2, "level2/w29_pending_never_set.py", "test_every_tool_call_that_starts_is_on_disk", "pending-not-set",
         ("but pendingToolUse is null", "what does pendingToolUse hold at that save"), ("never reach",),
         hint="which call was cut off?"),
+    # pendingToolUse holding only the id breaks FIELDS in task 1's test, but the cause is task 3's.
+    Row(2, "level2/w30_pending_is_only_the_id.py", "test_the_loop_still_finishes_the_task", "pending-shape",
+        ("`pendingToolUse` is \"toolu_", "not null or an object", "what does your loop put there?"),
+        ("Save exactly version, task",), hint_task=3, hint="Which keys end up in `pendingToolUse`"),
     # A temp file in /tmp: the first hint is about where the temp file is, not about writing in place.
     Row(2, "level2/w06_tmp_in_system_tmp.py", "test_the_temp_file_sits_beside_the_checkpoint", "temp-elsewhere",
         ("written in /tmp, not next to checkpoint.json", "Which folder is your temp file in?"),

@@ -178,7 +178,9 @@ def shape_finding(raw: Optional[bytes], data: Any, error: Optional[str],
     problems = problems_of(data)
     if problems:
         return Finding("FIELDS", "; ".join(problems),
-                       "resume reads a field that is not there, or trusts a value of the wrong kind")
+                       "resume reads a field that is not there, or trusts a value of the wrong kind",
+                       "pending-shape" if problems_of is field_problems
+                       and all(p.startswith("`pendingToolUse`") for p in problems) else "")
     messages = data["messages"]
     if set(map(type, messages)) - {dict} and not all(isinstance(m, dict) for m in messages):
         return Finding("FIELDS", "`messages` holds something that is not a message object",

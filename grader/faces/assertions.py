@@ -30,8 +30,8 @@ NUDGES = {
                  "again? Count the saves in one turn of your loop.",
     "no-final-save": "What is on disk after the model's last answer has been appended? Compare it with what "
                      "run_agent returns.",
-    "pending-shape": "Which keys does the protocol keep in pendingToolUse, and which does the tool_use block "
-                     "carry besides them?",
+    "pending-shape": "What does the protocol keep in pendingToolUse (null, or exactly the call's id, name and "
+                     "input), and what does your loop put there?",
     "pending-not-set": "Your loop saves before the tool runs: what does pendingToolUse hold at that save, and "
                        "which call should it name?",
     "pending-not-cleared": "Once a tool's result is in `messages`, which call is still running? Where does your "
