@@ -305,6 +305,26 @@ def test_hint_follows_the_remembered_cause_not_only_the_failing_task(kit, capsys
     assert student_cli.hint_task(level, run) == 2
 
 
+def test_hint_after_a_check_that_got_stuck_points_at_the_stuck_line(kit, capsys):
+    """No task's hints are about a loop that never returns: hint repeats where it got stuck instead."""
+    story = ("save_checkpoint got stuck: it was still running after 5 s, so it was stopped.\n"
+             "  Where it was: agent.py, line 18, in save_checkpoint\n      while True:\n"
+             "  A correct save_checkpoint returns in well under a second in these checks.")
+    run = student_cli.TestRun(1, [student_cli.TestResult("t::test_a", "failed", 1, 1.0, story, [], []),
+                                  student_cli.TestResult("t::test_b", "failed", 2, 3.0, "Not run: ...", [], [])])
+    assert student_cli.stuck_words(run) == "\n".join(story.splitlines()[:3])
+    remember_failing(kit, [1, 2])
+    status_path = kit / ".crashcourse" / "status.json"
+    status = json.loads(status_path.read_text())
+    status["2"]["stuck"] = student_cli.stuck_words(run)
+    status_path.write_text(json.dumps(status))
+    code, out = run_cli(capsys, "hint", "2")
+    assert code == 1 and "Where it was: agent.py, line 18, in save_checkpoint" in out and "while True:" in out
+    assert "No task's hints fit yet" in out and "(hint 1 of" not in out
+    run.results[0].message = "WHOLE broken: the file is an older save than the last one (it got stuck: no)"
+    assert student_cli.stuck_words(run) == ""
+
+
 def test_hint_when_everything_passes(kit, capsys):
     remember_failing(kit, [])
     code, out = run_cli(capsys, "hint", "2")

@@ -416,7 +416,10 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     else:
         task = (tests.failing_tasks() or [1])[0]
         hinted = hint_task(level, tests)
-        if hinted is None or hinted == task:
+        if stuck_words(tests):
+            out("Not there yet: your code got stuck, and the first failure above says where. Once it returns, "
+                f"crashcourse hint {level.number} finds the first task still failing.")
+        elif hinted is None or hinted == task:
             out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still "
                 "failing)")
         else:
@@ -508,6 +511,7 @@ def _remember_status(level: manifest_mod.Level, folder: Path, outcome: CheckOutc
                                  "failing_tasks": outcome.tests.failing_tasks(),
                                  "hint_task": hint_task(level, outcome.tests),
                                  "causes": outcome.tests.first_causes(),
+                                 "stuck": stuck_words(outcome.tests),
                                  "files": files_signature(level.watched_files(folder))}
     _write_state("status.json", status)
 
@@ -544,21 +548,32 @@ def cmd_check(args: argparse.Namespace) -> int:
 # --- hint -----------------------------------------------------------------------------------------
 
 
-def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> tuple[Optional[int], list]:
-    """The task to hint at (see :func:`hint_task`) and the causes the first failure recorded: from the
-    last check if the files have not changed, else a fresh run."""
+def stuck_words(tests: TestRun) -> str:
+    """The first lines of the first failure when it is code that got stuck (which function, where, the
+    line), or "": no task's hints are about a loop that never returns."""
+    first = tests.first_failure()
+    if first is None or " got stuck: it was still running after " not in first.message.split("\n", 1)[0]:
+        return ""
+    return "\n".join(line for line in first.message.splitlines()[:3] if line.strip())
+
+
+def _failing_task(level: manifest_mod.Level, folder: Path, tasks: list) -> tuple[Optional[int], list, str]:
+    """The task to hint at (see :func:`hint_task`), the causes the first failure recorded, and where
+    the code got stuck if it did (:func:`stuck_words`): from the last check if the files have not
+    changed, else a fresh run."""
     status = _read_state("status.json").get(str(level.number))
     if status and status.get("files") == files_signature(level.watched_files(folder)) \
             and status.get("folder") == str(folder.resolve()):
         failing = status.get("failing_tasks") or []
-        return status.get("hint_task") or (failing[0] if failing else None), list(status.get("causes") or [])
+        return (status.get("hint_task") or (failing[0] if failing else None), list(status.get("causes") or []),
+                str(status.get("stuck") or ""))
     if not level.test_paths():
-        return (tasks[0].number if tasks else None), []
+        return (tasks[0].number if tasks else None), [], ""
     print("(running the tests to see which task is still failing...)", file=sys.stderr)
     run = run_tests(level, folder, examples=3)
     if run.problem:
-        return (tasks[0].number if tasks else None), []
-    return hint_task(level, run), run.first_causes()
+        return (tasks[0].number if tasks else None), [], ""
+    return hint_task(level, run), run.first_causes(), stuck_words(run)
 
 
 def hint_ladder(tasks: list, number: int, causes: list) -> tuple[manifest_mod.TaskHints, str, list]:
@@ -624,7 +639,15 @@ def cmd_hint(args: argparse.Namespace) -> int:
                                f"this one reason. Once it is fixed, `crashcourse hint {level.number}` finds the "
                                "first task that still fails.", width))
             return 1
-        number, causes = _failing_task(level, folder, tasks)
+        number, causes, stuck = _failing_task(level, folder, tasks)
+        if stuck:
+            _say(stuck)
+            _say()
+            _say(textwrap.fill("No task's hints fit yet: the tests that call that code stop until it returns. Look "
+                               "at that line for a loop whose condition never changes, or a call that waits forever; "
+                               f"once it returns, `crashcourse hint {level.number}` finds the first task that still "
+                               "fails.", width))
+            return 1
         if number is None:
             _say(textwrap.fill(f"Every test of level {level.number} passes, so there is nothing to hint at. "
                                f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)",
