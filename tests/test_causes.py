@@ -85,6 +85,9 @@ ROWS = [
                          "before the model's latest message was appended"), ("0 model responses recorded spent 0",),
         hint="has the model's message already been appended"),
     # Task 1 of levels 2 and 5 on what run_agent returned: the kit's story, not a bare line.
+    # Level 1: a save that pops the runtime keys names both, in one sentence that agrees with itself.
+    Row(1, "level1/w07_pops_runtime_keys.py", "test_the_file_holds_exactly_the_six_fields", "",
+        ("removed or replaced `client` and `startedAt`", "the loop still needs them after the save"), ("needs it",)),
     # A finished call still marked as running: both save points are reached, so the nudge must not
     # ask which one is missing, and the hint goes to task 3's ladder for this cause.
     Row(2, "level2/w10_pending_never_cleared.py", "test_the_loop_still_finishes_the_task", "pending-not-cleared",
@@ -92,7 +95,8 @@ ROWS = [
          "What resume would run into:", "set pendingToolUse back to None?"), ("nothing should be pending",),
         hint_task=3, hint="Once a tool's result is in `messages`, is any call still running?",
         also={"test_every_tool_call_that_starts_is_on_disk": (
-            "pending-not-cleared", ("which call is still running?", "back to None, before or after the save?"),
+            "pending-not-cleared", ("which call is still running?", "back to None, before or after the save?",
+                                    "checkpoint.json: 49,795 bytes, ending"),
             ("never reach",))}),
     Row(2, "level2/w29_pending_never_set.py", "test_every_tool_call_that_starts_is_on_disk", "pending-not-set",
         ("but pendingToolUse is null", "what does pendingToolUse hold at that save"), ("never reach",),

@@ -134,7 +134,7 @@ def describe_bytes(data: bytes, tail: int = 60) -> str:
     if not data:
         return "0 bytes (empty)"
     end = data[-tail:].decode("utf-8", "replace")
-    return f"{len(data)} bytes, ending {'…' if len(data) > tail else ''}{end!r}"
+    return f"{len(data):,} bytes, ending {'…' if len(data) > tail else ''}{end!r}"
 
 
 @dataclass

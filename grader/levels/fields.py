@@ -159,8 +159,9 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
         changed = ""
         missing = [key for key in RUNTIME_KEYS if state.get(key) is not before[key]]
         if missing:
-            changed = ("save_checkpoint removed or replaced " + ", ".join(f"`{k}`" for k in missing)
-                       + " in the loop's own state; the loop still needs it after the save")
+            changed = ("save_checkpoint removed or replaced " + " and ".join(f"`{k}`" for k in missing)
+                       + " in the loop's own state; the loop still needs "
+                       + ("them" if len(missing) > 1 else "it") + " after the save")
         else:
             try:
                 now = json.dumps(snapshot(state), sort_keys=True)
