@@ -327,3 +327,18 @@ def test_a_passing_pytest_run_reminds_of_the_written_answers(capsys):
     assert pytest.main([str(ROOT / "exercises" / "level5"), "--submission", str(ROOT / "solutions" / "level5"),
                         *common]) == 0
     assert "One more thing" not in capsys.readouterr().out
+
+
+def test_byte_counts_read_the_same_everywhere():
+    """Sizes and offsets in a story use thousands separators, in the 'On disk' lines as in the
+    operation a crash fell in (level 1's messages always did)."""
+    from grader.engine.explore import describe_bytes
+    from grader.engine.invariants import shape_finding
+    from grader.engine.ops import Op
+
+    assert describe_bytes(b"x" * 49795).startswith("49,795 bytes, ending")
+    write = Op(3, "write", "write", "/w/check points/journal.jsonl", handle=1, offset=4595, data=b"y" * 49340)
+    assert write.describe() == "write of 49,340 bytes to check points/journal.jsonl at offset 4,595"
+    assert Op(4, "truncate", "os.truncate", "/w/s/j.jsonl", size=12345).describe() == "os.truncate of s/j.jsonl to 12,345 bytes"
+    torn = shape_finding(b"{" * 1500, None, "it stops early")
+    assert "holds 1,500 bytes that are not" in torn.detail

@@ -390,7 +390,7 @@ def _describe_at(ops: list[Op], index: int) -> str:
 
 def _operation_words(ops: list[Op], state: CrashState) -> str:
     if state.torn is not None:
-        return f"in the middle of {_describe_at(ops, state.point)} ({state.torn[0]} of {state.torn[1]} bytes landed)"
+        return f"in the middle of {_describe_at(ops, state.point)} ({state.torn[0]:,} of {state.torn[1]:,} bytes landed)"
     if state.point == 0:
         return "before anything happened"
     return "after " + _describe_at(ops, state.point - 1)

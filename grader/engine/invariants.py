@@ -169,7 +169,7 @@ def shape_finding(raw: Optional[bytes], data: Any, error: Optional[str],
     """PARSE or FIELDS for a checkpoint that is there but cannot be read as the six fields (None if
     it can). ``problems_of`` lists what is wrong with the fields (a level may have its own rules)."""
     if error:
-        what = "0 bytes" if not raw else f"{len(raw)} bytes that are not one complete JSON document"
+        what = "0 bytes" if not raw else f"{len(raw):,} bytes that are not one complete JSON document"
         return Finding("PARSE", f"checkpoint.json holds {what}; {error}",
                        "resume cannot read the file; it was the only copy of the scene, so the task is lost")
     if not isinstance(data, dict):

@@ -57,9 +57,9 @@ class Op:
                 return f"{api} created {name}"
             return f"{api} opened {name} for writing" + (" and emptied it" if "trunc" in self.flags else "")
         if self.kind == "write":
-            return f"{self.api} of {len(self.data)} bytes to {name} at offset {self.offset}"
+            return f"{self.api} of {len(self.data):,} bytes to {name} at offset {self.offset:,}"
         if self.kind == "truncate":
-            return f"{self.api} of {name} to {self.size} bytes"
+            return f"{self.api} of {name} to {self.size:,} bytes"
         if self.kind == "fsync":
             return f"{self.api} of {'the directory ' if self.is_dir else ''}{name}"
         if self.kind == "sync":
