@@ -54,7 +54,8 @@ ROWS = [
             "no-save-b", ("Nothing was saved after the tool returned (save point B)", "Count the saves"),
             (TEMP_FILE_QUESTION, "temp file"))}),
     Row(2, "level2/w16_no_final_save.py", "test_the_loop_still_finishes_the_task", "no-final-save",
-        ("final answer was never saved", "turn 3, save point B"), (TEMP_FILE_QUESTION,),
+        ("final answer was never saved", "turn 3, save point B", "it already gave.\n  Re-run just this check: "),
+        (TEMP_FILE_QUESTION,), hint="Between appending that answer and `return state`",
         also={"test_a_crash_mid_save_never_leaves_half_a_file": (
             "no-final-save", ("The final answer was never saved", "model's last answer"), (TEMP_FILE_QUESTION,))}),
     Row(2, "level2/w09_save_at_a_only.py", "test_a_crash_mid_save_never_leaves_half_a_file", "no-save-b",
