@@ -96,7 +96,7 @@ ROWS = [
          "What resume would run into:", "set pendingToolUse back to None?"), ("nothing should be pending",),
         hint_task=3, hint="Once a tool's result is in `messages`, is any call still running?",
         also={"test_every_tool_call_that_starts_is_on_disk": (
-            "pending-not-cleared", ("which call is still running?", "back to None, before or after the save?",
+            "pending-not-cleared", ("is that call still running?", "take it out of pendingToolUse",
                                     "checkpoint.json: 49,795 bytes, ending"),
             ("never reach",))}),
     Row(2, "level2/w29_pending_never_set.py", "test_every_tool_call_that_starts_is_on_disk", "pending-not-set",
@@ -110,6 +110,11 @@ ROWS = [
     Row(2, "level2/w06_tmp_in_system_tmp.py", "test_the_temp_file_sits_beside_the_checkpoint", "temp-elsewhere",
         ("written in /tmp, not next to checkpoint.json", "Which folder is your temp file in?"),
         (TEMP_FILE_QUESTION,), hint="Which folder does that temp file live in"),
+    # Level 5: a recorded call left in the list is not "how many blocks does the file list"; the
+    # finished state's story says "those calls", and the re-run line comes before the question.
+    Row(5, "level5/wrong/pending_not_shrinking.py", "test_every_call_the_model_named_is_on_disk_before_any_runs",
+        "pending-not-cleared", ("1 result is recorded", "take it out of pendingToolUse", "\"name\": \"list_ticket….\n"),
+        ("How many tool_use blocks", "1 results"), hint="should it still be in `pendingToolUse`?"),
     Row(5, "level5/wrong/turns_per_model_turn.py", "test_the_loop_still_finishes_the_task", "",
         ("says turns=3", "`turns` ends at 7", "On disk after the run: checkpoint.json holds turns=3",
          "once for each tool result recorded?"), ("there is no checkpoint.json",),

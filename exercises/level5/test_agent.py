@@ -12,8 +12,8 @@ import pytest
 from grader.engine.conversations import generated
 
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
-from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_causes,
-                                      finished_problem, require)
+from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_failure,
+                                      require)
 from grader.levels.parallel_calls import explore_parallel, parallel_tickets
 from grader.faces.plugin import rerun_command
 
@@ -38,10 +38,10 @@ def test_the_loop_still_finishes_the_task(tickets, request):
     """Uncrashed, every call runs once, each turn's results sit in one user message, the answer ends it."""
     assert_holds(tickets, ["ONCE"], rerun_command(request))
     final = tickets.returned
-    problem = finished_problem(final, describe_final_file(tickets.final_file), 7,
-                               "the task makes 7 tool calls in 3 turns, and each result counts")
-    require(problem is None, f"{problem}\n  Re-run just this check: {rerun_command(request)}",
-            causes=finished_causes(final, 7))
+    problem, causes = finished_failure(final, describe_final_file(tickets.final_file), 7,
+                                       "the task makes 7 tool calls in 3 turns, and each result counts",
+                                       rerun=rerun_command(request))
+    require(problem is None, problem, causes=causes)
 
 
 @pytest.mark.task(taskno=2)

@@ -34,8 +34,8 @@ NUDGES = {
                      "input), and what does your loop put there?",
     "pending-not-set": "Your loop saves before the tool runs: what does pendingToolUse hold at that save, and "
                        "which call should it name?",
-    "pending-not-cleared": "Once a tool's result is in `messages`, which call is still running? Where does your "
-                           "loop set pendingToolUse back to None, before or after the save?",
+    "pending-not-cleared": "Once a tool's result is in `messages`, is that call still running? Where does your "
+                           "loop take it out of pendingToolUse, and does that happen before the save?",
     "in-place": "Think about where the new bytes go while they are being written.",
     "buffered-rename": "When does a file opened in a `with` block hand its bytes to the operating system? Where "
                        "does your rename run, inside that block or after it?",
@@ -260,7 +260,9 @@ def finished_failure(returned: object, on_disk: str, turns: int, turns_words: st
     elif pending and returned.get("pendingToolUse"):
         what = f"the state it returned still has {_pending_words(returned.get('pendingToolUse'))}"
         wrong = "once the model has given its final answer no call is in flight, so pendingToolUse is None"
-        resume = "from a file like this, a resume would take that call for one the crash cut off, and run it again"
+        several = isinstance(returned.get("pendingToolUse"), list) and len(returned["pendingToolUse"]) > 1
+        resume = ("from a file like this, a resume would take " + ("those calls for ones" if several else
+                  "that call for one") + " the crash cut off, and run " + ("them" if several else "it") + " again")
         question = "After a tool's result is appended, where do you set pendingToolUse back to None?"
         causes = ["pending-not-cleared"]
     else:

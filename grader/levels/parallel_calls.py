@@ -480,6 +480,12 @@ def _pending_list_problem(pending: Any) -> Optional[str]:
     return None
 
 
+def _clipped(value: Any, width: int) -> str:
+    """``value`` as JSON, cut to ``width`` characters with an ellipsis that says so."""
+    text = json.dumps(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def field_problems(data: Any) -> list:
     """Why ``data`` does not have the six fields, with ``pendingToolUse`` null or a list of calls."""
     return protocol_field_problems(data, pending_problem=_pending_list_problem)
@@ -544,11 +550,11 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
             have = sorted(pending, key=lambda p: str(p.get("id")))
             if [{"id": b.get("id"), "name": b.get("name"), "input": b.get("input")} for b in want] != have:
                 pending_problem = Finding(
-                    "PAIRING", f"the last turn named {len(named)} calls and {len(answered)} results are recorded, so "
-                    f"pendingToolUse should list {json.dumps([b.get('id') for b in want])}, but it is "
-                    f"{json.dumps(data['pendingToolUse'])[:160]}",
+                    "PAIRING", f"the last turn named {len(named)} calls and {len(answered)} "
+                    f"result{' is' if len(answered) == 1 else 's are'} recorded, so pendingToolUse should list "
+                    f"{json.dumps([b.get('id') for b in want])}, but it is {_clipped(data['pendingToolUse'], 160)}",
                     "resume cannot tell which calls are dangling, so it re-runs a finished one or forgets an "
-                    "unfinished one")
+                    "unfinished one", "pending-not-cleared" if any(p.get("id") in answered for p in have) else "")
             continue
         missing = [n for n in named if n not in answered]
         if missing:
