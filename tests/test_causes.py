@@ -264,6 +264,20 @@ def test_a_syntax_error_is_shown_once_under_check(tmp_path):
     assert "During handling" not in text
 
 
+def test_a_returned_state_story_puts_the_rerun_line_before_the_question():
+    """Levels 2, 3, 5 and 6 tell a wrong returned state as a crash is told: the re-run line closes the
+    story and the question comes last."""
+    for level, name in ((3, "agent.py"), (5, "agent.py"), (6, "agent.py")):
+        text = (ROOT / "exercises" / f"level{level}" / "test_agent.py").read_text(encoding="utf-8")
+        assert "finished_failure(" in text and "rerun=rerun_command(request)" in text, level
+    from grader.faces.assertions import finished_failure
+
+    text, causes = finished_failure(None, "there is no checkpoint.json in the folder", 3, "", rerun="pytest x")
+    lines = text.splitlines()
+    assert lines[-3] == "  Re-run just this check: pytest x" and lines[-2] == "" and lines[-1].endswith("?"), text
+    assert causes == []
+
+
 def test_what_run_agent_returned_is_told_as_a_story():
     """Task 1's check of the returned state: each way it can be wrong gets the what/on disk/what is
     wrong/resume lines and a question of its own; a right state gets none."""

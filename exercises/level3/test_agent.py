@@ -15,8 +15,7 @@ import pytest
 from grader.engine.conversations import generated
 from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER, MisbehavingOs
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists, time_limit
-from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_causes,
-                                      finished_problem, require)
+from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_failure, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
 
@@ -47,10 +46,10 @@ def test_a_killed_process_still_leaves_a_whole_current_file(crash, request):
     assert_holds(exploration, ["PARSE", "WHOLE", "ATOMIC-DIR", "TRACE", "PAIRING", "FRESH", "COUNTS", "RERUN"],
                  rerun_command(request))
     # And the loop still runs the task to its end (a run_agent changed by mistake can stop early).
-    problem = finished_problem(exploration.returned, describe_final_file(exploration.final_file), 3,
-                               "the task makes 3 tool calls, and each result counts")
-    require(problem is None, f"{problem}\n  Re-run just this check: {rerun_command(request)}",
-            causes=finished_causes(exploration.returned, 3))
+    problem, causes = finished_failure(exploration.returned, describe_final_file(exploration.final_file), 3,
+                                       "the task makes 3 tool calls, and each result counts",
+                                       rerun=rerun_command(request))
+    require(problem is None, problem, causes=causes)
 
 
 @pytest.mark.task(taskno=2)

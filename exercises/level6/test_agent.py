@@ -10,8 +10,8 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
-from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, fail, finished_causes,
-                                      finished_problem, require)
+from grader.faces.assertions import (STUDENT_TIMEOUT, assert_holds, describe_final_file, fail, finished_failure,
+                                      require)
 from grader.levels.journal import LONG_TURNS, explore_journal, long_conversation
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets
@@ -47,9 +47,9 @@ def test_the_loop_finishes_and_the_loader_reads_the_final_state(tickets, request
     final = tickets.returned
     on_disk = (describe_final_file(tickets.final_file) if tickets.final_file is not None
                else "your journal's files, which task 2 reads back through load_checkpoint")
-    problem = finished_problem(final, on_disk, 3, "the task makes 3 tool calls", pending=False)
-    require(problem is None, f"{problem}\n  Re-run just this check: {rerun_command(request)}",
-            causes=finished_causes(final, 3))
+    problem, causes = finished_failure(final, on_disk, 3, "the task makes 3 tool calls", pending=False,
+                                       rerun=rerun_command(request))
+    require(problem is None, problem, causes=causes)
 
 
 @pytest.mark.task(taskno=2)
