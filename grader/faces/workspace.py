@@ -178,7 +178,8 @@ A level is done when `pytest exercises/levelN` passes. Levels in this workspace:
 |---|---|---|
 {rows}
 
-Where a level has an `answers.md`, write your answers there: your instructor reads them.
+Where a level has an `answers.md`, write your answers there: your instructor reads them (a passing
+`pytest` or `check` reminds you).
 {notebook_part}
 ## What is not here
 
