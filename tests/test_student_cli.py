@@ -462,7 +462,7 @@ def test_the_readme_keeps_the_two_quickstart_commands():
 # --- run ------------------------------------------------------------------------------------------
 
 
-def test_run_drives_the_loop_on_the_scripted_model(kit, capsys):
+def test_run_drives_the_loop_on_the_scripted_model(kit, capsys, load_module):
     shutil.copy(kit / "solutions" / "level2" / "agent.py", kit / "exercises" / "level2" / "agent.py")
     code, out = run_cli(capsys, "run", "2")
     assert code == 0
@@ -470,6 +470,12 @@ def test_run_drives_the_loop_on_the_scripted_model(kit, capsys):
     saved = json.loads((kit / ".crashcourse" / "run" / "checkpoints" / "checkpoint.json").read_text())
     assert saved["turns"] == 3 and saved["pendingToolUse"] is None
     assert "turns=3" in out
+    # The conversation is the one pytest and check judge (the plugin's seed), so its sizes match theirs.
+    from grader.engine.explore import explore_loop
+    from grader.engine.scripted import DEFAULT_SEED, support_tickets
+
+    judged = explore_loop(load_module(kit / "solutions" / "level2" / "agent.py").run_agent, support_tickets(DEFAULT_SEED))
+    assert json.loads(judged.final_file) == saved
 
 
 def test_run_live_without_a_key_explains_what_is_missing(kit, capsys, monkeypatch):

@@ -1085,19 +1085,20 @@ def _live_driver(args: argparse.Namespace, parallel: bool, filename: str) -> _Dr
     choice = ("tool calls in parallel allowed (no tool_choice)" if parallel else
               f"one tool call per turn (tool_choice={json.dumps(live.ONE_CALL_PER_TURN)})")
     print(f"  each request: max_tokens={args.max_tokens}, {choice}; the whole run has {args.timeout:g} s")
-    desk = live.TicketDesk(seed=args.seed)
+    desk = live.TicketDesk(seed=0 if args.seed is None else args.seed)  # the stand-in tools: as before
     return _Driver(caller, desk, live.task_tools(parallel), caller, desk)
 
 
 def _scripted_driver(args: argparse.Namespace, parallel: bool, filename: str) -> _Driver:
-    from grader.engine.scripted import support_tickets
+    from grader.engine.scripted import DEFAULT_SEED, support_tickets
 
+    seed = DEFAULT_SEED if args.seed is None else args.seed
     if parallel:
         from grader.levels.parallel_calls import parallel_tickets
 
-        scenario = parallel_tickets(args.seed)  # the level's own scenario: turns of several calls at once
+        scenario = parallel_tickets(seed)  # the level's own scenario: turns of several calls at once
     else:
-        scenario = support_tickets(args.seed)
+        scenario = support_tickets(seed)
     model = scenario.model()
     print(f"Running {filename} on the scripted model (add --live for the real API)...")
 
@@ -1328,5 +1329,6 @@ def register(sub: Any) -> None:
     p.add_argument("--directory", default=DEFAULT_RUN_DIR, metavar="DIR",
                    help="where the loop writes its checkpoint (default: the kit's own folder, emptied each run)")
     p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the scripted task")
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="seed of the scripted task (default: the plugin's, so the run is the one pytest and check judge)")
     p.set_defaults(handler=cmd_run)
