@@ -334,5 +334,15 @@ def test_a_diff_shows_where_two_long_messages_part():
     assert have != should and "billing" in have and "hardware" in should
     assert "jammed again; " in have and "jammed again; " in should   # context on both sides
     assert have.startswith("…") and should.startswith("…")
+    # Letters show as letters, and no cut splits an escape (\u0007, \n) in two.
+    got["content"][0]["content"] = shared + "Grüße\u0007\n" + "x" * 40
+    want["content"][0]["content"] = shared + "Grüße\u0007\n" + "y" * 40
+    for k in range(1, 60):
+        where, have, should = first_difference(got, want, "messages[2]", context=k)
+        for side in (have, should):
+            text = side.strip("…")
+            assert "\\u00fc" not in side and not text.endswith("\\"), side
+            assert not text.startswith(("u0007", "0007", "007", "07", "7\\", "nx", "ny")), side
+    assert "Grüße" in first_difference(got, want, "messages[2]", context=14)[1]
     # A key one side lacks is named, with the other side's value.
     assert first_difference({"id": "a"}, {"id": "a", "is_error": True}, "m") == ('m["is_error"]', "no such key", "true")

@@ -605,7 +605,8 @@ def first_difference(got: Any, want: Any, path: str, context: int = 30) -> tuple
     if got is _ABSENT or want is _ABSENT:
         shown = [("no such key" if v is _ABSENT else _cut(json.dumps(v), 0, 2 * context)) for v in (got, want)]
         return path, shown[0], shown[1]
-    g, w = json.dumps(got), json.dumps(want)
+    # Letters as they are (ü, not \u00fc): the learner reads the text, and a cut cannot split them.
+    g, w = json.dumps(got, ensure_ascii=False), json.dumps(want, ensure_ascii=False)
     at = next((i for i, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
     start = max(0, at - context)
     position = at - 1 if isinstance(got, str) and isinstance(want, str) else at  # not counting the quote
@@ -614,7 +615,29 @@ def first_difference(got: Any, want: Any, path: str, context: int = 30) -> tuple
 
 
 def _cut(text: str, start: int, end: int) -> str:
+    start, end = _outside_escape(text, start), _outside_escape(text, end)
     return ("…" if start > 0 else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _outside_escape(text: str, i: int) -> int:
+    """``i``, or the end of the JSON escape (``\\n``, ``\\u0007``) it falls inside, so no cut splits one."""
+    i = min(i, len(text))
+    for back in range(1, 6):
+        b = i - back
+        if b < 0:
+            break
+        if text[b] == "\\" and _escaped(text, b):
+            size = 6 if text[b + 1:b + 2] == "u" else 2
+            return b + size if b + size > i else i
+    return i
+
+
+def _escaped(text: str, b: int) -> bool:
+    """Whether the backslash at ``b`` starts an escape (an even run of backslashes before it)."""
+    run = 0
+    while b - run - 1 >= 0 and text[b - run - 1] == "\\":
+        run += 1
+    return run % 2 == 0
 
 
 # -- the whole exploration -------------------------------------------------------------------------------
