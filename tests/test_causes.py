@@ -132,6 +132,13 @@ ROWS = [
         "cap-not-enforced", ("turn 3: one turn past the cap", "On disk: checkpoint.json said turns = 0",
                              "with MAX_TURNS = 1 it went just as far", "What to try:"),
         ("restart at zero", "E   ", "assert"), hint="Where does the resumed loop stop"),
+    # Counters that carry on from the file but miss the reconciled call are not "restarted at zero".
+    Row(4, "level4/wrong_pending_call_not_counted", "test_turns_and_tokens_continue_from_the_file", "",
+        ("the file said turns = 0 with a call pending, and resume added 3 tool results, but turns went up by 2",
+         "is the pending call it answered counted as a turn?"), ("did it restart at zero instead",)),
+    Row(4, "level4/wrong_restarts_counters", "test_turns_and_tokens_continue_from_the_file", "",
+        ("turns counts only those: did it restart at zero instead of continuing from the file?",),
+        ("went up by",)),
     Row(4, "level4/wrong_cap_counts_from_zero", "test_the_turn_cap_counts_the_turns_before_the_crash",
         "cap-restarted", ("turn 3: one turn past the cap", "began 2 turns of its own after the crash",
                           "did the count restart at zero after the crash?"),

@@ -66,7 +66,8 @@ def test_a_checkpoint_you_cannot_trust_is_refused(resume_module, resumed, crashc
 def test_turns_and_tokens_continue_from_the_file(resumed, request):
     """After resume, turns and tokensUsed end where an uncrashed run ends them."""
     assert_resumes(resumed, ["COUNTS"], rerun_command(request),
-                   also_about="Where do your counters start after a crash: at zero, or where the file says?")
+                   also_about="Where do your counters start after a crash: at zero, or where the file says? And does "
+                              "every result recorded on resume, the pending call's included, add one turn?")
 
 
 @pytest.mark.task(taskno=3)

@@ -517,7 +517,7 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
     results = len(_tool_results(got["messages"]))
     if got["turns"] != want["turns"] or got["turns"] != results:
         found.append(("COUNTS", f"turns ends at {got['turns']} ({results} tool result{'s' if results != 1 else ''} in messages), but the run "
-                                f"takes {want['turns']}: did it restart at zero instead of continuing from the file?"))
+                                f"takes {want['turns']}: {_turns_went_wrong(got['turns'], results, file_data)}"))
     elif got["tokensUsed"] != want["tokensUsed"]:
         found.append(("COUNTS", f"tokensUsed ends at {got['tokensUsed']}, but the responses in the transcript spent "
                                 f"{want['tokensUsed']}: continue from the file's count and add each new response's"))
@@ -581,6 +581,29 @@ def _difference(got: dict, want: dict) -> str:
                     "(a pending call may be answered by an error tool_result instead, and nothing else may differ)")
     return (f"the transcript has {len(gm)} messages, but an uncrashed run ends with {len(wm)}"
             + (": was the model's final answer left out?" if len(gm) < len(wm) else ""))
+
+
+def _turns_went_wrong(turns: Any, results: int, file_data: dict) -> str:
+    """Why the resumed ``turns`` is off, told from the file: counted from zero (it equals the results
+    resume added itself), the reconciled pending call left out, or counted on by the wrong amount.
+    Where two readings give the same number, both are put as a question."""
+    before = file_data.get("turns")
+    if not isinstance(turns, int) or not isinstance(before, int) or isinstance(before, bool):
+        return "did it restart at zero instead of continuing from the file?"
+    added = results - len(_tool_results(file_data.get("messages") or []))
+    restarted = bool(before) and turns == added
+    short = isinstance(file_data.get("pendingToolUse"), dict) and turns == before + added - 1
+    told = (f"the file said turns = {before}{' with a call pending' if short else ''}, and resume added {added} "
+            f"tool result{'s' if added != 1 else ''}")
+    if restarted and short:
+        return (f"{told}, but turns ended at {turns}: did it restart at zero, or leave the pending call it "
+                "answered uncounted?")
+    if restarted:
+        return f"{told}, and turns counts only those: did it restart at zero instead of continuing from the file?"
+    if short:
+        return f"{told}, but turns went up by {turns - before}: is the pending call it answered counted as a turn?"
+    return (f"{told}, but turns went up by {turns - before}: does each result resume records count exactly "
+            "once?")
 
 
 _ABSENT = object()
