@@ -135,13 +135,17 @@ ROWS = [
     # Counters that carry on from the file but miss the reconciled call are not "restarted at zero".
     Row(4, "level4/wrong_pending_call_not_counted", "test_turns_and_tokens_continue_from_the_file", "",
         ("the file said turns = 0 with a call pending, and resume added 3 tool results, but turns went up by 2",
-         "is the pending call it answered counted as a turn?"), ("did it restart at zero instead",)),
+         "is the pending call it answered counted as a turn?"), ("did it restart at zero instead",),
+        also={"test_the_turn_cap_counts_the_turns_before_the_crash": (
+            "cap-restarted", ("its cap did not count the turn begun before the crash, the pending call it answered",
+                              "or does answering the pending call add no turn?"),
+            ("forgot the turns already in the file",))}),
     Row(4, "level4/wrong_restarts_counters", "test_turns_and_tokens_continue_from_the_file", "",
         ("turns counts only those: did it restart at zero instead of continuing from the file?",),
         ("went up by",)),
     Row(4, "level4/wrong_cap_counts_from_zero", "test_the_turn_cap_counts_the_turns_before_the_crash",
         "cap-restarted", ("turn 3: one turn past the cap", "began 2 turns of its own after the crash",
-                          "did the count restart at zero after the crash?"),
+                          "did the count restart at zero after the crash"),
         ("went just as far", "E   "), hint="Does your cap start from that number"),
     # A power cut rolls the file back because nothing was fsynced: no save point is to blame, and
     # the closing question is the level's own.

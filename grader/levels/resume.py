@@ -821,6 +821,18 @@ def _past_the_cap(resume: Callable, scenario: Scenario, module: Any, raw: bytes,
             "  What to try: where in your loop does it check the cap before calling the model again, and does "
             "that check read MAX_TURNS and the `turns` from the file?"]))
         problem.cause = "cap-not-enforced"
+    elif label == "A" and json.loads(raw)["turns"] == 0:
+        # The only turn begun before the crash is the pending call: a count from zero and a count that
+        # leaves the answered call out stop at the same turn, so both are put to the learner.
+        problem = CapProblem("\n".join([
+            head, disk,
+            f"  What resume did: it began {ran_here} turn{'s' if ran_here != 1 else ''} of its own after the "
+            "crash, as many as a task that starts from nothing may take: its cap did not count the turn begun "
+            "before the crash, the pending call it answered.",
+            "  What to try: did the count restart at zero after the crash, or does answering the pending call "
+            "add no turn? Compare the cap with `state[\"turns\"]`, which carries on from the file and counts "
+            "every result recorded, not with a counter that starts in resume."]))
+        problem.cause = "cap-restarted"
     else:
         problem = CapProblem("\n".join([
             head, disk,
