@@ -373,3 +373,17 @@ def test_byte_counts_read_the_same_everywhere():
     assert Op(4, "truncate", "os.truncate", "/w/s/j.jsonl", size=12345).describe() == "os.truncate of s/j.jsonl to 12,345 bytes"
     torn = shape_finding(b"{" * 1500, None, "it stops early")
     assert "holds 1,500 bytes that are not" in torn.detail
+
+
+def test_a_loop_that_raises_is_shown_once_under_check(tmp_path):
+    """check's matrix names the exception in a line; the traceback is the first failure's alone."""
+    source = (CORPUS / "level2" / "c01_pathlib_replace.py").read_text(encoding="utf-8")
+    (tmp_path / "agent.py").write_text(source.replace("def save_checkpoint(state, directory=\"checkpoints\"):\n",
+                                                      "def save_checkpoint(state, directory=\"checkpoints\"):\n"
+                                                      "    state[\"nope\"]\n", 1))
+    lines: list = []
+    student_cli.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
+    text = "\n".join(lines)
+    assert "KeyError: 'nope', on line 10 of agent.py (in save_checkpoint); the first failure below" in text, text
+    frames = [line for line in text.splitlines() if line.strip().startswith('File "')]
+    assert len(frames) == 2 and text.count("Traceback") == 0, text   # run_agent, then save_checkpoint: once

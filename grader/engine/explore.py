@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import os
 import pickle
+import re
 import tempfile
 import time
 import traceback
@@ -183,6 +184,27 @@ class Exploration:
             if invariant is None or v.invariant == invariant:
                 return v
         return None
+
+    def raised(self) -> str:
+        """The exception the run stopped on and the learner's line it came from, in one line ("" if none)."""
+        if not self.error:
+            return ""
+        lines = self.error.splitlines()
+        frames = [m for m in (re.match(r'\s*File "(.+)", line (\d+), in (.+)', line) for line in lines) if m]
+        said = next((line for line in lines if line and not line.startswith(" ")), lines[0] if lines else "")
+        if not frames:
+            return said
+        path, number, function = frames[-1].groups()
+        return f"{said}, on line {number} of {path.replace(chr(92), '/').rsplit('/', 1)[-1]} (in {function})"
+
+    def in_one_line(self) -> str:
+        """Why the run gave no verdict, in one line: the exception and the learner's last line it was
+        raised from, or that the grader could not see every write ("" when neither)."""
+        if self.error:
+            return f"your loop did not finish this run ({self.scenario}): {self.raised()}"
+        if self.unseen:
+            return f"the grader could not see everything your code did to the disk in this run ({self.scenario})"
+        return ""
 
     def report(self, rerun: str = "") -> str:
         """A learner-facing summary: the first failure in full, then a line for each other kind."""

@@ -94,7 +94,7 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
     if exploration.error or exploration.unseen:
         if exploration.told and exploration.stuck is None:
             # Several tests read one run: its traceback is shown once, by the first of them.
-            pytest.fail(f"Not checked: {_why_unfinished(exploration)}. The first test that read this run shows "
+            pytest.fail(f"Not checked: {exploration.in_one_line()}. The first test that read this run shows "
                         "it in full; fix that first, since this test reads the same run.", pytrace=False)
         exploration.told = True
         pytest.fail(exploration.report(), pytrace=False)
@@ -143,22 +143,6 @@ def answers_reminders(rootdir: "str | os.PathLike", nodeids: Iterable[str], subm
             if level.answers and level.starter_dir.resolve() == folder:
                 lines.append(level.answers_reminder(Path(submission) if submission else folder))
     return lines
-
-
-def _why_unfinished(exploration: Exploration) -> str:
-    """One line for a run that raised (its exception and the learner's last line) or was not all seen."""
-    if not exploration.error:
-        return f"the grader could not see everything your code did to the disk in this run ({exploration.scenario})"
-    import re
-
-    lines = exploration.error.splitlines()
-    frames = [m for m in (re.match(r'\s*File "(.+)", line (\d+), in (.+)', line) for line in lines) if m]
-    said = next((line for line in lines if line and not line.startswith(" ")), lines[0] if lines else "")
-    where = ""
-    if frames:
-        path, line, function = frames[-1].groups()
-        where = f", on line {line} of {path.replace(chr(92), '/').rsplit('/', 1)[-1]} (in {function})"
-    return f"your loop did not finish this run ({exploration.scenario}): {said}{where}"
 
 
 def require(holds: object, message: str, checks: Iterable[str] = (), namespace: str = "loop",

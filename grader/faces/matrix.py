@@ -108,8 +108,10 @@ class Painter:
 
 
 def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter] = None, legend: bool = True,
-           group: bool = True, heading: str = "crash point") -> str:
-    """The matrix as text at most ``width`` columns wide; ``group`` merges neighbouring rows that agree."""
+           group: bool = True, heading: str = "crash point", told_below: bool = False) -> str:
+    """The matrix as text at most ``width`` columns wide; ``group`` merges neighbouring rows that agree;
+    ``told_below``: a run that raised is shown in full further down (check's first failure), so here
+    it gets one line."""
     paint = paint or Painter(enabled=False)
     shown = [c for c in columns if c.cells]
     lines: list[str] = []
@@ -119,7 +121,11 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
             # A stuck loop's whole story is told once, with the first failure, not here as well.
             if col.exploration is not None and (col.exploration.error or col.exploration.unseen) \
                     and col.stuck is None:
-                lines.extend("    " + line for line in col.exploration.report().splitlines()[:12])
+                if told_below:
+                    said = col.exploration.raised() or col.exploration.in_one_line()
+                    lines.append(f"    {said}; the first failure below shows it in full")
+                else:
+                    lines.extend("    " + line for line in col.exploration.report().splitlines()[:12])
     if not shown:
         return "\n".join(lines)
     keys = merge_keys(shown)

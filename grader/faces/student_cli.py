@@ -223,8 +223,9 @@ def level_column(title: str, folder: Path, level: manifest_mod.Level, seed: int 
     return matrix.level_column(title, folder, level, seed)
 
 
-def _render(columns: list, level: manifest_mod.Level, paint: matrix.Painter, legend: bool = True) -> str:
-    return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend,
+def _render(columns: list, level: manifest_mod.Level, paint: matrix.Painter, legend: bool = True,
+            told_below: bool = False) -> str:
+    return matrix.render(columns, width=matrix.terminal_width(), paint=paint, legend=legend, told_below=told_below,
                          **level.plugin.render_options(level))
 
 
@@ -381,7 +382,7 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
         words = _engine_words(level)
         if words:
             out(textwrap.fill(words, matrix.terminal_width(), initial_indent="  ", subsequent_indent="  "))
-        out(_render([col], level, paint, legend=True))
+        out(_render([col], level, paint, legend=True, told_below=bool(first)))
     else:
         out("  (No crash matrix for this kind of level yet; the tests below are the verdict.)")
     out("")
