@@ -278,7 +278,7 @@ def test_a_syntax_error_is_shown_once_under_check(tmp_path):
 def test_a_returned_state_story_puts_the_rerun_line_before_the_question():
     """Levels 2, 3, 5 and 6 tell a wrong returned state as a crash is told: the re-run line closes the
     story and the question comes last."""
-    for level, name in ((3, "agent.py"), (5, "agent.py"), (6, "agent.py")):
+    for level in (3, 5, 6):
         text = (ROOT / "exercises" / f"level{level}" / "test_agent.py").read_text(encoding="utf-8")
         assert "finished_failure(" in text and "rerun=rerun_command(request)" in text, level
     from grader.faces.assertions import finished_failure

@@ -258,12 +258,16 @@ def test_the_reader_encodes_only_the_new_messages_and_gets_the_bytes_a_whole_enc
 def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_writes(tmp_path):
     """A loader that only reads leaves the scratch folder as the reader made it, so the reader
     changes only what differs; one that writes (repairs a torn line, say) is never trusted again."""
-    states = [({"a": b"1"}, ()), ({"a": b"1", "wal/j": b"x"}, ()), ({"a": b"2"}, ("empty",)),
-              ({"wal/deep/j": b"y"}, ()), ({"a": b"2", "b": b"3"}, ("wal",)), ({}, ())]
+    # A journal that grows, is cut back by a torn line, and grows again, beside files that change.
+    states = [({"a": b"1"}, ()), ({"a": b"1", "wal/j": b"x"}, ()), ({"a": b"1", "wal/j": b"xy"}, ()),
+              ({"a": b"1", "wal/j": b"xyz"}, ()), ({"a": b"1", "wal/j": b"xq"}, ()), ({"a": b"1", "wal/j": b"xqr"}, ()),
+              ({"a": b"2"}, ("empty",)), ({"wal/deep/j": b"y"}, ()), ({"a": b"2", "b": b"3"}, ("wal",)), ({}, ())]
 
     def listing(directory):
-        names = sorted(str(p.relative_to(directory)) + ("/" if p.is_dir() else "") for p in Path(directory).rglob("*"))
-        return {"names": names, "a": (Path(directory) / "a").read_text() if (Path(directory) / "a").exists() else None}
+        files = sorted(p for p in Path(directory).rglob("*"))
+        names = sorted(str(p.relative_to(directory)) + ("/" if p.is_dir() else "") for p in files)
+        return {"names": names, "bytes": {str(p.relative_to(directory)): p.read_text() for p in files if p.is_file()
+                                          and p.name != "left by the loader"}}
 
     def expected(files, dirs):
         names = set(files) | {d + "/" for d in dirs}
@@ -271,7 +275,7 @@ def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_
             while "/" in name.rstrip("/"):
                 name = name.rstrip("/").rsplit("/", 1)[0] + "/"
                 names.add(name)
-        return {"names": sorted(names), "a": files["a"].decode() if "a" in files else None}
+        return {"names": sorted(names), "bytes": {n: d.decode() for n, d in files.items()}}
 
     for writes in (False, True):
         def loader(directory, writes=writes):

@@ -510,9 +510,15 @@ class LoaderReader:
             while os.sep in parent:
                 parent = os.path.dirname(parent)
                 wanted_dirs.add(parent)
+        grown: dict = {}
         if self._exact:
-            # Nothing but this reader changed the folder: what is there is what it wrote.
+            # Nothing but this reader changed the folder: what is there is what it wrote. A file that
+            # only grew (a journal, from one crash point to the next) gets just its new bytes.
             for rel in [r for r, data in self.written.items() if files.get(r) != data]:
+                new, old = files.get(rel), self.written[rel]
+                if new is not None and len(new) > len(old) and new.startswith(old):
+                    grown[rel] = new
+                    continue
                 os.remove(os.path.join(directory, rel))
                 del self.written[rel]
             for rel_dir in sorted(self.folders - wanted_dirs, reverse=True):
@@ -531,6 +537,10 @@ class LoaderReader:
             if folder:
                 os.makedirs(os.path.join(directory, folder), exist_ok=True)
         self.folders = {f for f in wanted_dirs if f}
+        for name, data in grown.items():
+            with open(os.path.join(directory, name), "ab") as f:
+                f.write(memoryview(data)[len(self.written[name]):])
+            self.written[name] = data
         for name, data in files.items():
             if name not in self.written:
                 with open(os.path.join(directory, name), "wb") as f:
