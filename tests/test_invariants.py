@@ -205,3 +205,23 @@ def test_a_loop_that_returns_before_the_task_is_done_is_told_so_not_a_grader_err
                           "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True).stdout
     assert "IndexError" not in out and "grader/engine" not in out
     assert "test_the_loop_still_finishes_the_task FAILED" in out or "FAILED exercises/level2/test_agent.py::test_the_loop_still_finishes_the_task" in out
+
+
+def test_a_state_is_taken_as_its_save_only_when_json_would_give_exactly_that():
+    """exactly_saved skips the JSON round trip of a returned state, so it must say no wherever the
+    round trip would give something else, or fail: True for 1, 1.0 for 1, a tuple for a list, a str
+    subclass, a key order changed, a field missing, NaN."""
+    from grader.engine.checkpoint import exactly_saved
+
+    class Name(str):
+        pass
+
+    saved = json.loads(json.dumps(B1))
+    assert exactly_saved(json.loads(json.dumps(B1)), saved) is saved
+    assert exactly_saved(dict(B1, runtime="x"), saved) is saved  # snapshot keeps the six fields only
+    changed = [dict(B1, turns=True), dict(B1, turns=1.0), dict(B1, messages=tuple(B1["messages"])),
+               dict(B1, task=Name(B1["task"])), dict(B1, turns=B1["turns"] + 1), dict(B1, tokensUsed=float("nan")),
+               {k: v for k, v in B1.items() if k != "version"},
+               dict(B1, messages=[dict(reversed(list(m.items()))) for m in B1["messages"]])]
+    for state in changed:
+        assert exactly_saved(state, saved) is None, state

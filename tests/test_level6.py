@@ -201,7 +201,7 @@ def test_the_reader_encodes_only_the_new_messages_and_gets_the_bytes_a_whole_enc
     import random
 
     from grader.engine.invariants import parse
-    from grader.levels.journal import _plain_pickle
+    from grader.engine.checkpoint import plain_pickle as _plain_pickle
 
     class Name(str):
         pass

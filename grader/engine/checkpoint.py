@@ -8,6 +8,7 @@ written any way it likes as long as the file it leaves is one of these.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import pickle
 from typing import Any, Callable, Iterable, Optional
@@ -74,6 +75,33 @@ def _copied(messages: list) -> list:
         return pickle.loads(pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:  # noqa: BLE001 - something pickle cannot carry: the general copy
         return copy.deepcopy(messages)
+
+
+def exactly_saved(state: Any, saved: dict) -> Optional[dict]:
+    """``saved`` when ``snapshot(state)`` would give exactly it, found without the JSON round trip
+    (None when that cannot be told this way). Exactly: the six fields equal and pickled alike, so
+    True is not taken for 1, a tuple for a list, nor one key order for another; ``saved`` came
+    through JSON, so only plain JSON values pickle like it."""
+    if not isinstance(state, dict) or any(key not in state for key in FIELDS):
+        return None
+    mine = {key: state[key] for key in FIELDS}
+    try:
+        if mine != saved or plain_pickle(mine) != plain_pickle(saved):
+            return None
+    except Exception:  # noqa: BLE001 - a value pickle or == cannot handle: the round trip will say
+        return None
+    return saved
+
+
+def plain_pickle(value: Any) -> bytes:
+    """``value`` pickled with protocol 2 and no memo: equal plain values give equal bytes, and a
+    list's items follow one another (its pickle begins with the pickle of any list its first items
+    make, bar the closing opcodes)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=2)
+    pickler.fast = True  # no memo: the same bytes however the value's parts are shared
+    pickler.dump(value)
+    return out.getvalue()
 
 
 def run_reference(task: str, tools: list, call_model: Callable, execute_tool: Callable,

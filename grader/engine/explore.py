@@ -30,7 +30,8 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine import crash_models
 from grader.engine.crash_models import CrashState, MODEL_NAMES
 from grader.engine.invariants import INVARIANTS, Window, check
-from grader.engine.checkpoint import CHECKPOINT_NAME, initial_state, reference_saves, snapshot, spend, tool_use_blocks
+from grader.engine.checkpoint import (CHECKPOINT_NAME, exactly_saved, initial_state, reference_saves, snapshot, spend,
+                                     tool_use_blocks)
 from grader.engine.ops import short_name
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario, clone
@@ -758,7 +759,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     if result.returned is not None and not result.violations:
         final = windows[-1].allowed
         try:
-            got = snapshot(result.returned)
+            got = (exactly_saved(result.returned, final[0]) if final else None) or snapshot(result.returned)
         except (KeyError, TypeError, ValueError):
             got = None
         if final and not (same(got, final[0]) if same is not None and got is not None else got == final[0]):

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
 from grader.engine.invariants import Finding, check, parse
-from grader.engine.checkpoint import compute_reference_saves, tool_result_message, tool_use_blocks
+from grader.engine.checkpoint import compute_reference_saves, plain_pickle, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, clone, from_turns
 from grader.levels.interface import LevelModule
 from grader.levels import columns
@@ -306,16 +306,6 @@ def _fast_pickle(value: Any) -> Optional[bytes]:
     return out.getvalue()
 
 
-def _plain_pickle(value: Any) -> bytes:
-    """``value`` pickled with protocol 2 and no memo: a list's items follow one another, so the pickle
-    of a list begins with the pickle of any list its first items make (bar the closing opcodes)."""
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=2)
-    pickler.fast = True
-    pickler.dump(value)
-    return out.getvalue()
-
-
 class LoaderReader:
     """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
 
@@ -342,8 +332,9 @@ class LoaderReader:
         # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
         self._last: Optional[list] = None
         self._decoded: dict = {}  # the JSON bytes of recent answers -> what parse() makes of them
-        # The last answer's messages: (a pickle of them, their JSON in UTF-8, what JSON gives back
-        # of them), when the answer was a plain dict with a "messages" list. See _extend.
+        # The last answer's messages: (a pickle of them but its two closing opcodes, their JSON in
+        # UTF-8, what JSON gives back of them), when the answer was a plain dict with a "messages"
+        # list. See _extend.
         self._messages: Optional[tuple] = None
 
     def __call__(self, state: Any) -> Any:
@@ -424,7 +415,7 @@ class LoaderReader:
         messages = decoded[0].get("messages") if decoded[1] is None and type(decoded[0]) is dict else None
         if type(messages) is list and type(loaded) is dict and type(loaded.get("messages")) is list:
             try:
-                self._messages = (_plain_pickle(loaded["messages"]),
+                self._messages = (plain_pickle(loaded["messages"])[:-2],
                                   json.dumps(loaded["messages"], ensure_ascii=False, check_circular=False).encode("utf-8"),
                                   messages)
             except Exception:  # noqa: BLE001 - nothing to build the next answer on
@@ -450,13 +441,12 @@ class LoaderReader:
             # Two messages at least: a list of one pickles without the opcodes that longer lists begin with.
             if k < 2 or len(messages) < k or not all(type(key) is str for key in loaded):
                 return None
-            mine = _plain_pickle(messages)
-            # The k shared messages pickle to the same opcodes as before (all of the old pickle but
-            # its closing two). Each of them but the last is closed by the opcodes of the next, so
-            # they are the same; the last could go on in this pickle (an empty dict that gained
-            # keys, a dict of over 1,000 keys pickles in batches), which == rules out.
-            n = len(pickled) - 2
-            if len(mine) < n or memoryview(mine)[:n] != memoryview(pickled)[:n] or messages[k - 1] != decoded[k - 1]:
+            mine = plain_pickle(messages)
+            # The k shared messages pickle to the same opcodes as before (``pickled`` is the old
+            # pickle but its closing two). Each of them but the last is closed by the opcodes of the
+            # next, so they are the same; the last could go on in this pickle (an empty dict that
+            # gained keys, a dict of over 1,000 keys pickles in batches), which == rules out.
+            if not mine.startswith(pickled) or messages[k - 1] != decoded[k - 1]:
                 return None
             tail = messages[k:]
             tail_text = json.dumps(tail, ensure_ascii=False, check_circular=False)
@@ -489,7 +479,7 @@ class LoaderReader:
                 self._decoded.clear()
             self._decoded[out] = (value, None)
         self._last = [out, self._decoded[out], None]
-        self._messages = (mine, memoryview(out)[span[0]:span[1]], value["messages"])
+        self._messages = (mine[:-2], memoryview(out)[span[0]:span[1]], value["messages"])
         return out
 
     def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:

@@ -35,10 +35,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import io
 import json
 import os
-import pickle
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
@@ -47,7 +45,7 @@ from grader.engine.crash_models import MODEL_NAMES, crash_states
 from grader.engine.explore import (LoopTimeout, at_point, working_in, short_traceback,
                                    time_limit, describe_bytes, folder_in, record_run, scratch_root, windows_for)
 from grader.engine.hangs import Hang, loop_timeout
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, exactly_saved, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, assistant_turns,
                                     check_messages)
 from grader.engine.forwarded import free_fsync
@@ -540,30 +538,17 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
 
 def _as_saved(state: dict, after: Optional[bytes]) -> Optional[dict]:
     """``snapshot(state)`` without the JSON round trip, when the file resume left holds exactly the
-    state it returned (what a correct resume does), else None. Exactly: equal, and pickled to the
-    same bytes, so True is not taken for 1, a tuple for a list, nor one key order for another.
-    The value returned is shared with the file's cached decoding: read it, never change it."""
+    state it returned (what a correct resume does), else None (see checkpoint.exactly_saved). The
+    value returned is shared with the file's cached decoding: read it, never change it."""
     if not after:
         return None
     try:
         data = _parse(after)
-        if not isinstance(data, dict) or any(key not in data for key in FIELDS):
-            return None
-        mine = {key: state[key] for key in FIELDS}
-        theirs = {key: data[key] for key in FIELDS}
-        if mine != theirs or _pickled(mine) != _pickled(theirs):
-            return None
-    except Exception:  # noqa: BLE001 - anything unusual takes the round trip, and fails as it would there
+    except ValueError:
         return None
-    return theirs
-
-
-def _pickled(value: Any) -> bytes:
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=2)
-    pickler.fast = True  # no memo: equal values give equal bytes however their parts are shared
-    pickler.dump(value)
-    return out.getvalue()
+    if not isinstance(data, dict) or any(key not in data for key in FIELDS):
+        return None
+    return exactly_saved(state, {key: data[key] for key in FIELDS})
 
 
 def _difference(got: dict, want: dict) -> str:
