@@ -25,7 +25,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Container, Iterable, Optional
 
 from grader.engine import crash_models
 from grader.engine.crash_models import CrashState, MODEL_NAMES
@@ -317,10 +317,13 @@ def short_traceback(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}\n{where}".rstrip()
 
 
-def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Optional[list] = None) -> list[Window]:
+def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Optional[list] = None,
+                points: Optional[Container[int]] = None) -> list[Window]:
     """For each crash point 0..len(ops), what the loop had done (see :class:`Window`).
 
     ``saves`` may pass in the trace's reference saves, already computed (a long run's are costly).
+    ``points``, when given, are the only crash points whose windows are wanted (a long run checks
+    a sample); the list holds None at the others.
     """
     responses = [op.payload[1] for op in ops if op.kind == "model_end"]
     results = [op.payload[1] for op in ops if op.kind == "tool_end"]
@@ -354,6 +357,9 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
             e += kind == "tool_end"
             ms += kind == "model_start"
             ended = ended or kind == "run_end"
+        if points is not None and k not in points:
+            windows.append(None)
+            continue
         got = got_by_m.get(m)
         if got is None:
             got = got_by_m[m] = responses[:m]
@@ -671,7 +677,12 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     """
     ops = recorder.ops
     default_rules = windows is None and checker is None and reader is None
-    windows = (windows or windows_for)(ops, scenario.task)
+    chosen = None if sample is None else set(sample(ops))
+    if chosen is None:
+        windows = (windows or windows_for)(ops, scenario.task)
+    else:  # a sampled run builds only the windows it reads: the chosen points, renames, the end
+        needed = chosen | {len(ops)} | {op.index for op in ops if op.kind in ("rename", "link")}
+        windows = (windows or windows_for)(ops, scenario.task, points=needed)
     checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
     if reader is None and not any(op.kind in ("rename", "link") and op.dest == target or op.path == target
@@ -712,7 +723,6 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         cache = {}
     parsed: dict = {}
     points = set()
-    chosen = None if sample is None else set(sample(ops))
     for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
                                            recorder.initial_dirs,
                                            tear_only=(CHECKPOINT_NAME,) if reader is None else None, points=chosen):

@@ -648,7 +648,7 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
     computed: list = []
     conversation: list = []  # the last run's (task, responses, results): a second run usually has the same
 
-    def windows(ops: list, task: str) -> list:
+    def windows(ops: list, task: str, points: Optional[set] = None) -> list:
         responses = [op.payload[1] for op in ops if op.kind == "model_end"]
         results = [op.payload[1] for op in ops if op.kind == "tool_end"]
         if not computed or conversation[-1] != (task, responses, results):
@@ -656,7 +656,7 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
             conversation.append((task, responses, results))
         else:
             computed.append(computed[-1])
-        return windows_for(ops, task, saves=computed[-1])
+        return windows_for(ops, task, saves=computed[-1], points=points)
 
     planned = scenario.turns
     if measure:
