@@ -552,7 +552,9 @@ class LoaderReader:
 def check_loaded(raw: Any, window: Any, parsed: Optional[dict] = None) -> Optional[Finding]:
     """Level 2's invariants, on what the loader returned rather than on one file's bytes."""
     if isinstance(raw, LoaderFailure):
-        return Finding("PARSE", f"load_checkpoint raised {raw}",
+        where = (" (json counts that line and column within the text load_checkpoint gave json.loads, not "
+                 "within the file)" if raw.startswith("JSONDecodeError") else "")
+        return Finding("PARSE", f"load_checkpoint raised {raw}{where}",
                        "resume cannot read the checkpoint at all, so the task is lost")
     finding = check(raw, window, parsed)
     if finding is None:
