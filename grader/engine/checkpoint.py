@@ -68,13 +68,12 @@ def snapshot(state: dict) -> dict:
     return json.loads(json.dumps({key: state[key] for key in FIELDS}))
 
 
-def _copied(messages: list) -> list:
-    """A deep copy of the messages handed to the model (it must not see later appends): through
-    pickle, several times faster than copy.deepcopy on JSON-like data, which is all this loop has."""
+def clone(value: Any) -> Any:
+    """A deep copy of plain data (what ``copy.deepcopy`` gives, several times faster for JSON-like values)."""
     try:
-        return pickle.loads(pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:  # noqa: BLE001 - something pickle cannot carry: the general copy
-        return copy.deepcopy(messages)
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - something pickle cannot carry: the slow, general copy
+        return copy.deepcopy(value)
 
 
 def exactly_saved(state: Any, saved: dict) -> Optional[dict]:
@@ -111,7 +110,7 @@ def run_reference(task: str, tools: list, call_model: Callable, execute_tool: Ca
     ``label`` is ``"A"``, ``"B"`` or ``"final"``. Used to build the states a correct loop saves.
     """
     state = initial_state(task)
-    response = call_model(tools=tools, messages=_copied(state["messages"]))
+    response = call_model(tools=tools, messages=clone(state["messages"]))
     state["tokensUsed"] += spend(response)
     while response.get("stop_reason") == "tool_use":
         state["messages"].append({"role": "assistant", "content": response["content"]})
@@ -123,7 +122,7 @@ def run_reference(task: str, tools: list, call_model: Callable, execute_tool: Ca
         state["turns"] += 1
         state["pendingToolUse"] = None
         save(state, "B")
-        response = call_model(tools=tools, messages=_copied(state["messages"]))
+        response = call_model(tools=tools, messages=clone(state["messages"]))
         state["tokensUsed"] += spend(response)
     state["messages"].append({"role": "assistant", "content": response["content"]})
     save(state, "final")
@@ -193,8 +192,6 @@ def compute_reference_saves(task: str, responses: list, results: list) -> list[t
     messages.append({"role": "assistant", "content": response["content"]})
     save("final")
     return saves
-
-
 
 
 def field_problems(data: Any, pending_problem: Optional[Callable[[Any], Optional[str]]] = None) -> list[str]:

@@ -30,11 +30,11 @@ from typing import Any, Callable, Container, Iterable, Optional
 from grader.engine import crash_models
 from grader.engine.crash_models import CrashState, MODEL_NAMES
 from grader.engine.invariants import INVARIANTS, Window, check
-from grader.engine.checkpoint import (CHECKPOINT_NAME, exactly_saved, initial_state, reference_saves, snapshot, spend,
-                                     tool_use_blocks)
+from grader.engine.checkpoint import (CHECKPOINT_NAME, clone, exactly_saved, initial_state, reference_saves, snapshot,
+                                     spend, tool_use_blocks)
 from grader.engine.ops import short_name
 from grader.engine.recorder import Op, Recorder, namespaces_of
-from grader.engine.scripted import Scenario, clone
+from grader.engine.scripted import Scenario
 from grader.engine.turnstile import Turnstile
 from grader.engine.hangs import (LOOP_TIMEOUT, Hang, KnownHang, LoopTimeout, hang_mark, hangs_since,  # noqa: F401
                                  on_slow_loop, time_limit)

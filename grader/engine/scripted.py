@@ -8,16 +8,14 @@ call the model asked for. No network, no key: same seed, same run.
 
 from __future__ import annotations
 
-import copy
 import functools
 import itertools
 import json
-import pickle
 import random
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from grader.engine.checkpoint import tool_use_blocks
+from grader.engine.checkpoint import clone, tool_use_blocks
 
 # The seed every face uses when none is given: same seed, same scripted model, same crash states.
 DEFAULT_SEED = 20261129
@@ -38,14 +36,6 @@ TICKET_TOOLS = [
 ]
 
 NON_IDEMPOTENT_TOOLS = frozenset({"publish_table"})
-
-
-def clone(value: Any) -> Any:
-    """A deep copy of plain data (what ``copy.deepcopy`` gives, several times faster for JSON-like values)."""
-    try:
-        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:  # noqa: BLE001 - something pickle cannot carry: the slow, general copy
-        return copy.deepcopy(value)
 
 
 class ScriptedModelError(AssertionError):

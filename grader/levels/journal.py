@@ -33,8 +33,8 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
 from grader.engine.invariants import Finding, check, parse
-from grader.engine.checkpoint import compute_reference_saves, plain_pickle, tool_result_message, tool_use_blocks
-from grader.engine.scripted import Scenario, ScriptedModel, clone, from_turns
+from grader.engine.checkpoint import clone, compute_reference_saves, plain_pickle, tool_result_message, tool_use_blocks
+from grader.engine.scripted import Scenario, ScriptedModel, from_turns
 from grader.levels.interface import LevelModule
 from grader.levels import columns
 
