@@ -20,10 +20,8 @@ snapshot plus a journal, compaction now and then) and asks two things:
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import pickle
 import random
 import shutil
 import sys
@@ -293,19 +291,6 @@ def _note_reads(event: str, args: tuple) -> None:
         _touched[0] = True
 
 
-def _fast_pickle(value: Any) -> Optional[bytes]:
-    """``value`` pickled without the memo (so two equal values give the same bytes, however their
-    parts are shared), or None if it cannot be."""
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.fast = True
-    try:
-        pickler.dump(value)
-    except Exception:  # noqa: BLE001 - a cycle (RecursionError), or something pickle cannot carry
-        return None
-    return out.getvalue()
-
-
 class LoaderReader:
     """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
 
@@ -392,9 +377,12 @@ class LoaderReader:
                 same = False
             if same:
                 if last[2] is None:
-                    last[2] = _fast_pickle(last[1][0])
-                if last[2] is not None and _fast_pickle(loaded) == last[2]:
-                    return last[0]
+                    last[2] = plain_pickle(last[1][0])  # decoded JSON: it always pickles
+                try:
+                    if plain_pickle(loaded) == last[2]:
+                        return last[0]
+                except Exception:  # noqa: BLE001 - a cycle, or something pickle cannot carry: not the same
+                    pass
         extended = self._extend(loaded)
         if extended is not None:
             return extended
@@ -452,24 +440,21 @@ class LoaderReader:
             tail_text = json.dumps(tail, ensure_ascii=False, check_circular=False)
             # Built as bytes, the shared part straight from the last answer's: one copy in all.
             pieces: list = [b"{"]
-            size, at, value = 1, 0, {}
+            size, value = 1, {}
             for key, item in loaded.items():
                 head = (b", " if len(pieces) > 1 else b"") + json.dumps(key, ensure_ascii=False).encode("utf-8") + b": "
-                pieces.append(head)
-                size += len(head)
                 if key == "messages":
                     part = [encoded[:-1], b", ", tail_text.encode("utf-8")[1:]] if tail else [encoded]
                     value[key] = decoded + json.loads(tail_text) if tail else list(decoded)
-                    at = size
                 else:
                     item_text = json.dumps(item, ensure_ascii=False, check_circular=False)
                     part = [item_text.encode("utf-8")]
                     value[key] = json.loads(item_text)
-                pieces.extend(part)
-                length = sum(len(p) for p in part)
+                start = size + len(head)
+                size = start + sum(map(len, part))
                 if key == "messages":
-                    span = (at, at + length)
-                size += length
+                    span = (start, size)  # where the messages' JSON sits in the bytes, for the next answer
+                pieces += [head, *part]
             pieces.append(b"}")
             out = b"".join(pieces)
         except Exception:  # noqa: BLE001 - anything unusual goes the whole way round, and fails as it would there
@@ -647,18 +632,14 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
                     measure: bool = False, directory: str = "checkpoints", rerun: bool = False) -> JournalExploration:
     """Run ``run`` on ``scenario``, then read every crash state (a sample of them with ``sample``) with
     ``load``, and with ``measure`` judge the bytes the run wrote."""
-    computed: list = []
-    conversation: list = []  # the last run's (task, responses, results): a second run usually has the same
+    computed: list = []  # (task, responses, results) of the last run, and its reference saves
 
     def windows(ops: list, task: str, points: Optional[set] = None) -> list:
-        responses = [op.payload[1] for op in ops if op.kind == "model_end"]
-        results = [op.payload[1] for op in ops if op.kind == "tool_end"]
-        if not computed or conversation[-1] != (task, responses, results):
-            computed.append(shared_reference_saves(task, responses, results))
-            conversation.append((task, responses, results))
-        else:
-            computed.append(computed[-1])
-        return windows_for(ops, task, saves=computed[-1], points=points)
+        conversation = (task, [op.payload[1] for op in ops if op.kind == "model_end"],
+                        [op.payload[1] for op in ops if op.kind == "tool_end"])
+        if not computed or computed[0] != conversation:  # a second run usually has the same conversation
+            computed[:] = [conversation, shared_reference_saves(*conversation)]
+        return windows_for(ops, task, saves=computed[1], points=points)
 
     planned = scenario.turns
     if measure:
@@ -686,7 +667,7 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
                          + ". Do save_checkpoint and run_agent use their `directory` argument?")
     report = None
     if measure and crashes.error is None:
-        report = byte_report(crashes.ops, scenario, computed[-1] if computed else None)
+        report = byte_report(crashes.ops, scenario, computed[1] if computed else None)
         report.planned = planned
     return JournalExploration(crashes, report, reader.calls)
 
