@@ -21,7 +21,6 @@ model is called, everything (FRESH).
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import random
@@ -163,14 +162,6 @@ def parallel_conversations(min_turns: int = 0, max_turns: int = 6):
 
 # -- the protocol's states ----------------------------------------------------------------------------
 
-def _assistant(response: dict) -> dict:
-    return {"role": "assistant", "content": copy.deepcopy(response["content"])}
-
-
-def _results_message(ids: list, results: dict) -> dict:
-    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": results[i]} for i in ids]}
-
-
 def state_after(task: str, responses: list, results: dict, recorded: Optional[list] = None, final: bool = False,
                 base: Optional[dict] = None, pieces: Optional[dict] = None) -> dict:
     """The state a correct loop saves once ``responses`` have arrived.
@@ -193,32 +184,37 @@ def state_after(task: str, responses: list, results: dict, recorded: Optional[li
 
 def _after(base: dict, response: dict, results: dict, recorded: Optional[list], final: bool,
            pieces: Optional[dict] = None) -> dict:
-    """``base`` (a saved state) with one more response, and of its calls the results in ``recorded``."""
+    """``base`` (a saved state) with one more response, and of its calls the results in ``recorded``.
+
+    Each part goes through JSON on its own (what a round trip of the whole state would give of it),
+    kept in ``pieces`` when given, so a state built again from the same parts shares them."""
+    pieces = {} if pieces is None else pieces
     state = dict(base, tokensUsed=base["tokensUsed"] + spend(response))
-    added = [_assistant(response) if pieces is None else _piece(pieces, ("assistant", id(response)),
-                                                                lambda: {"role": "assistant", "content": response["content"]})]
+    added = [_piece(pieces, ("assistant", id(response)), lambda: {"role": "assistant", "content": response["content"]})]
     pending = None
     if not final:
         blocks = tool_use_blocks(response.get("content"))
         ids = [b["id"] for b in blocks] if recorded is None else list(recorded)
         if ids:
-            if pieces is None:
-                added.append(_results_message(ids, results))
-            else:
-                added.append({"role": "user", "content": [
-                    _piece(pieces, ("result", i), lambda i=i: {"type": "tool_result", "tool_use_id": i,
-                                                               "content": results[i]}) for i in ids]})
+            added.append({"role": "user", "content": [
+                _piece(pieces, ("result", i), lambda i=i: {"type": "tool_result", "tool_use_id": i, "content": results[i]})
+                for i in ids]})
             state["turns"] = base["turns"] + len(ids)
         waiting = [{"id": b["id"], "name": b["name"], "input": b["input"]} for b in blocks if b["id"] not in ids]
         pending = waiting or None
-    # One JSON round trip of what is new gives what a round trip of the whole state would (and the
-    # pieces kept went through one already: JSON gives back the same for a part as for the whole).
-    if pieces is None:
-        added, state["pendingToolUse"] = json.loads(json.dumps([added, pending]))
-    else:
-        state["pendingToolUse"] = json.loads(json.dumps(pending))
+    state["pendingToolUse"] = json.loads(json.dumps(pending))
     state["messages"] = base["messages"] + added
     return state
+
+
+def _complete(memo: dict, task: str, responses: list, results: dict, upto: int) -> dict:
+    """The state a correct loop saves once the first ``upto`` responses are in, every call answered,
+    kept in ``memo`` (one run's): built on the one before it, so a run builds each turn once."""
+    key = ("complete", upto)
+    if key not in memo:
+        base = _complete(memo, task, responses, results, upto - 1) if upto else None
+        memo[key] = state_after(task, responses[:upto], results, base=base, pieces=memo)
+    return memo[key]
 
 
 def _piece(pieces: dict, key: tuple, build: Callable[[], Any]) -> Any:
@@ -286,21 +282,12 @@ class ParallelWindow(Window):
             self.memo[key] = normalize(state)
         return self.memo[key]
 
-    def complete(self, upto: int) -> dict:
-        """The state a correct loop saves once the first ``upto`` responses are in, every call answered.
-        Built from the one before it, so a long run builds each turn once."""
-        key = ("complete", upto)
-        if key not in self.memo:
-            base = self.complete(upto - 1) if upto else None
-            self.memo[key] = state_after(self.task, self.responses[:upto], self.results, base=base, pieces=self.memo)
-        return self.memo[key]
-
     def partial_state(self, on_turn: list) -> dict:
         """The normalised state a correct loop saves with ``on_turn``'s results of the current turn in.
         ``results`` only grows through a run, so its size tells which results a window had."""
         key = ("partial", len(self.responses), len(self.results), tuple(on_turn))
         if key not in self.memo:
-            base = self.complete(len(self.responses) - 1)
+            base = _complete(self.memo, self.task, self.responses, self.results, len(self.responses) - 1)
             self.memo[key] = normalize(state_after(self.task, self.responses, self.results, recorded=on_turn,
                                                    base=base, pieces=self.memo))
         return self.memo[key]
@@ -378,22 +365,15 @@ def parallel_windows(ops: list, task: str) -> list:
     # Most crash points of a turn allow the same states: build each once (state_after copies the whole
     # history, so building it at every point made long conversations quadratic). The states are the
     # same for the same responses and the same recorded results, and ``ended`` only ever grows.
-    # Each is built on the complete state of the turn before, itself built once, so a run of n turns
-    # builds n turns, not n * n.
+    # Each is built on the complete state of the turn before, itself built once (_complete), so a
+    # run of n turns builds n turns, not n * n.
     built: dict = {}
-    complete_states: dict = {}
-
-    def complete_upto(upto: int, results: dict) -> dict:
-        if upto not in complete_states:
-            base = complete_upto(upto - 1, results) if upto else None
-            complete_states[upto] = state_after(task, responses_all[:upto], results, base=base, pieces=memo)
-        return complete_states[upto]
 
     def state(upto: int, recorded: Optional[list] = None, final: bool = False) -> dict:
         key = (upto, len(ended), None if recorded is None else tuple(recorded), final)
         if key not in built:
             results = {i: scripted[i] for i in ended}
-            base = complete_upto(upto - 1, results) if upto else None
+            base = _complete(memo, task, responses_all, results, upto - 1) if upto else None
             built[key] = state_after(task, responses_all[:upto], results, recorded=recorded, final=final, base=base,
                                      pieces=memo)
         return built[key]
