@@ -44,6 +44,14 @@ def tool_use_blocks(content: Any) -> list[dict]:
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
+def tool_result_ids(message: Any) -> list:
+    """The ``tool_use_id`` of each tool_result block in ``message`` (none if it is not a message with a list)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
 def pending_record(block: dict) -> dict:
     return {"id": block["id"], "name": block["name"], "input": block["input"]}
 

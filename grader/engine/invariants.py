@@ -14,7 +14,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from grader.engine.checkpoint import FIELDS, field_problems, spend, tool_use_blocks
+from grader.engine.checkpoint import FIELDS, field_problems, spend, tool_result_ids, tool_use_blocks
 
 INVARIANTS = {
     "PARSE": "checkpoint.json is one complete JSON object (it may be missing only until the first save completes)",
@@ -109,12 +109,7 @@ class Finding:
 
 
 def _results(messages: list) -> list[str]:
-    ids = []
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            ids.extend(b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
-    return ids
+    return [tool_id for message in messages for tool_id in tool_result_ids(message)]
 
 
 def _spent(window: Window, n: int) -> int:
@@ -236,9 +231,7 @@ class _Facts:
         out.unpaired_by = self.unpaired_by[:k]
         for i in range(k, len(messages)):
             m = messages[i]
-            content = m.get("content")
-            ids = [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
-                if isinstance(content, list) else ()
+            ids = tool_result_ids(m)
             out.answered.append(ids)
             out.results.extend(ids)
             out.counts.append(len(out.results))

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from grader.engine.checkpoint import clone, tool_use_blocks
+from grader.engine.checkpoint import clone, tool_result_ids, tool_use_blocks
 
 # The seed every face uses when none is given: same seed, same scripted model, same crash states.
 DEFAULT_SEED = 20261129
@@ -117,8 +117,7 @@ def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None
         if not wanted:
             continue
         following = messages[i + 1] if i + 1 < len(messages) else None
-        content = following.get("content") if following and following.get("role") == "user" else None
-        answered = [b.get("tool_use_id") for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+        answered = tool_result_ids(following) if following and following.get("role") == "user" else []
         missing = [w for w in wanted if w not in answered]
         if missing:
             raise ScriptedModelError(

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import NESTED_FOLDER, Exploration, Violation, check_trace, recorded_run, rerun_after_crashes
 from grader.engine.invariants import Finding, Window, no_checkpoint, parse_cached, shape_finding
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, initial_state, snapshot, spend, tool_use_blocks
+from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, initial_state, snapshot, spend, tool_result_ids, tool_use_blocks
 from grader.engine.checkpoint import field_problems as protocol_field_problems
 from grader.engine import conversations as conversations_module
 from grader.engine.hangs import loop_timeout
@@ -471,13 +471,6 @@ def field_problems(data: Any) -> list:
     return protocol_field_problems(data, pending_problem=_pending_list_problem)
 
 
-def _result_ids(message: Any) -> list:
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return []
-    return [b.get("tool_use_id") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-
-
 def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[dict] = None) -> Optional[Finding]:
     """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds)."""
     data, error = parse_cached(raw, parsed)
@@ -489,7 +482,7 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
     messages = data["messages"]
     pending = data["pendingToolUse"] or []
 
-    recorded = [i for m in messages for i in _result_ids(m)]
+    recorded = [i for m in messages for i in tool_result_ids(m)]
     doubled = sorted({i for i in recorded if recorded.count(i) > 1})
     if doubled:
         return Finding("ONCE", f"the result of {doubled[0]} is recorded {recorded.count(doubled[0])} times",
@@ -519,7 +512,7 @@ def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optiona
             continue
         named = [b.get("id") for b in tool_use_blocks(message.get("content"))]
         following = messages[i + 1] if i + 1 < len(messages) else None
-        answered = _result_ids(following) if following is not None and following.get("role") == "user" else []
+        answered = tool_result_ids(following) if following is not None and following.get("role") == "user" else []
         strays = [a for a in answered if a not in named]
         if strays:
             return Finding("PAIRING", f"messages[{i + 1}] holds a result for {strays[0]}, which messages[{i}] never "
@@ -603,7 +596,7 @@ def check_kept(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[di
     data, error = parse_cached(raw, parsed)
     if error or not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         return None
-    recorded = {i for m in data["messages"] for i in _result_ids(m)}
+    recorded = {i for m in data["messages"] for i in tool_result_ids(m)}
     dropped = [i for i in window.kept if i not in recorded]
     if dropped:
         return Finding("KEPT", f"the result of {dropped[0]} came back before the loop moved on (started another "
