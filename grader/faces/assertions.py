@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 
 import pytest
 
+from grader.engine.checkpoint import tool_use_blocks
 from grader.engine.explore import LOOP_TIMEOUT, Exploration, at_point
 from grader.levels import registry
 
@@ -196,15 +197,8 @@ def _stopped_early(returned: dict, turns: int) -> bool:
     count = returned.get("turns")
     messages = returned.get("messages")
     last = messages[-1] if isinstance(messages, list) and messages else None
-    answered = isinstance(last, dict) and last.get("role") == "assistant" and not any(
-        isinstance(b, dict) and b.get("type") == "tool_use" for b in (last.get("content") or [])
-        if isinstance(last.get("content"), list))
+    answered = isinstance(last, dict) and last.get("role") == "assistant" and not tool_use_blocks(last.get("content"))
     return isinstance(count, int) and not isinstance(count, bool) and count < turns and not answered
-
-
-def finished_causes(returned: object, turns: int) -> list:
-    """The cause a failure of :func:`finished_problem` records, as data (see invariants.CAUSES)."""
-    return ["stopped-early"] if isinstance(returned, dict) and _stopped_early(returned, turns) else []
 
 
 def finished_problem(returned: object, on_disk: str, turns: int, turns_words: str,
@@ -227,7 +221,7 @@ def finished_failure(returned: object, on_disk: str, turns: int, turns_words: st
         wrong = "run_agent hands back the final state, the same six fields it saved last"
         resume = "the caller has no answer to show and no state to compare with the file"
         question = "Does every way out of run_agent end with `return state`, after the final save?"
-    elif returned.get("turns") != turns and _stopped_early(returned, turns):
+    elif _stopped_early(returned, turns):
         count = returned.get("turns")
         what = (f"it returned after {_short_json(count, 20)} of the task's {turns} tool calls, with the model "
                 "still asking for tools: the last message of the state it returned is not the model's final answer")
@@ -235,7 +229,7 @@ def finished_failure(returned: object, on_disk: str, turns: int, turns_words: st
         resume = ("the file says the task is still in progress, so a resume would carry on a task this run "
                   "reported as finished")
         question = "What ends your loop? Does every way out of run_agent come after the model's final answer?"
-        causes = finished_causes(returned, turns)
+        causes = ["stopped-early"]
     elif returned.get("turns") != turns:
         what = f"the state it returned says turns={_short_json(returned.get('turns'), 20)}"
         wrong = f"{turns_words}, so `turns` ends at {turns}"
