@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.faces import student_cli
+from grader.faces.student import check, hint, testrun
 from grader.grading.outcomes import Outcomes
 from grader.levels import manifest
 
@@ -213,11 +213,11 @@ def test_each_failure_names_its_cause(row, tmp_path):
 
     # The nudge and the next hint follow the recorded cause, not only the first failing task.
     lv = manifest.load().require(row.level)
-    run = student_cli.TestRun(1, [student_cli.TestResult(t.nodeid, t.status, t.task, t.points, t.output,
+    run = testrun.TestRun(1, [testrun.TestResult(t.nodeid, t.status, t.task, t.points, t.output,
                                                          t.checks, t.causes) for t in tests])
-    assert student_cli.hint_task(lv, run) == (row.hint_task or first.task)
+    assert testrun.hint_task(lv, run) == (row.hint_task or first.task)
     tasks = manifest.parse_hints(lv.starter_dir / lv.hints)
-    _, cause, steps = student_cli.hint_ladder(tasks, student_cli.hint_task(lv, run), run.first_causes())
+    _, cause, steps = hint.hint_ladder(tasks, testrun.hint_task(lv, run), run.first_causes())
     if row.hint:
         assert cause == row.cause and row.hint in steps[0] and steps[0].endswith("?"), steps[0]
 
@@ -269,7 +269,7 @@ def test_a_syntax_error_is_shown_once_as_python_shows_it_under_pytest(tmp_path):
 def test_a_syntax_error_is_shown_once_under_check(tmp_path):
     (tmp_path / "agent.py").write_text(BROKEN)
     lines: list = []
-    student_cli.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
+    check.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
     text = "\n".join(lines)
     assert text.count("SyntaxError: ") == 1 and text.count('File "agent.py", line 5') == 1, text
     assert "During handling" not in text
@@ -382,7 +382,7 @@ def test_a_loop_that_raises_is_shown_once_under_check(tmp_path):
                                                       "def save_checkpoint(state, directory=\"checkpoints\"):\n"
                                                       "    state[\"nope\"]\n", 1))
     lines: list = []
-    student_cli.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
+    check.check_level(manifest.load().require(2), tmp_path, examples=1, out=lines.append)
     text = "\n".join(lines)
     assert "KeyError: 'nope', on line 10 of agent.py (in save_checkpoint); the first failure below" in text, text
     frames = [line for line in text.splitlines() if line.strip().startswith('File "')]

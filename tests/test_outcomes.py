@@ -7,7 +7,7 @@ import json
 import pytest
 
 from grader.engine import loader
-from grader.faces.student_cli import ReportFile
+from grader.faces.student.testrun import ReportFile
 from grader.grading import judge
 from grader.grading.outcomes import Outcomes
 

@@ -281,11 +281,11 @@ def test_each_classroom_step_runs_pytest_on_exact_test_ids():
 
 
 def test_outside_a_workspace_the_learner_is_told_the_files_are_the_packages(monkeypatch, capsys):
-    from grader.faces import student_cli
+    from grader.faces.student import common
 
     level = manifest.load(KIT).level(2)
-    student_cli._folder_for(level, None)
+    common.folder_for(level, None)
     assert "installed package" not in capsys.readouterr().err  # a checkout is the learner's own copy
     monkeypatch.setattr(manifest, "PACKAGED_KIT", KIT)  # as if KIT were grader/kit inside a wheel
-    assert student_cli._folder_for(level, None) == level.starter_dir
+    assert common.folder_for(level, None) == level.starter_dir
     assert "crashcourse init" in capsys.readouterr().err

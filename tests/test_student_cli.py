@@ -16,7 +16,7 @@ import pytest
 from grader.faces import cli
 from grader.levels import manifest
 from grader.faces import matrix
-from grader.faces import student_cli
+from grader.faces.student import common, selfcheck, testrun, watch
 
 KIT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -260,7 +260,7 @@ def test_check_of_a_level_not_written_yet_says_so(kit, capsys):
 def remember_failing(kit, tasks):
     level = manifest.load(kit).level(2)
     state = {"2": {"folder": str(level.starter_dir.resolve()), "passed": False, "failing_tasks": tasks,
-                   "files": student_cli.files_signature(level.watched_files())}}
+                   "files": common.files_signature(level.watched_files())}}
     (kit / ".crashcourse").mkdir(exist_ok=True)
     (kit / ".crashcourse" / "status.json").write_text(json.dumps(state))
 
@@ -291,9 +291,9 @@ def test_hint_follows_the_remembered_cause_not_only_the_failing_task(kit, capsys
     status_path = kit / ".crashcourse" / "status.json"
     status = json.loads(status_path.read_text())
     level = manifest.load(kit).level(2)
-    run = student_cli.TestRun(1, [student_cli.TestResult("t::test_a", "failed", 2, 3.0, "WHOLE broken: ...",
+    run = testrun.TestRun(1, [testrun.TestResult("t::test_a", "failed", 2, 3.0, "WHOLE broken: ...",
                                                          ["loop/WHOLE"], ["no-save-b"])])
-    status["2"]["hint_task"] = student_cli.hint_task(level, run)
+    status["2"]["hint_task"] = testrun.hint_task(level, run)
     status["2"]["causes"] = run.first_causes()
     assert status["2"]["hint_task"] == 3
     status_path.write_text(json.dumps(status))
@@ -302,7 +302,7 @@ def test_hint_follows_the_remembered_cause_not_only_the_failing_task(kit, capsys
     assert "Why this task: in the last check, nothing is saved after a tool's result is recorded" in out
     # A cause no task's hints name falls back to the first failing task.
     run.results[0].causes = ["mixed"]
-    assert student_cli.hint_task(level, run) == 2
+    assert testrun.hint_task(level, run) == 2
 
 
 def test_hint_after_a_check_that_got_stuck_points_at_the_stuck_line(kit, capsys):
@@ -310,19 +310,19 @@ def test_hint_after_a_check_that_got_stuck_points_at_the_stuck_line(kit, capsys)
     story = ("save_checkpoint got stuck: it was still running after 5 s, so it was stopped.\n"
              "  Where it was: agent.py, line 18, in save_checkpoint\n      while True:\n"
              "  A correct save_checkpoint returns in well under a second in these checks.")
-    run = student_cli.TestRun(1, [student_cli.TestResult("t::test_a", "failed", 1, 1.0, story, [], []),
-                                  student_cli.TestResult("t::test_b", "failed", 2, 3.0, "Not run: ...", [], [])])
-    assert student_cli.stuck_words(run) == "\n".join(story.splitlines()[:3])
+    run = testrun.TestRun(1, [testrun.TestResult("t::test_a", "failed", 1, 1.0, story, [], []),
+                                  testrun.TestResult("t::test_b", "failed", 2, 3.0, "Not run: ...", [], [])])
+    assert testrun.stuck_words(run) == "\n".join(story.splitlines()[:3])
     remember_failing(kit, [1, 2])
     status_path = kit / ".crashcourse" / "status.json"
     status = json.loads(status_path.read_text())
-    status["2"]["stuck"] = student_cli.stuck_words(run)
+    status["2"]["stuck"] = testrun.stuck_words(run)
     status_path.write_text(json.dumps(status))
     code, out = run_cli(capsys, "hint", "2")
     assert code == 1 and "Where it was: agent.py, line 18, in save_checkpoint" in out and "while True:" in out
     assert "No task's hints fit yet" in out and "(hint 1 of" not in out
     run.results[0].message = "WHOLE broken: the file is an older save than the last one (it got stuck: no)"
-    assert student_cli.stuck_words(run) == ""
+    assert testrun.stuck_words(run) == ""
 
 
 def test_hint_when_everything_passes(kit, capsys):
@@ -337,7 +337,7 @@ def test_an_edit_makes_the_remembered_status_stale(kit):
     path = level.starter_dir / "agent.py"
     path.write_text(path.read_text() + "\n# edited\n")
     status = json.loads((kit / ".crashcourse" / "status.json").read_text())["2"]
-    assert status["files"] != student_cli.files_signature(level.watched_files())
+    assert status["files"] != common.files_signature(level.watched_files())
 
 
 # --- watch ----------------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def test_watch_runs_again_when_a_file_changes_and_not_otherwise(tmp_path):
         if len(naps) == 3:  # the learner saves, two polls after the first check
             target.write_text("v2, longer")
 
-    checks = student_cli.watch_loop([target], lambda: runs.append(target.read_text()), interval=0.01,
+    checks = watch.watch_loop([target], lambda: runs.append(target.read_text()), interval=0.01,
                                     max_checks=2, sleep=nap)
     assert checks == 2 and runs == ["v1", "v2, longer"] and len(naps) == 3
 
@@ -363,7 +363,7 @@ def test_watch_stops_cleanly_on_ctrl_c(tmp_path, capsys):
     def interrupted(_):
         raise KeyboardInterrupt
 
-    checks = student_cli.watch_loop([tmp_path / "agent.py"], lambda: None, sleep=interrupted)
+    checks = watch.watch_loop([tmp_path / "agent.py"], lambda: None, sleep=interrupted)
     assert checks == 1 and "Stopped watching." in capsys.readouterr().out
 
 
@@ -375,13 +375,13 @@ def fake_test_runs(starter_code, solution_code):
     def run_tests(level, folder, **_):
         failing = Path(folder).parts[-2] == "exercises"
         code = starter_code if failing else solution_code
-        results = [student_cli.TestResult("t.py::test_a", "passed" if code == 0 else "failed", 1, 1.0, "")]
-        return student_cli.TestRun(code, results, problem="" if code in (0, 1) else "pytest could not run (usage)")
+        results = [testrun.TestResult("t.py::test_a", "passed" if code == 0 else "failed", 1, 1.0, "")]
+        return testrun.TestRun(code, results, problem="" if code in (0, 1) else "pytest could not run (usage)")
     return run_tests
 
 
 def test_selfcheck_passes_a_kit_in_order(kit, capsys, monkeypatch):
-    monkeypatch.setattr(student_cli, "run_tests", fake_test_runs(1, 0))
+    monkeypatch.setattr(testrun, "run_tests", fake_test_runs(1, 0))
     code, out = run_cli(capsys, "selfcheck")
     assert code == 0, out
     assert "level 1: exercises/level1/ is not there yet" in out
@@ -396,14 +396,14 @@ def test_selfcheck_passes_a_kit_in_order(kit, capsys, monkeypatch):
 ])
 def test_selfcheck_holds_starters_and_solutions_to_their_tests(kit, capsys, monkeypatch, starter_code,
                                                                 solution_code, complaint):
-    monkeypatch.setattr(student_cli, "run_tests", fake_test_runs(starter_code, solution_code))
+    monkeypatch.setattr(testrun, "run_tests", fake_test_runs(starter_code, solution_code))
     code, out = run_cli(capsys, "selfcheck")
     assert code == 1 and complaint in out
 
 
 @pytest.mark.parametrize("level", manifest.load(KIT).existing(), ids=lambda lv: f"level{lv.number}")
 def test_each_starter_in_the_kit_breaks_what_the_manifest_says_it_is_planted_to_break(level):
-    problems, summary = student_cli.engine_problems(level)
+    problems, summary = selfcheck.engine_problems(level)
     assert problems == [], summary
     assert summary.startswith("starter breaks ") and "solution clean" in summary
 

@@ -1,7 +1,7 @@
 """The ``crashcourse`` command (also ``python -m grader``).
 
 Each group of subcommands lives in its own module and registers itself here:
-:mod:`grader.faces.student_cli` (demo, check, hint, watch, selfcheck, run) and
+:mod:`grader.faces.student` (demo, check, hint, watch, selfcheck, run) and
 :mod:`grader.grading.batch` (grade, gradescope-package), :mod:`grader.faces.workspace` (init, handout)
 and :mod:`grader.grading.prairielearn` (prairielearn-run).
 """
@@ -31,9 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"crashcourse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from grader.faces import student_cli, workspace
+    from grader.faces import student, workspace
 
-    student_cli.register(sub)
+    student.register(sub)
     workspace.register(sub)
     try:
         from grader.grading import batch as grading_cli

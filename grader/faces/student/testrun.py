@@ -1,0 +1,150 @@
+"""A level's tests run as ``pytest exercises/levelN`` runs them, and read back as data.
+
+This module is also a tiny pytest plugin (``-p grader.faces.student.testrun``): when
+CRASHCOURSE_REPORT names a file, each test's outcome, task, points and failure text are appended to
+it as JSON lines. That is how ``check``, ``hint`` and ``selfcheck`` read the very same test run that
+``pytest`` shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from grader.engine import recorder
+from grader.grading.outcomes import Outcome, Outcomes
+from grader.levels import manifest as manifest_mod
+
+TEST_TIMEOUT = 300
+
+
+class ReportFile(Outcomes):
+    """Appends each test's final outcome to the file CRASHCOURSE_REPORT names, one JSON line each."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def finished(self, entry: Outcome) -> None:
+        record = {"nodeid": entry.nodeid, "outcome": entry.status, "task": entry.task, "points": entry.points,
+                  "message": entry.output if entry.status in ("failed", "error") else "",
+                  "checks": entry.checks, "causes": entry.causes}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def pytest_configure(config: Any) -> None:
+    path = os.environ.get("CRASHCOURSE_REPORT")
+    if path:
+        config.pluginmanager.register(ReportFile(path), "crashcourse-report-file")
+
+
+# --- running a level's tests ----------------------------------------------------------------------
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    outcome: str
+    task: Optional[int]
+    points: Optional[float]
+    message: str
+    checks: list = field(default_factory=list)   # check ids it tripped (grader.levels.registry), as data
+    causes: list = field(default_factory=list)   # why, most telling first (grader.engine.invariants.CAUSES)
+
+    @property
+    def name(self) -> str:
+        return self.nodeid.split("::")[-1]
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+@dataclass
+class TestRun:
+    returncode: int
+    results: list = field(default_factory=list)
+    output: str = ""
+    problem: str = ""   # the run itself went wrong (timeout, collection error)
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0 and not self.problem
+
+    def failing_tasks(self) -> list[int]:
+        return sorted({r.task or 0 for r in self.results if not r.passed})
+
+    def first_failure(self) -> Optional[TestResult]:
+        return next((r for r in self.results if not r.passed), None)
+
+    def first_causes(self) -> list:
+        """Why the first failing test failed (the causes it recorded), or []."""
+        first = self.first_failure()
+        return list(first.causes) if first is not None else []
+
+    def points(self) -> tuple[float, float]:
+        scored = [r for r in self.results if r.points is not None and r.outcome != "skipped"]
+        return sum(r.points for r in scored if r.passed), sum(r.points for r in scored)
+
+
+def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
+              seed: Optional[int] = None, timeout: float = TEST_TIMEOUT) -> TestRun:
+    """The level's tests on ``folder``, in a fresh pytest process (as ``pytest exercises/levelN`` runs them)."""
+    tests = level.test_paths()
+    if not tests:
+        return TestRun(2, problem=f"{level.folder}/ has no test files yet, so there is nothing to check against.")
+    # This often runs in a thread while the crash matrix records the learner's loop in the main
+    # thread; the pytest it starts is the grader's, not the loop's.
+    with recorder.grader_work(), tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
+        report = Path(tmp) / "report.jsonl"
+        cmd = [sys.executable, "-m", "pytest", *[str(t) for t in tests], "--submission", str(folder), "-q",
+               "-p", "no:cacheprovider", "-p", "grader.faces.student.testrun", "--color=no"]
+        if examples is not None:
+            cmd += ["--crashcourse-examples", str(examples)]
+        if seed is not None:
+            cmd += ["--crashcourse-seed", str(seed)]
+        env = dict(os.environ, CRASHCOURSE_REPORT=str(report), PYTHONDONTWRITEBYTECODE="1")
+        try:
+            # Same process group on purpose: Ctrl-C in `watch` stops this pytest too, at once.
+            proc = subprocess.run(cmd, cwd=str(level.root), env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return TestRun(124, problem=f"the tests were still running after {timeout:g} s; does the loop wait "
+                                        "forever somewhere?")
+        results = []
+        if report.exists():
+            for line in report.read_text(encoding="utf-8").splitlines():
+                r = json.loads(line)
+                results.append(TestResult(r["nodeid"], r["outcome"], r["task"], r["points"], r["message"],
+                                          r.get("checks") or [], r.get("causes") or []))
+        run = TestRun(proc.returncode, results, proc.stdout + proc.stderr)
+        if proc.returncode not in (0, 1) or (proc.returncode == 1 and not any(not r.passed for r in results)):
+            tail = "\n".join(run.output.strip().splitlines()[-15:])
+            run.problem = f"pytest could not run the tests (exit status {proc.returncode}):\n{tail}"
+        return run
+
+
+def hint_task(level: manifest_mod.Level, tests: TestRun) -> Optional[int]:
+    """The task whose hints fit the first failure: the one its recorded cause belongs to (hints.md
+    names them), else the first failing task; None when nothing fails."""
+    failing = tests.failing_tasks()
+    if not failing:
+        return None
+    tasks = manifest_mod.parse_hints(level.starter_dir / level.hints) if level.hints else []
+    return manifest_mod.hint_task_for(tasks, tests.first_causes(), failing[0])
+
+
+
+def stuck_words(tests: TestRun) -> str:
+    """The first lines of the first failure when it is code that got stuck (which function, where, the
+    line), or "": no task's hints are about a loop that never returns."""
+    first = tests.first_failure()
+    if first is None or " got stuck: it was still running after " not in first.message.split("\n", 1)[0]:
+        return ""
+    return "\n".join(line for line in first.message.splitlines()[:3] if line.strip())
