@@ -220,3 +220,30 @@ def test_a_worker_passes_on_only_the_output_the_judge_keeps(monkeypatch):
     assert err.getvalue() == "x" * (kept - 2001)
     assert worker._Capped.dropped == 2001 + 4_000_001 + 6 - kept
     assert stdout.encoding == out.encoding and stdout.getvalue is not None  # anything else is the stream's
+
+
+def test_a_built_in_exception_crosses_from_the_box_as_itself_whatever_its_constructor():
+    """The judge rebuilds what the worker raised from its own arguments: a UnicodeDecodeError takes five
+    (rebuilt from its message alone it was 'TypeError: function takes exactly 5 arguments'), an
+    OSError keeps its errno and file name, a KeyError its key."""
+    from grader.grading import worker
+    module = type("Module", (), {"_module_name": "submission.resume", "_exceptions": {}, "_box": None})()
+    made = []
+    for raise_it in (lambda: b"{\"a\": \"\xc3".decode("utf-8"), lambda: open("/no/such/folder/checkpoint.json"),
+                     lambda: {}["turns"], lambda: int("x")):
+        try:
+            raise_it()
+        except Exception as exc:  # noqa: BLE001 - each is sent as the worker sends it
+            sent = wire.unframe(wire.frame({"error": worker.describe_exception(exc, "resume.py")}))["error"]
+            got = stand_in.RemoteModule._exception(module, sent)
+            assert type(got) is type(exc) and str(got) == str(exc) and got.args == exc.args, (got, exc)
+            made.append(got)
+    assert made[0].reason == "unexpected end of data" and made[1].errno == 2 and made[1].filename.endswith(".json")
+
+
+def test_an_exception_whose_arguments_cannot_cross_keeps_its_type_and_its_message():
+    module = type("Module", (), {"_module_name": "submission.resume", "_exceptions": {}, "_box": None})()
+    got = stand_in.RemoteModule._exception(module, {"type": "UnicodeDecodeError", "mro": ["UnicodeDecodeError",
+                                                    "UnicodeError", "ValueError", "Exception", "BaseException", "object"],
+                                                    "message": "'utf-8' codec can't decode byte 0xff", "args": None})
+    assert isinstance(got, UnicodeDecodeError) and str(got) == "'utf-8' codec can't decode byte 0xff"

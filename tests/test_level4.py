@@ -78,6 +78,7 @@ EXPECTED = {
     "wrong_restarts_counters": {"2 counts", "4 saved", "5 cap", "6 b-only"},  # a finished file: returned != saved
     "wrong_pending_call_not_counted": {"2 counts", "5 cap"},   # one turn short after a pending call
     "wrong_any_version": {"1 refuse"},
+    "wrong_lets_unicode_error_escape": {"1 refuse"},
     "wrong_version_true_or_float": {"1 refuse"},
     "wrong_ignores_directory": {"3 pending"},  # refuses the good file it was pointed at (RESUME)
     "wrong_missing_file_starts_over": {"1 refuse", "6 b-only"},

@@ -660,6 +660,12 @@ def shared_verdicts(ops: list[Op], task: str) -> Optional[dict]:
     return _VERDICTS.setdefault(key, {})
 
 
+def _puts_in_place(dest: Optional[str], target: str) -> bool:
+    """A rename or link that can put ``target`` in place: onto it, or onto a folder above it (a first
+    save may build the checkpoint folder beside where it belongs and rename the whole folder in)."""
+    return bool(dest) and (dest == target or target.startswith(dest + os.sep))
+
+
 def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario: Scenario,
                 max_violations: int = 200, *, windows: Optional[Callable] = None, checker: Optional[Callable] = None,
                 reader: Optional[Callable] = None, sample: Optional[Callable[[list], Any]] = None,
@@ -685,7 +691,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         windows = (windows or windows_for)(ops, scenario.task, points=needed)
     checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
-    if reader is None and not any(op.kind in ("rename", "link") and op.dest == target or op.path == target
+    if reader is None and not any(op.kind in ("rename", "link") and _puts_in_place(op.dest, target) or op.path == target
                                   for op in ops if op.kind != "model_end"):
         turns = sum(1 for op in ops if op.kind == "tool_start")
         if not any(op.kind in ("open", "write", "rename", "link") for op in ops):

@@ -60,6 +60,9 @@ def load_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission") -> 
         raise ImportProblem(import_problem(filename, describe_exception(exc, filename))) from exc
 
 
+_PLAIN_ARGS = (str, int, float, bool, bytes, type(None))
+
+
 def describe_exception(exc: BaseException, filename: str = "", encode: Any = None) -> dict:
     """An exception as plain data (what the grading worker sends the judge): type, message, where.
 
@@ -83,7 +86,15 @@ def describe_exception(exc: BaseException, filename: str = "", encode: Any = Non
         if exc.filename and filename:
             shown = shown.replace(f'File "{exc.filename}"', f'File "{filename}"')
         shown = shown[:2000]
-    return {"type": type(exc).__name__, "module": type(exc).__module__,
+    # The constructor's own arguments, where they are plain values, so the judge can build the same
+    # exception again (a UnicodeDecodeError takes five; its message alone would not rebuild it).
+    args, given = None, exc.args
+    if isinstance(exc, OSError) and len(given) == 2 and exc.filename is not None:
+        given = (*given, exc.filename) + ((None, exc.filename2) if exc.filename2 is not None else ())
+    if len(given) <= 8 and all(type(a) in _PLAIN_ARGS for a in given) \
+            and sum(len(a) for a in given if isinstance(a, (str, bytes))) <= 1 << 20:
+        args = [encode(a) if encode is not None else a for a in given]
+    return {"type": type(exc).__name__, "module": type(exc).__module__, "args": args,
             "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
             "where": "".join(traceback.format_list(keep[-3:]))[:2000],
             "lineno": getattr(exc, "lineno", None), "msg": getattr(exc, "msg", None) if isinstance(exc, SyntaxError)

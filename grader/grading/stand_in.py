@@ -343,10 +343,37 @@ class RemoteModule(types.ModuleType):
             message = (message + " " if message else "") + \
                 f"(a submission may use at most {self._box.limits.memory // 2**30} GiB of memory)"
         where = loader.last_frame(error.get("where"))
-        exc = cls(message + (f" [{where}]" if where else ""))
+        exc = _rebuilt(cls, error.get("args"), message, where) if name != "MemoryError" else None
+        if exc is None:
+            exc = cls(message + (f" [{where}]" if where else ""))
         if isinstance(error.get("where"), str):
             setattr(exc, REMOTE_FRAMES, error["where"])  # the learner's frames, not this module's
         return exc
+
+
+def _rebuilt(cls: type, args: Any, message: str, where: str) -> Optional[BaseException]:
+    """The exception built again as the learner's code built it: from its own arguments, which is the
+    only way some built-in ones can be (UnicodeDecodeError takes five); a type whose constructor
+    will not take them back gets its message and its place as one text."""
+    if isinstance(args, list):
+        try:
+            exc = cls(*args)
+            if str(exc) == message:
+                return exc
+        except Exception:  # noqa: BLE001 - a learner's class may want other arguments
+            pass
+    try:
+        cls(message)
+    except Exception:  # noqa: BLE001 - the constructor takes no single text either: keep the type anyway
+        text = message + (f" [{where}]" if where else "")
+        exc = cls.__new__(cls)
+        exc.args = (text,)
+        if str(exc) != text:  # a __str__ that reads fields only its constructor sets
+            told = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__str__": lambda self: self.args[0]})
+            exc = told.__new__(told)
+            exc.args = (text,)
+        return exc
+    return None
 
 
 _INTERNAL = {"_box", "_filename", "_names", "_ident", "_module_name", "_generation", "_exceptions", "_overrides"}

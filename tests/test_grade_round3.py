@@ -1,0 +1,63 @@
+"""``crashcourse grade`` holds the corpus cases of issue 26 to the verdicts and the words the level tests
+give them in-process: each case is graded in the sandbox (one batch per level) and must pass or fail as
+its corpus entry says, its failure naming what the in-process run names.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parent.parent
+CORPUS = KIT / "tests" / "corpus"
+FILES = {1: "checkpoint.py", 2: "agent.py", 3: "agent.py", 4: "resume.py", 5: "agent.py", 6: "agent.py"}
+
+# level -> {corpus entry: words its failure must hold ("" for a pass)}
+CASES = {
+    2: {"level2/c13_folder_renamed_into_place.py": ""},
+    # Rebuilt from its message alone, the error was "TypeError: function takes exactly 5 arguments".
+    4: {"level4/wrong_lets_unicode_error_escape": "resume_agent raised UnicodeDecodeError: 'utf-8' codec can't decode"},
+}
+
+
+def _grade(folder: Path, level: int, report: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", str(level),
+                           "--examples", "1", "--output", str(report)],
+                          capture_output=True, text=True, cwd=KIT, timeout=600)
+    assert report.exists(), done.stderr[-3000:]
+    return {s["id"]: s for s in json.loads(report.read_text())["submissions"]}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("round3")
+    for level, cases in CASES.items():
+        for case in cases:
+            source, target = CORPUS / case, tmp / f"level{level}" / Path(case).stem
+            if source.is_dir():
+                shutil.copytree(source, target)
+            else:
+                target.mkdir(parents=True)
+                shutil.copy(source, target / FILES[level])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        jobs = {level: pool.submit(_grade, tmp / f"level{level}", level, tmp / f"report{level}.json") for level in CASES}
+        return {level: job.result() for level, job in jobs.items()}
+
+
+@pytest.mark.parametrize("level, case", [(level, case) for level, cases in CASES.items() for case in cases],
+                         ids=[Path(case).stem for cases in CASES.values() for case in cases])
+def test_each_case_gets_its_verdict_and_its_words_through_the_sandbox(graded, level, case):
+    got = graded[level][Path(case).stem]
+    failures = [t["output"] for t in got["tests"] if t["status"] != "passed"]
+    words = CASES[level][case]
+    if not words:
+        assert got["score"] == got["max_score"] > 0, failures[:1]
+    else:
+        assert got["status"] != "error" and got["score"] < got["max_score"], (got["status"], got.get("error"))
+        assert any(words in text for text in failures), failures[0][:2000] if failures else got
