@@ -27,7 +27,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Container, Iterable, Optional
 
-from grader.engine import crash_models
+from grader.engine import crash_models, layout
 from grader.engine.crash_models import CrashState, MODEL_NAMES
 from grader.engine.invariants import INVARIANTS, Window, check
 from grader.engine.checkpoint import (CHECKPOINT_NAME, clone, exactly_saved, initial_state, reference_saves, snapshot,
@@ -519,6 +519,8 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
             except LoopTimeout as exc:  # the learner's loader (level 6), reading a crash state back
                 result.error, result.stuck = str(exc), exc.hang
                 result.violations = []
+            except layout.UnsafeName as exc:  # a crash state that names a file outside its folder
+                result.error, result.violations = str(exc), []
     result.seconds = time.perf_counter() - started
     return result
 
@@ -585,16 +587,11 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
             again_dir = os.path.realpath(again_dir)
             folder_arg = directory if not os.path.isabs(directory) else os.path.join(again_dir, relative)
 
-            def lay_out(folder: str, state: CrashState = state) -> None:
+            def lay_out(folder: str, state: CrashState = state, again_dir: str = again_dir) -> None:
                 if before is not None:
                     before(folder)
-                os.makedirs(folder, exist_ok=True)
-                for sub in state.dirs:
-                    os.makedirs(os.path.join(folder, sub), exist_ok=True)
-                for name, data in state.files.items():
-                    os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
-                    with open(os.path.join(folder, name), "wb") as f:
-                        f.write(data)
+                # Names from the run: laid out only as plain names inside the folder (grader.engine.layout).
+                layout.lay_out(folder, state.files, state.dirs, within=again_dir)
 
             mark = hang_mark()
             rec, _returned, error, _ = record_run(run, scenario, again_dir, folder_arg, timeout=timeout, before=lay_out)

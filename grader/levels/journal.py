@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
 from grader.engine.invariants import Finding, check, parse
+from grader.engine.layout import Layout, UnsafeName, check_names
 from grader.engine.checkpoint import clone, compute_reference_saves, plain_pickle, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, from_turns
 from grader.levels.interface import LevelModule
@@ -474,16 +474,22 @@ class LoaderReader:
         return check_loaded(raw, window, parsed)
 
     def _materialise(self, files: dict, dirs: tuple = ()) -> None:
-        directory = self.directory
-        if not self._exact:  # (while it is exact, the folder is there: this reader made it and nothing removed it)
-            os.makedirs(directory, exist_ok=True)
+        # Names from the run, laid out only as plain names inside the folder, relative to its
+        # descriptor and without following links (grader.engine.layout); checked before anything changes.
+        check_names(files, dirs)
+        if not self._exact:
+            os.makedirs(self.scratch, exist_ok=True)  # the judge's own folder, named by the judge
+        with Layout(self.directory, within=self.scratch) as folder:
+            self._lay_out(folder, files, dirs)
+
+    def _lay_out(self, folder: Layout, files: dict, dirs: tuple) -> None:
         # Rewrite only what differs from the last crash state loaded (consecutive states share most
         # files), and take away what the loader itself may have added. Files may sit in subfolders
         # (a journal under wal/): names are paths relative to the checkpoint folder.
-        wanted_dirs = set(dirs) | {os.path.dirname(n) for n in files if os.sep in n}
+        wanted_dirs = set(dirs) | {n.rsplit("/", 1)[0] for n in files if "/" in n}
         for parent in list(wanted_dirs):
-            while os.sep in parent:
-                parent = os.path.dirname(parent)
+            while "/" in parent:
+                parent = parent.rsplit("/", 1)[0]
                 wanted_dirs.add(parent)
         grown: dict = {}
         if self._exact:
@@ -494,44 +500,42 @@ class LoaderReader:
                 if new is not None and len(new) > len(old) and new.startswith(old):
                     grown[rel] = new
                     continue
-                os.remove(os.path.join(directory, rel))
+                folder.remove(rel)
                 del self.written[rel]
             for rel_dir in sorted(self.folders - wanted_dirs, reverse=True):
-                shutil.rmtree(os.path.join(directory, rel_dir), ignore_errors=True)
+                folder.remove_tree(rel_dir)
         else:
-            for dirpath, _dirnames, filenames in os.walk(directory, topdown=False):
-                rel_dir = os.path.relpath(dirpath, directory)
+            for rel_dir, _dirnames, filenames in folder.walk():
                 for name in filenames:
-                    rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                    rel = f"{rel_dir}/{name}" if rel_dir else name
                     if rel not in files or self.written.get(rel) != files[rel]:
-                        os.remove(os.path.join(dirpath, name))
+                        folder.remove(rel)
                         self.written.pop(rel, None)
-                if rel_dir != "." and rel_dir not in wanted_dirs:
-                    shutil.rmtree(dirpath, ignore_errors=True)
-        for folder in sorted(wanted_dirs - self.folders if self._exact else wanted_dirs):
-            if folder:
-                os.makedirs(os.path.join(directory, folder), exist_ok=True)
+                if rel_dir and rel_dir not in wanted_dirs:
+                    folder.remove_tree(rel_dir)
+        for sub in sorted(wanted_dirs - self.folders if self._exact else wanted_dirs):
+            if sub:
+                folder.make_dir(sub)
         self.folders = {f for f in wanted_dirs if f}
         for name, data in grown.items():
-            with open(os.path.join(directory, name), "ab") as f:
-                f.write(memoryview(data)[len(self.written[name]):])
+            folder.write(name, memoryview(data)[len(self.written[name]):], append=True)
             self.written[name] = data
         for name, data in files.items():
             if name not in self.written:
-                with open(os.path.join(directory, name), "wb") as f:
-                    f.write(data)
+                folder.write(name, data)
                 self.written[name] = data
 
     def _forget_changes(self) -> None:
         """A loader may repair what it reads (cut a torn line off, say): never trust those files again."""
-        for name in list(self.written):
-            try:
-                with open(os.path.join(self.directory, name), "rb") as f:
-                    same = f.read() == self.written[name]
-            except OSError:
-                same = False
-            if not same:
-                self.written.pop(name)
+        try:
+            folder = Layout(self.directory, within=self.scratch, make=False)
+        except (OSError, UnsafeName):
+            self.written.clear()
+            return
+        with folder:
+            for name in list(self.written):
+                if folder.read(name) != self.written[name]:
+                    self.written.pop(name)
 
 
 def check_loaded(raw: Any, window: Any, parsed: Optional[dict] = None) -> Optional[Finding]:

@@ -45,6 +45,7 @@ from grader.engine.crash_models import MODEL_NAMES, crash_states
 from grader.engine.explore import (LoopTimeout, at_point, working_in, short_traceback,
                                    time_limit, describe_bytes, folder_in, record_run, scratch_root, windows_for)
 from grader.engine.hangs import Hang, loop_timeout
+from grader.engine.layout import lay_out
 from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, exactly_saved, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
 from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, assistant_turns,
                                     check_messages)
@@ -344,12 +345,7 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
         work = os.path.realpath(work)
         directory = folder_in(work, directory)
         folder = os.path.join(work, directory)
-        os.makedirs(folder)
-        for name, data in files.items():
-            if os.sep in name:  # a file in a subfolder of the checkpoint folder
-                os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
-            with open(os.path.join(folder, name), "wb") as f:
-                f.write(data)
+        lay_out(folder, files, within=work)  # plain names inside the folder only (grader.engine.layout)
         model = outcome.model = ResumedModel(scenario, received)
         tools = outcome.tools = KeyedTools(scenario, carried, model.renamed)
         path = os.path.join(folder, CHECKPOINT_NAME)
