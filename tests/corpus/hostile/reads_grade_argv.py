@@ -45,7 +45,7 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
         state["messages"].append({"role": "assistant", "content": response["content"]})
         block = next(b for b in response["content"] if b["type"] == "tool_use")
 
-        # Save point A: the model has named a tool and it has not run yet. If the process dies
+        # Save point A: the call is chosen but has not started. If the process dies
         # while the tool runs, this record is the only trace that the call was ever made.
         state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
         save_checkpoint(state, directory)
