@@ -29,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -140,8 +141,11 @@ def main() -> int:
         reference = seconds
         print(f"  uninterrupted: {seconds:6.1f} s")
 
+        # The same class again under another name: one journal per batch, so the copy starts with none.
+        subs = tmp / "stopped" / "class"
+        shutil.copytree(tmp / "class", subs)
         out = tmp / "stopped" / "class.json"
-        journal = Path(batch_journal.journal_path(str(subs), str(out), 2))
+        journal = Path(batch_journal.journal_path(str(subs), 2))
         total, starts, regraded_trusted, runs = 0.0, [], 0, 0
         # Kills spread over the whole batch: once a random number of submissions have finished
         # (each more than the last), plus a random fraction of a second.

@@ -30,3 +30,27 @@ def grading_env():
     a test's own. Its sandboxes, and the checks that nothing is left behind, then never meet another
     grading run on the machine."""
     return _grading_env
+
+
+def _path_without(folder: Path, *tools: str) -> str:
+    """A PATH on which ``tools`` (say bwrap, strace) cannot be found and everything else can: each
+    other command of the current PATH gets a link in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in reversed(os.environ.get("PATH", "").split(os.pathsep)):
+        if not entry or not os.path.isdir(entry):
+            continue
+        for name in os.listdir(entry):
+            if name in tools:
+                continue
+            link = folder / name
+            if link.is_symlink():
+                link.unlink()
+            link.symlink_to(os.path.join(entry, name))
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def path_without():
+    """``path_without(folder, "bwrap", "strace")``: a PATH value that hides those commands, to grade
+    as on a machine that lacks them."""
+    return _path_without

@@ -218,17 +218,14 @@ def test_a_journal_changed_behind_the_graders_back_is_noticed(tmp_path):
     assert not os.path.exists(path)
 
 
-def test_the_journal_sits_beside_the_report_or_beside_the_submissions(tmp_path):
-    assert bj.journal_path("subs", str(tmp_path / "out" / "class.md"), 2) == \
-        str(tmp_path / "out" / ".crashcourse-grade" / "class.md.journal")
-    assert bj.journal_path("subs", str(tmp_path / "results") + "/", 2) == \
-        str(tmp_path / ".crashcourse-grade" / "results.journal")
-    assert bj.journal_path(str(tmp_path / "subs"), None, 3) == \
-        str(tmp_path / ".crashcourse-grade" / "subs-level3.journal")
+def test_one_journal_per_batch_beside_the_submissions_whatever_the_report(tmp_path):
+    assert bj.journal_path(str(tmp_path / "subs"), 3) == str(tmp_path / ".crashcourse-grade" / "subs-level3.journal")
+    assert bj.journal_path(str(tmp_path / "subs") + "/", 2) == \
+        str(tmp_path / ".crashcourse-grade" / "subs-level2.journal")
 
 
 def test_the_progress_bar_counts_what_was_resumed(capsys):
-    from grader.grading.batch import Progress
+    from grader.faces.instructor_cli import Progress
 
     bar = Progress(5, [{"status": "passed"}, {"status": "failed"}])
     bar.step({"status": "error"})
@@ -327,9 +324,12 @@ def reference(tmp_path_factory):
 
 
 def test_a_batch_stopped_three_times_finishes_with_the_uninterrupted_report(reference):
-    tmp, subs = reference["tmp"], reference["subs"]
+    tmp = reference["tmp"]
+    # The class under another name: one journal per batch, so this copy starts without the reference's.
+    subs = tmp / "killed" / "subs"
+    shutil.copytree(reference["subs"], subs)
     out = tmp / "killed" / "class.json"
-    journal = tmp / "killed" / ".crashcourse-grade" / "class.json.journal"
+    journal = tmp / "killed" / ".crashcourse-grade" / "subs-level2.journal"
     rng = random.Random(17)
     traces, trusted_before = [], []
     # A kill right after the run's first submission finished, Ctrl-C after its second, and a kill
@@ -359,6 +359,25 @@ def test_a_batch_stopped_three_times_finishes_with_the_uninterrupted_report(refe
         again = trusted & set(_started(trace))
         assert not again, f"{sorted(again)} had a finished record in the journal and were graded again"
     assert set().union(*(_started(t) for t in traces)) == set(CLASS)
+
+
+def test_every_format_is_written_from_the_batchs_one_journal_without_grading_again(reference):
+    """The reference run wrote JSON; asking for Markdown and CSV afterwards (two formats in one
+    command, paired by a stem) takes every result from the same journal: nobody is graded twice."""
+    tmp, subs = reference["tmp"], reference["subs"]
+    stem = tmp / "more" / "class"
+    trace = tmp / "trace-more"
+    env = dict(os.environ, CRASHCOURSE_GRADE_TRACE=str(trace), TMPDIR=str(subs.parent / "grading-tmp"))
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--level", "2", "--examples", "1",
+                           "--format", "md", "--format", "csv", "--format", "json", "--output", str(stem)],
+                          cwd=KIT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not _started(trace), "a report in another format graded submissions again"
+    assert f"resumed {len(CLASS)} of {len(CLASS)}" in done.stderr
+    assert json.loads(Path(f"{stem}.json").read_text()) == reference["report"]
+    rows = Path(f"{stem}.csv").read_text().splitlines()
+    assert sorted(r.split(",")[0] for r in rows[1:]) == sorted(CLASS)
+    assert all(f"| {student} |" in Path(f"{stem}.md").read_text().replace("\\_", "_") for student in CLASS)
 
 
 def test_other_options_are_refused_and_fresh_grades_everything_again(reference):

@@ -135,25 +135,99 @@ def test_the_classroom_workflow_parses_and_its_steps_score_like_the_tests(ws):
     assert "1 passed" in proc.stdout
 
 
-def test_the_dockerfiles_command_grades_one_submission_outside_docker(tmp_path):
-    env, cmd = {}, None
-    for line in (KIT / "Dockerfile").read_text().splitlines():
-        if line.startswith("ENV "):
+def _dockerfile_steps(text: str) -> tuple:
+    """``(env, RUN lines, COPY pairs, CMD)`` of a Dockerfile's last stage."""
+    env, runs, copies, cmd = {}, [], [], None
+    lines = text.replace("\\\n", " ").splitlines()
+    for line in lines:
+        if line.startswith("FROM "):
+            env, runs, copies, cmd = {}, [], [], None
+        elif line.startswith("ENV "):
             key, _, value = line[4:].partition("=")
             env[key.strip()] = value.strip()
+        elif line.startswith("RUN "):
+            runs.append(line[4:].strip())
+        elif line.startswith("COPY "):
+            copies.append(line[5:].split())
         elif line.startswith("CMD "):
             cmd = json.loads(line[4:])
-    assert cmd and cmd[0] == "crashcourse"
+    return env, runs, copies, cmd
+
+
+def _pl_student(tmp_path: Path, source: Path) -> Path:
     grade = tmp_path / "grade"
     (grade / "student").mkdir(parents=True)
-    shutil.copy(KIT / "exercises" / "level2" / "agent.py", grade / "student" / "agent.py")
+    shutil.copy(source, grade / "student" / "agent.py")
+    return grade
+
+
+def test_the_written_image_installs_the_tools_and_its_steps_grade_outside_docker(tmp_path):
+    """`crashcourse prairielearn-image DIR` writes a Dockerfile and the kit it copies in. Its steps
+    are run here without Docker (CI cannot run it): the apt-get line must ask for bubblewrap and
+    strace (the tools are on this machine already), the kit folder must install (into a folder of its
+    own, without its dependencies, which this venv has), and the image's command must grade."""
+    image = tmp_path / "image"
+    made = subprocess.run([sys.executable, "-m", "grader", "prairielearn-image", str(image), "--level", "2"],
+                          capture_output=True, text=True, timeout=120, env=_env())
+    assert made.returncode == 0, made.stderr
+    env, runs, copies, cmd = _dockerfile_steps((image / "Dockerfile").read_text())
+    assert any("apt-get install" in r and "bubblewrap" in r and "strace" in r for r in runs), runs
+    assert copies == [["kit", "/opt/crashcourse-kit"]] and (image / "kit" / "pyproject.toml").is_file()
+    assert not list(image.rglob("solutions")), "the image carries no solutions"
+    target = tmp_path / "site"
+    for run in runs:
+        if run.startswith("pip install"):
+            pip = run.replace("/opt/crashcourse-kit", str(image / "kit")).split()[2:]
+            done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                                   "--no-build-isolation", "--target", str(target), *pip], capture_output=True,
+                                  text=True, timeout=300)
+            assert done.returncode == 0, done.stderr[-2000:]
+    assert (target / "grader" / "kit" / "exercises" / "level2" / "test_agent.py").is_file()
+    assert cmd == ["crashcourse", "prairielearn-run"] and env == {"CRASHCOURSE_LEVEL": "2"}
+    grade = _pl_student(tmp_path, KIT / "exercises" / "level2" / "agent.py")
+    # The installed copy, not this checkout: PYTHONPATH puts it first, and the kit's root is its own.
     proc = subprocess.run([sys.executable, "-m", "grader", *cmd[1:], "--timeout", "60"], cwd=tmp_path,
-                          env=_env(**env, CRASHCOURSE_GRADE_ROOT=str(grade)), capture_output=True, text=True,
-                          timeout=300)
+                          env=_env(**env, CRASHCOURSE_GRADE_ROOT=str(grade), PYTHONPATH=str(target)),
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((grade / "results" / "results.json").read_text())
     assert result["gradable"] is True and result["score"] == pytest.approx(0.3)  # 3 of 10, as check says
     assert {"name", "points", "max_points", "output"} <= set(result["tests"][0])
+
+
+def test_the_repositorys_dockerfile_installs_the_tools_and_runs_the_same_command():
+    env, runs, _, cmd = _dockerfile_steps((KIT / "Dockerfile").read_text())
+    assert any("apt-get install" in r and "bubblewrap" in r and "strace" in r for r in runs), runs
+    assert cmd == ["crashcourse", "prairielearn-run"] and env == {"CRASHCOURSE_LEVEL": "2"}
+
+
+@pytest.mark.parametrize("hidden", [("bwrap",), ("bwrap", "strace")])
+def test_prairielearn_without_a_box_or_strace_still_writes_results_and_says_what_was_not_checked(
+        tmp_path, path_without, hidden):
+    """A slim image without bubblewrap (or strace) once ended in a NoBox traceback and no results.json.
+    Now the same score, and the message says the grade is not tamper-proof and what went unchecked."""
+    grade = _pl_student(tmp_path, KIT / "exercises" / "level2" / "agent.py")
+    path = path_without(tmp_path / "bin", *hidden)
+    proc = subprocess.run([sys.executable, "-m", "grader", "prairielearn-run", "--level", "2", "--timeout", "60"],
+                          cwd=tmp_path, env=_env(CRASHCOURSE_GRADE_ROOT=str(grade), PATH=path),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    result = json.loads((grade / "results" / "results.json").read_text())
+    assert result["gradable"] is True and result["score"] == pytest.approx(0.3), result
+    assert "NOT TAMPER-PROOF" in result["message"] and "PrairieLearn container" in result["message"]
+    if "strace" in hidden:
+        assert "NOT CHECKED" in result["message"] and "strace is not installed" in result["message"]
+    else:
+        assert "Kernel trace: each submission's file operations were checked" in result["message"]
+
+
+def test_prairielearn_writes_results_even_when_the_grader_itself_fails(tmp_path):
+    grade = _pl_student(tmp_path, KIT / "exercises" / "level2" / "agent.py")
+    proc = subprocess.run([sys.executable, "-m", "grader", "prairielearn-run", "--level", "99"], cwd=tmp_path,
+                          env=_env(CRASHCOURSE_GRADE_ROOT=str(grade)), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    result = json.loads((grade / "results" / "results.json").read_text())
+    assert result["gradable"] is False and "level 99 has no tests" in result["format_errors"][0]
 
 
 def test_a_submission_that_could_not_be_run_costs_no_attempt_on_prairielearn():

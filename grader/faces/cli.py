@@ -1,9 +1,9 @@
 """The ``crashcourse`` command (also ``python -m grader``).
 
 Each group of subcommands lives in its own module and registers itself here:
-:mod:`grader.faces.student` (demo, check, hint, watch, selfcheck, run) and
-:mod:`grader.grading.batch` (grade, gradescope-package), :mod:`grader.faces.workspace` (init, handout)
-and :mod:`grader.grading.prairielearn` (prairielearn-run).
+:mod:`grader.faces.student` (demo, check, hint, watch, selfcheck, run),
+:mod:`grader.faces.workspace` (init, handout) and :mod:`grader.faces.instructor_cli` (grade,
+gradescope-package, gradescope-run, prairielearn-run, prairielearn-image).
 """
 
 from __future__ import annotations
@@ -36,13 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     student.register(sub)
     workspace.register(sub)
     try:
-        from grader.grading import batch as grading_cli
-        from grader.grading import prairielearn
+        from grader.faces import instructor_cli
     except ImportError as exc:  # Windows has no resource or fcntl: the learner's commands still work
         _grading_unavailable(sub, exc)
     else:
-        grading_cli.register(sub)
-        prairielearn.register(sub)
+        instructor_cli.register(sub)
     return parser
 
 
@@ -52,7 +50,7 @@ def _grading_unavailable(sub, exc: ImportError) -> None:
               f"{exc.name or 'a POSIX module'}. The learner's commands (check, hint, watch, run, demo, init) "
               "work here.", file=sys.stderr)
         return 2
-    for name in ("grade", "gradescope-package", "gradescope-run", "prairielearn-run"):
+    for name in ("grade", "gradescope-package", "gradescope-run", "prairielearn-run", "prairielearn-image"):
         parser = sub.add_parser(name, help="(instructors; Linux or macOS) see crashcourse grade --help there",
                                 add_help=False)
         parser.add_argument("rest", nargs=argparse.REMAINDER)

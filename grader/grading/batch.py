@@ -1,10 +1,11 @@
-"""Instructor commands: ``crashcourse grade`` and ``crashcourse gradescope-package``.
+"""A batch of submissions graded: what ``crashcourse grade`` and the fleets' runners call.
 
-``crashcourse grade SUBMISSIONS --level N`` grades every folder (or ``.zip``) in SUBMISSIONS with
+:func:`grade_batch` grades every folder (or ``.zip``) in SUBMISSIONS with
 the level's own tests, ``exercises/levelN/test_*.py``, exactly as a student's ``pytest
 exercises/levelN`` would, but each submission in its own bubblewrap box (see
 :mod:`grader.grading.bubblewrap`) and with the verdict computed outside it (see
-:mod:`grader.grading.judge`). :func:`box_or_refusal` checks at start-up that a box starts here.
+:mod:`grader.grading.judge`). The command's arguments, messages and progress bar are the
+instructor's face, :mod:`grader.faces.instructor_cli`.
 
 How a batch runs: this process imports pytest, Hypothesis, the crash engine and the level's
 tests once, then forks one judge per submission (up to ``--jobs`` at a time), so no judge pays
@@ -14,14 +15,12 @@ sends back its results as JSON on a pipe; this process writes the report.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import select
 import shutil
 import signal
-import sys
 import tempfile
 import time
 import uuid
@@ -30,7 +29,6 @@ from pathlib import Path
 from typing import Optional
 
 from grader.grading import bubblewrap
-from grader.grading import reports
 from grader.grading import sandbox
 from grader.grading import kernel_trace
 from grader.levels.manifest import package_root
@@ -40,85 +38,8 @@ KIT_ROOT = package_root()
 MAX_UNZIPPED = 100 * 1024 ** 2
 MAX_FILES = 2000
 
-GRADE_HELP = """\
-Grade a folder of submissions with a level's tests, each one isolated and time-boxed.
+# -- the level ---------------------------------------------------------------------------------------
 
-SUBMISSIONS holds one folder or .zip per student; its name (without .zip) is the student id.
-Each submission is copied into a fresh temporary folder, and its code runs in a bubblewrap box
-(install the `bubblewrap` package): no network, no other student's files, none of the kit but the
-grader itself, a small disk of its own, caps on time, memory and processes. The tests run in
-another process, which the student's code cannot reach: printing fake results, exiting early or
-patching pytest earns what the code really earned. Where no box can start, grade says what to
-install or enable and stops; --no-box grades anyway, and every report then says the grades are
-not tamper-proof.
-
-examples:
-  crashcourse grade submissions/ --level 2                     JSON on stdout
-  crashcourse grade submissions/ --level 2 --format md --output class.md
-  crashcourse grade submissions/ --level 2 --format gradescope --output results/
-  crashcourse grade submissions/ --level 2 --seed 7 --scenarios private/extra.json
-
-A journal of finished submissions is kept in .crashcourse-grade/ beside the report (beside
-SUBMISSIONS when the report goes to stdout). Run the same command again after a stop and only the
-submissions not in it, or whose files changed, are graded; --fresh grades everything again.
-"""
-
-PACKAGE_HELP = """\
-Build the autograder zip for Gradescope (setup.sh, run_autograder, the kit and the level's tests).
-Upload it as a "Zip file upload" autograder; students then submit the level's file(s).
-Seeds and scenarios you pass here go into the zip, which students never see.
-"""
-
-
-def register(sub) -> None:
-    grade = sub.add_parser("grade", help="(instructors) grade a folder of submissions, isolated, with reports",
-                           description=GRADE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    grade.add_argument("submissions", metavar="SUBMISSIONS", help="folder with one folder or .zip per student")
-    grade.add_argument("--level", type=int, required=True, help="the level to grade (its tests in exercises/levelN)")
-    grade.add_argument("--format", choices=reports.FORMATS, default="json", help="report format (default json)")
-    grade.add_argument("--output", metavar="PATH", help="write the report here (for gradescope: a folder); "
-                       "default stdout (gradescope: ./gradescope-results)")
-    # Each submission keeps about one core busy (its judge and its worker take turns); more than 8
-    # at once would let a class of memory-hungry submissions (up to 2 GiB each) crowd the machine.
-    grade.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), metavar="K",
-                       help="submissions graded at once (default: the number of cores, at most 8)")
-    grade.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                       help="wall-clock seconds one submission's code may run in total (default 60)")
-    grade.add_argument("--seed", type=int, default=None, metavar="N",
-                       help="seed for the scripted model and generated conversations (instructor-only)")
-    grade.add_argument("--scenarios", metavar="PATH", default=None,
-                       help="extra instructor-only scenarios, a JSON or Python file (see grader.grading.scenarios.load_scenarios)")
-    grade.add_argument("--examples", type=int, default=None, metavar="N",
-                       help="generated conversations per property test (default: the level's own)")
-    grade.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
-    grade.add_argument("--fresh", action="store_true",
-                       help="grade every submission again, ignoring (and replacing) the journal of an earlier run")
-    grade.add_argument("--no-box", action="store_true",
-                       help="grade even where no bubblewrap box can start: the code then runs without one, "
-                            "and every report says the grades are not tamper-proof")
-    grade.set_defaults(handler=_grade)
-
-    package = sub.add_parser("gradescope-package", help="(instructors) build the Gradescope autograder zip",
-                             description=PACKAGE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    package.add_argument("--level", type=int, required=True)
-    package.add_argument("--output", metavar="PATH", default=None, help="zip to write (default "
-                         "crashcourse-levelN-autograder.zip)")
-    package.add_argument("--seed", type=int, default=None)
-    package.add_argument("--scenarios", default=None, metavar="PATH")
-    package.add_argument("--timeout", type=float, default=120.0)
-    package.set_defaults(handler=_package)
-
-    run = sub.add_parser("gradescope-run")  # no help: hidden from `crashcourse --help`
-    run.add_argument("--level", type=int, required=True)
-    run.add_argument("--submission", default="/autograder/submission")
-    run.add_argument("--results", default="/autograder/results/results.json")
-    run.add_argument("--seed", type=int, default=None)
-    run.add_argument("--scenarios", default=None)
-    run.add_argument("--timeout", type=float, default=120.0)
-    run.set_defaults(handler=_gradescope_run)
-
-
-# -- the command -------------------------------------------------------------------------------------
 
 def level_folder(level: int) -> Path:
     folder = KIT_ROOT / "exercises" / f"level{level}"
@@ -127,109 +48,6 @@ def level_folder(level: int) -> Path:
         raise SystemExit(f"crashcourse grade: level {level} has no tests in {folder}. Levels with tests: "
                          f"{', '.join(have) or 'none'}.")
     return folder
-
-
-def _grade(args) -> int:
-    if not os.path.isdir(args.submissions):
-        print(f"crashcourse grade: {args.submissions} is not a folder. Point it at a folder that holds one folder "
-              "or .zip per student.", file=sys.stderr)
-        return 2
-    if args.scenarios and not os.path.isfile(args.scenarios):
-        print(f"crashcourse grade: --scenarios {args.scenarios}: no such file", file=sys.stderr)
-        return 2
-    if args.jobs < 1 or args.timeout <= 0:
-        print("crashcourse grade: --jobs must be at least 1 and --timeout above 0", file=sys.stderr)
-        return 2
-    output = args.output or ("gradescope-results" if args.format == "gradescope" else None)
-    progress = sys.stderr.isatty() and not args.no_progress
-    boxed = box_or_refusal(args.no_box)
-    if boxed is None:
-        return 2
-    journal, refused = _open_journal(args, output, "bubblewrap" if boxed else "none")
-    if refused:
-        return 2
-    try:
-        batch = grade_batch(args.submissions, args.level, jobs=args.jobs, timeout=args.timeout, seed=args.seed,
-                            scenarios=args.scenarios, examples=args.examples, progress=progress,
-                            protect=[output] if output else [], journal=journal, boxed=boxed)
-    except KeyboardInterrupt:
-        if journal is not None:
-            print(f"\ncrashcourse grade: stopped. The submissions that finished are in {journal.path}; run the same "
-                  "command again to grade only the rest.", file=sys.stderr)
-        return 130
-    if args.format == "gradescope":
-        written = reports.write_gradescope(batch, output)
-        print(f"wrote {len(written)} results.json file(s) under {output.rstrip(os.sep)}/", file=sys.stderr)
-    elif output:
-        reports.write_report(batch, args.format, output)
-        print(f"wrote {output}", file=sys.stderr)
-    else:
-        sys.stdout.write(reports.render(batch, args.format))
-    for note in batch.get("notes", []):
-        print(f"note: {note}", file=sys.stderr)
-    if journal is not None:
-        _close_journal(journal, batch)
-    return 0
-
-
-def _open_journal(args, output: Optional[str], isolation: str = "none") -> tuple:
-    """``(journal, refused)``: the batch's journal (None if none can be kept here), and whether an
-    untrusted one is in the way (then the batch must not start)."""
-    from grader.grading import batch_journal
-
-    path = batch_journal.journal_path(args.submissions, output, args.level)
-    wanted = batch_journal.settings(args.level, level_folder(args.level), seed=args.seed, timeout=args.timeout,
-                                    examples=args.examples, scenarios=args.scenarios)
-    wanted["isolation"] = isolation  # a grade from an unboxed run is not one a boxed run may take over
-    try:
-        journal = batch_journal.BatchJournal.open(path, wanted, fresh=args.fresh, submissions=args.submissions)
-    except batch_journal.JournalRefused as exc:
-        print(f"crashcourse grade: {exc}", file=sys.stderr)
-        return None, True
-    except OSError as exc:
-        print(f"note: no journal can be kept at {path} ({exc.strerror}), so if this batch is stopped, a rerun "
-              "grades everything again.", file=sys.stderr)
-        return None, False
-    for note in journal.notes:
-        print(f"note: {note}", file=sys.stderr)
-    return journal, False
-
-
-def _close_journal(journal, batch: dict) -> None:
-    total = len(batch["submissions"])
-    if journal.changed_by_others():
-        # Only this process writes the journal; anything else in it could be planted results.
-        journal.discard()
-        print(f"note: the journal {journal.path} changed while this batch ran, by something other than the grader. "
-              "It has been deleted, so the next run grades everything again.", file=sys.stderr)
-    elif journal.resumed:
-        print(f"resumed {journal.resumed} of {total} submission(s) from the journal {journal.path}; graded "
-              f"{total - journal.resumed}. Add --fresh to grade all of them again.", file=sys.stderr)
-    else:
-        print(f"graded {total} submission(s); the journal {journal.path} keeps their results, so a stopped "
-              "or repeated run grades only what changed.", file=sys.stderr)
-    journal.close()
-
-
-def box_or_refusal(no_box: bool) -> Optional[bool]:
-    """True if a bubblewrap box works here; False if not but the instructor passed ``--no-box``;
-    None (after saying why, and what to do) if grading must not start."""
-    bubblewrap.not_dumpable()  # nothing on this machine may read grade's memory or environment
-    problem = bubblewrap.check()
-    if problem is None:
-        if no_box:
-            print("crashcourse grade: note: a bubblewrap box works here, so every submission runs in one; "
-                  "--no-box only matters where none can start.", file=sys.stderr)
-        return True
-    if no_box:
-        print(f"crashcourse grade: warning: grading without a box, as --no-box asks. {problem}\n"
-              "Every report will say these grades are not tamper-proof.", file=sys.stderr)
-        return False
-    print(f"crashcourse grade: no box for the submissions' code. {problem}\n"
-          "Without a box, a submission could change its own grade or another student's. Fix the above, "
-          "or grade anyway with --no-box (every report then says the grades are not tamper-proof).",
-          file=sys.stderr)
-    return None
 
 
 class NoBox(RuntimeError):
@@ -376,13 +194,16 @@ class Job:
 
 
 def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float = 60.0, seed: Optional[int] = None,
-                scenarios: Optional[str] = None, examples: Optional[int] = None, progress: bool = False,
+                scenarios: Optional[str] = None, examples: Optional[int] = None, progress=None,
                 protect: tuple = (), journal=None, boxed: Optional[bool] = None, unboxed: str = "none",
                 require_box: bool = True) -> dict:
-    """Grade every submission in the folder; returns ``{"level", "isolation", "submissions", "notes"}``.
+    """Grade every submission in the folder; returns ``{"level", "isolation", "kernel_trace",
+    "submissions", "notes"}`` (``kernel_trace``: None when strace's account was taken, else why not).
 
     With a :class:`grader.grading.batch_journal.BatchJournal`, submissions it already holds (same
     files) are taken from it, and each one graded here is appended to it the moment it finishes.
+    ``progress``: an object told ``start(total, resumed, journal_path)``, ``step(result)`` per
+    finished submission, and ``close()`` (the instructor's face draws a bar with it).
 
     ``boxed``: True runs each submission in a bubblewrap box (:mod:`grader.grading.bubblewrap`); False runs
     it without one (``isolation`` is then ``unboxed``, and the reports say the grades are not
@@ -390,101 +211,39 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     ``require_box=False`` grades without one.
     """
     level_dir = level_folder(level)
-    if boxed is None:
-        problem = bubblewrap.check()
-        if problem is not None and require_box:
-            raise NoBox(problem)
-        boxed = problem is None
+    boxed = _choose_box(boxed, require_box)
     bubblewrap.not_dumpable()
     entries = discover(submissions)
-    notes = []
-    if boxed:
-        note = bubblewrap.cap_note()
-        if note:
-            notes.append(note)
     read_only = False if boxed else sandbox.read_only_view_available()
-    if not boxed and not read_only:
-        notes.append("a read-only view of the file system was not available here (it needs root and mount "
-                     "namespaces); the grader checked afterwards that the submissions folder did not change instead")
     traced = kernel_trace.problem()  # checked once here, before the judges fork, so each inherits the answer
-    if traced:
-        notes.append(f"no kernel trace of the submissions' file operations: {traced}. The grades rest on what "
-                     "each submission's own process recorded, which its code could have changed")
-    preload(level_dir, seed, examples)
-    from grader.grading.judge import prepare_config
-    config = prepare_config(str(level_dir), seed, examples)
-    import gc
-    gc.collect()
-    gc.freeze()  # what is loaded now is shared by every forked judge; their collections skip it
+    notes = _machine_notes(boxed, read_only, traced)
+    queue, done = journal.split(entries) if journal is not None else (list(entries), [])
+    if progress is not None:
+        progress.start(len(entries), done, journal.path if journal is not None else None)
     sandbox.set_subreaper()
     watched = [submissions] + [p for p in protect if p]
     before = sandbox.tree_state(watched)
-    queue = list(entries)
-    running: dict[int, Job] = {}
-    done: list[dict] = []
-    if journal is not None:
-        queue, resumed = journal.split(entries)
-        done.extend(resumed)
-        if resumed and not progress:  # a CI log says it up front; a terminal has the bar
-            print(f"resuming: {len(resumed)} of {len(entries)} submission(s) are in the journal {journal.path}; "
-                  f"grading the other {len(queue)}", file=sys.stderr)
-    bar = Progress(len(entries), done) if progress else None
-    # The journal holds other students' results: the code being graded must not read or change it.
-    hidden = [submissions] + [p for p in protect if p] + ([journal.folder] if journal is not None else [])
+    if queue:  # a batch wholly in the journal (another report from the same run) needs no warm-up
+        config = _warm_up(level_dir, seed, examples)
+        # The journal holds other students' results: the code being graded must not read or change it.
+        hidden = watched + ([journal.folder] if journal is not None else [])
+        runner = _Runner(level_dir, jobs, timeout, dict(seed=seed, scenarios=scenarios, examples=examples,
+                                                        read_only=read_only, hide=hidden, config=config,
+                                                        boxed=boxed))
 
-    def finished(result: dict) -> None:
-        done.append(result)
-        if journal is not None:
-            journal.record(result)
-        if bar:
-            bar.step(result)
-    grace = 2 * timeout + 60.0  # the judge's own work on top of the code's budget
-    try:
-        while queue or running:
-            while queue and len(running) < jobs:
-                student, source = queue.pop(0)
-                _trace_start(student)
-                job = _start(student, source, level_dir, timeout, seed, scenarios, examples, read_only,
-                             [j.fd for j in running.values()], hide=hidden, config=config, boxed=boxed)
-                if job.result is not None:
-                    _finish(job)
-                    finished(job.result)
-                    continue
-                running[job.fd] = job
-            if not running:
-                continue
-            now = time.monotonic()
-            wait = max(0.05, min(j.started + timeout + grace - now for j in running.values()))
-            ready, _, _ = select.select(list(running), [], [], wait)
-            for fd in ready:
-                job = running[fd]
-                chunk = os.read(fd, 1 << 20)
-                if chunk:
-                    job.data += chunk
-                    continue
-                del running[fd]
-                _collect(job, timeout)
-                _finish(job)
-                finished(job.result)
-            now = time.monotonic()
-            for fd, job in list(running.items()):
-                if now > job.started + timeout + grace:
-                    del running[fd]
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(job.pid, signal.SIGKILL)
-                    job.result = _error(job.student, f"grading this submission took longer than {timeout + grace:g} s "
-                                                     "and was stopped")
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(job.pid, 0)
-                    _finish(job)
-                    finished(job.result)
-    finally:
-        for job in running.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(job.pid, signal.SIGKILL)
-            _finish(job)
-        if bar:
-            bar.close()
+        def finished(result: dict) -> None:
+            done.append(result)
+            if journal is not None:
+                journal.record(result)
+            if progress is not None:
+                progress.step(result)
+        try:
+            runner.run(queue, finished)
+        finally:
+            if progress is not None:
+                progress.close()
+    elif progress is not None:
+        progress.close()
     changed = sandbox.tree_changes(before, sandbox.tree_state(watched))
     if changed:
         notes.append("these paths changed while grading, which no submission should be able to do: "
@@ -492,7 +251,107 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
         for result in done:
             result.setdefault("warnings", []).append("the submissions folder changed while this batch ran")
     done.sort(key=lambda r: r["id"])
-    return {"level": level, "isolation": "bubblewrap" if boxed else unboxed, "submissions": done, "notes": notes}
+    return {"level": level, "isolation": "bubblewrap" if boxed else unboxed, "kernel_trace": traced,
+            "submissions": done, "notes": notes}
+
+
+def _choose_box(boxed: Optional[bool], require_box: bool) -> bool:
+    if boxed is not None:
+        return boxed
+    problem = bubblewrap.check()
+    if problem is not None and require_box:
+        raise NoBox(problem)
+    return problem is None
+
+
+def _machine_notes(boxed: bool, read_only: bool, traced: Optional[str]) -> list:
+    """What this machine could not do for the batch, one sentence each."""
+    notes = []
+    note = bubblewrap.cap_note() if boxed else None
+    if note:
+        notes.append(note)
+    if not boxed and not read_only:
+        notes.append("a read-only view of the file system was not available here (it needs root and mount "
+                     "namespaces); the grader checked afterwards that the submissions folder did not change instead")
+    if traced:
+        notes.append(f"no kernel trace of the submissions' file operations: {traced}. The grades rest on what "
+                     "each submission's own process recorded, which its code could have changed")
+    return notes
+
+
+def _warm_up(level_dir: Path, seed, examples):
+    """Load once what every forked judge needs; returns the judges' shared pytest configuration."""
+    preload(level_dir, seed, examples)
+    from grader.grading.judge import prepare_config
+    config = prepare_config(str(level_dir), seed, examples)
+    import gc
+    gc.collect()
+    gc.freeze()  # what is loaded now is shared by every forked judge; their collections skip it
+    return config
+
+
+class _Runner:
+    """Up to ``jobs`` judges at a time, each read from its pipe until it ends or runs out of time."""
+
+    def __init__(self, level_dir: Path, jobs: int, timeout: float, options: dict):
+        self.level_dir, self.jobs, self.timeout, self.options = level_dir, jobs, timeout, options
+        self.grace = 2 * timeout + 60.0  # the judge's own work on top of the code's budget
+        self.running: dict[int, Job] = {}
+
+    def run(self, queue: list, finished) -> None:
+        queue = list(queue)
+        try:
+            while queue or self.running:
+                self._start_more(queue, finished)
+                if self.running:
+                    self._read(finished)
+                    self._stop_late(finished)
+        finally:
+            for job in self.running.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(job.pid, signal.SIGKILL)
+                _finish(job)
+
+    def _start_more(self, queue: list, finished) -> None:
+        while queue and len(self.running) < self.jobs:
+            student, source = queue.pop(0)
+            _trace_start(student)
+            job = _start(student, source, self.level_dir, self.timeout,
+                         other_fds=[j.fd for j in self.running.values()], **self.options)
+            if job.result is not None:
+                _finish(job)
+                finished(job.result)
+                continue
+            self.running[job.fd] = job
+
+    def _read(self, finished) -> None:
+        now = time.monotonic()
+        wait = max(0.05, min(j.started + self.timeout + self.grace - now for j in self.running.values()))
+        ready, _, _ = select.select(list(self.running), [], [], wait)
+        for fd in ready:
+            job = self.running[fd]
+            chunk = os.read(fd, 1 << 20)
+            if chunk:
+                job.data += chunk
+                continue
+            del self.running[fd]
+            _collect(job, self.timeout)
+            _finish(job)
+            finished(job.result)
+
+    def _stop_late(self, finished) -> None:
+        now = time.monotonic()
+        for fd, job in list(self.running.items()):
+            if now > job.started + self.timeout + self.grace:
+                del self.running[fd]
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(job.pid, signal.SIGKILL)
+                job.result = _error(job.student, f"grading this submission took longer than "
+                                                 f"{self.timeout + self.grace:g} s and was stopped")
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(job.pid, 0)
+                _finish(job)
+                finished(job.result)
 
 
 def _trace_start(student: str) -> None:
@@ -508,7 +367,7 @@ def _error(student: str, reason: str) -> dict:
     return {"id": student, "score": 0.0, "max_score": 0.0, "status": "error", "error": reason, "tests": []}
 
 
-def _start(student: str, source: Path, level_dir: Path, timeout: float, seed, scenarios, examples, read_only,
+def _start(student: str, source: Path, level_dir: Path, timeout: float, *, seed, scenarios, examples, read_only,
            other_fds: list, hide: list = (), config=None, boxed: bool = False) -> Job:
     root = tempfile.mkdtemp(prefix="crashcourse-grade-")
     job = Job(student, source, root)
@@ -589,52 +448,3 @@ def _finish(job: Job) -> None:
         job.result["stray_processes"] = job.result.get("stray_processes", 0) + strays
     sandbox.reap()
     shutil.rmtree(job.root, ignore_errors=True)
-
-
-class Progress:
-    """A one-line progress bar on stderr (only used when stderr is a terminal)."""
-
-    def __init__(self, total: int, resumed: list = ()):
-        self.total, self.resumed = total, len(resumed)
-        self.count = self.resumed
-        self.failed = sum(r["status"] == "failed" for r in resumed)
-        self.errors = sum(r["status"] == "error" for r in resumed)
-        self.started = time.monotonic()
-        self.draw()
-
-    def step(self, result: dict) -> None:
-        self.count += 1
-        self.failed += result["status"] == "failed"
-        self.errors += result["status"] == "error"
-        self.draw()
-
-    def draw(self) -> None:
-        width = 30
-        filled = int(width * self.count / self.total) if self.total else width
-        elapsed = time.monotonic() - self.started
-        resumed = f" ({self.resumed} from the journal)" if self.resumed else ""
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.count}/{self.total} done{resumed}, "
-                         f"{self.failed} failed, {self.errors} could not be graded, {elapsed:.0f} s")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-# -- Gradescope --------------------------------------------------------------------------------------
-
-def _package(args) -> int:
-    from grader.grading.gradescope import build_package
-    level_folder(args.level)
-    output = args.output or f"crashcourse-level{args.level}-autograder.zip"
-    build_package(args.level, output, seed=args.seed, scenarios=args.scenarios, timeout=args.timeout)
-    print(f"wrote {output}: upload it as the assignment's autograder (setup.sh and run_autograder at its root)")
-    return 0
-
-
-def _gradescope_run(args) -> int:
-    from grader.grading.gradescope import run_on_gradescope
-    return run_on_gradescope(args.level, args.submission, args.results, grade_batch=grade_batch, seed=args.seed,
-                             scenarios=args.scenarios,
-                             timeout=args.timeout)

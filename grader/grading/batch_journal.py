@@ -5,13 +5,12 @@ known. Run the same command again after a Ctrl-C, a closed laptop lid or a kille
 submissions whose records are there (with the same files) are taken from the journal; only the
 rest are graded. ``--fresh`` ignores the journal and starts a new one.
 
-Where it lives: in a ``.crashcourse-grade/`` folder beside the report, named after it
-(``class.md`` -> ``.crashcourse-grade/class.md.journal``; a Gradescope folder ``results/`` ->
-``.crashcourse-grade/results.journal``). With the report on stdout there is nothing to sit
-beside, so it goes beside the submissions folder instead (``subs/`` ->
-``.crashcourse-grade/subs-level2.journal``). Never inside the report's folder (an instructor may
-upload that folder as it is) and never inside the submissions folder (the grader checks that
-nothing there changes while it grades).
+Where it lives: one journal per batch (a submissions folder and a level), in a
+``.crashcourse-grade/`` folder beside the submissions folder (``subs/`` ->
+``.crashcourse-grade/subs-level2.journal``), whatever reports are asked for: a report in another
+format later is written from it without grading anyone again. Never inside the submissions folder
+(the grader checks that nothing there changes while it grades) and never inside a report's folder
+(an instructor may upload that folder as it is).
 
 The format, one record per line::
 
@@ -62,11 +61,8 @@ class JournalRefused(Exception):
     """The journal cannot be trusted for this run; the message says why and what to do."""
 
 
-def journal_path(submissions: str, output: Optional[str], level: int) -> str:
+def journal_path(submissions: str, level: int) -> str:
     """Where the journal of a batch lives (see the module's docstring)."""
-    if output:
-        output = os.path.abspath(output).rstrip(os.sep)
-        return os.path.join(os.path.dirname(output), FOLDER, os.path.basename(output) + ".journal")
     submissions = os.path.abspath(submissions).rstrip(os.sep)
     return os.path.join(os.path.dirname(submissions), FOLDER,
                         f"{os.path.basename(submissions)}-level{level}.journal")

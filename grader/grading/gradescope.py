@@ -37,7 +37,7 @@ SETUP_SH = """#!/usr/bin/env bash
 # Runs once, when Gradescope builds the autograder image.
 set -euo pipefail
 apt-get update -qq
-apt-get install -y -qq python3 python3-pip python3-venv bubblewrap > /dev/null
+apt-get install -y -qq python3 python3-pip python3-venv bubblewrap strace > /dev/null
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet /autograder/source/kit
 """
@@ -157,7 +157,8 @@ def run_on_gradescope(level: int, submission: str, results: str, *, grade_batch:
         batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios,
                             unboxed="the Gradescope container only", require_box=False)
     entry = batch["submissions"][0]
-    result = gradescope_result(entry, time.monotonic() - started, batch.get("isolation"))
+    result = gradescope_result(entry, time.monotonic() - started, batch.get("isolation"),
+                               batch.get("kernel_trace", False))
     make_folder(os.path.dirname(os.path.abspath(results)))
     write_gradescope_result(results, result)
     return 0

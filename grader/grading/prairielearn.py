@@ -12,25 +12,15 @@ verdicts are the ones a class batch or a student's own ``pytest exercises/levelN
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
-from pathlib import Path
 from typing import Optional
 
+from grader.atomicfile import make_folder, write_atomic
 from grader.grading.batch import grade_batch
-
-RUN_HELP = """\
-Grade the one submission in GRADE_ROOT/student and write GRADE_ROOT/results/results.json in
-PrairieLearn's external-grader format (score from 0 to 1, one row per test).
-
-GRADE_ROOT is /grade inside the container; set CRASHCOURSE_GRADE_ROOT or --grade-root to try it
-anywhere else. The level comes from --level or CRASHCOURSE_LEVEL (the Dockerfile sets it).
-"""
-
+from grader.grading.reports import checked_lines
 
 def prairielearn_result(entry: dict) -> dict:
     """One submission's report entry (the ``grade --format json`` shape) in PrairieLearn's shape."""
@@ -57,48 +47,70 @@ def prairielearn_result(entry: dict) -> dict:
     return {"gradable": True, "score": (score / max_score) if max_score else 0.0, "message": message, "tests": tests}
 
 
+CONTAINER = "the PrairieLearn container only"
+
+DOCKERFILE = """\
+# An external-grader image for PrairieLearn (or any fleet that runs one container per submission),
+# written by `crashcourse prairielearn-image`. From the folder that holds this file and kit/:
+#
+#   docker build -t crashcourse-grader .
+#
+# In the question's info.json:
+#   "externalGradingOptions": {{"enabled": true, "image": "crashcourse-grader", "timeout": 300,
+#                              "entrypoint": "crashcourse prairielearn-run --level {level}"}}
+# The container grades /grade/student and writes /grade/results/results.json. It needs no network.
+# bubblewrap boxes the code where the container allows it, and strace takes the kernel's account of
+# its file operations where ptrace is allowed; results.json says which of them held.
+
+FROM python:3.12-slim
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap strace \\
+    && rm -rf /var/lib/apt/lists/*
+COPY kit /opt/crashcourse-kit
+RUN pip install --no-cache-dir /opt/crashcourse-kit
+ENV CRASHCOURSE_LEVEL={level}
+CMD ["crashcourse", "prairielearn-run"]
+"""
+
+
+def write_image(folder: str, level: int) -> list:
+    """Write ``folder/Dockerfile`` and ``folder/kit/`` (the grader and the level, as the Gradescope
+    zip carries them), so ``docker build folder`` works from a wheel as from a clone. Returns the paths."""
+    from grader.grading.gradescope import package_files
+
+    written = []
+    files = {f"kit/{name}": data for name, data in package_files(level).items()}
+    files["Dockerfile"] = DOCKERFILE.format(level=level).encode()
+    for name, data in sorted(files.items()):
+        path = os.path.join(folder, *name.split("/"))
+        make_folder(os.path.dirname(path))
+        write_atomic(path, data, durable=False)
+        written.append(path)
+    return written
+
+
 def run_on_prairielearn(level: int, grade_root: str, *, timeout: float = 120.0, seed: Optional[int] = None,
                         scenarios: Optional[str] = None) -> dict:
-    """Grade ``grade_root/student``; write and return ``grade_root/results/results.json``'s content."""
+    """Grade ``grade_root/student``; write and return ``grade_root/results/results.json``'s content.
+
+    A results.json is always written: where no box can start (Docker's default seccomp profile
+    refuses the namespaces one needs), the code runs in the container without one and the result
+    says the grade is not tamper-proof; where the grader itself fails, the result says that."""
     student = os.path.join(grade_root, "student")
     results = os.path.join(grade_root, "results", "results.json")
     if not os.path.isdir(student):
         result = {"gradable": False, "score": 0.0, "format_errors": [f"no submission folder at {student}"]}
     else:
-        with tempfile.TemporaryDirectory(prefix="crashcourse-prairielearn-") as folder:
-            shutil.copytree(student, os.path.join(folder, "student"), symlinks=True)
-            batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios)
-        result = prairielearn_result(batch["submissions"][0])
-    os.makedirs(os.path.dirname(results), exist_ok=True)
-    tmp = results + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2, ensure_ascii=False)
-    os.replace(tmp, results)
+        try:
+            with tempfile.TemporaryDirectory(prefix="crashcourse-prairielearn-") as folder:
+                shutil.copytree(student, os.path.join(folder, "student"), symlinks=True)
+                batch = grade_batch(folder, level, jobs=1, timeout=timeout, seed=seed, scenarios=scenarios,
+                                    unboxed=CONTAINER, require_box=False)
+            result = prairielearn_result(batch["submissions"][0])
+            if result.get("gradable"):
+                result["message"] = "\n".join([result["message"]] + checked_lines(batch))
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - PrairieLearn must always get a results.json
+            reason = f"the grader failed before it could grade this submission ({type(exc).__name__}: {exc})"
+            result = {"gradable": False, "score": 0.0, "format_errors": [reason], "message": reason}
+    make_folder(os.path.dirname(results))
+    write_atomic(results, json.dumps(result, indent=2, ensure_ascii=False))
     return result
-
-
-def _run(args: argparse.Namespace) -> int:
-    level = args.level if args.level is not None else os.environ.get("CRASHCOURSE_LEVEL")
-    if level is None or not str(level).isdigit():
-        print("crashcourse prairielearn-run: say which level to grade, with --level N or CRASHCOURSE_LEVEL=N",
-              file=sys.stderr)
-        return 2
-    root = args.grade_root or os.environ.get("CRASHCOURSE_GRADE_ROOT") or "/grade"
-    result = run_on_prairielearn(int(level), root, timeout=args.timeout, seed=args.seed, scenarios=args.scenarios)
-    if result.get("gradable"):
-        shown = f"score {result['score']:.2f}"
-    else:
-        shown = "not gradable: " + "; ".join(result["format_errors"])
-    print(f"wrote {Path(root) / 'results' / 'results.json'} ({shown})", file=sys.stderr)
-    return 0
-
-
-def register(sub) -> None:
-    run = sub.add_parser("prairielearn-run", help="(instructors) grade one submission in PrairieLearn's /grade layout",
-                         description=RUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--level", type=int, default=None)
-    run.add_argument("--grade-root", default=None, metavar="DIR", help="default $CRASHCOURSE_GRADE_ROOT, else /grade")
-    run.add_argument("--timeout", type=float, default=120.0)
-    run.add_argument("--seed", type=int, default=None)
-    run.add_argument("--scenarios", default=None, metavar="PATH")
-    run.set_defaults(handler=_run)

@@ -38,11 +38,28 @@ def isolation_note(isolation: str) -> str:
     if isolation == BOXED:
         return ("Isolation: each submission's code ran in its own bubblewrap box (no network, no other "
                 "student's files, no kit or instructor files but the grader itself, verdicts computed outside).")
-    if isolation.startswith("the Gradescope container"):
+    if isolation.endswith("container only"):
         return (f"NOT TAMPER-PROOF (isolation: {isolation}): this code ran in its own container but without a "
                 "box, beside the grader, so it could have changed its own grade.")
     return (f"NOT TAMPER-PROOF (isolation: {isolation}): the submissions' code ran without a box, so a "
             "submission could have changed its own grade or another student's, or read files it should not.")
+
+
+def kernel_note(problem: Optional[str]) -> str:
+    """One sentence on whether the kernel's account of the file operations was checked."""
+    if problem is None:
+        return ("Kernel trace: each submission's file operations were checked against strace's account of its "
+                "system calls.")
+    return (f"NOT CHECKED on this machine: the kernel's account of the file operations ({problem}). The scores "
+            "rest on what each submission's own process recorded, which its code could have changed.")
+
+
+def checked_lines(batch: dict) -> list:
+    """What held while this batch ran and what was not checked, one sentence each, for every report."""
+    lines = [isolation_note(batch["isolation"])] if "isolation" in batch else []
+    if "kernel_trace" in batch:
+        lines.append(kernel_note(batch["kernel_trace"]))
+    return lines
 
 
 def contract(batch: dict) -> dict:
@@ -67,8 +84,10 @@ def to_json(batch: dict) -> str:
     return json.dumps(contract(batch), indent=2, ensure_ascii=False) + "\n"
 
 
-def gradescope_result(submission: dict, seconds: float = 0.0, isolation: Optional[str] = None) -> dict:
-    """One student's results.json in Gradescope's autograder format (``isolation``: a line in its output)."""
+def gradescope_result(submission: dict, seconds: float = 0.0, isolation: Optional[str] = None,
+                      kernel_trace=False) -> dict:
+    """One student's results.json in Gradescope's autograder format (``isolation``, and ``kernel_trace``
+    when it is None or a problem's words: a line each in its output, saying what held)."""
     tests = []
     for i, t in enumerate(contract({"level": 0, "submissions": [submission]})["submissions"][0]["tests"], 1):
         entry = {"name": t["name"], "number": str(i), "score": t["score"], "max_score": t["max_score"],
@@ -86,6 +105,8 @@ def gradescope_result(submission: dict, seconds: float = 0.0, isolation: Optiona
         summary = f"{submission['score']:g} of {submission['max_score']:g} points from the automatic checks."
     if isolation is not None:
         summary += "\n" + isolation_note(isolation)
+    if kernel_trace is None or isinstance(kernel_trace, str):
+        summary += "\n" + kernel_note(kernel_trace)
     return {"score": float(submission["score"]), "execution_time": round(seconds), "output": summary,
             "stdout_visibility": "hidden", "visibility": "visible", "tests": tests}
 
@@ -97,7 +118,8 @@ def write_gradescope(batch: dict, folder: str) -> list[str]:
         target = os.path.join(folder, _safe(s["id"]))
         make_folder(target)
         path = os.path.join(target, "results.json")
-        write_gradescope_result(path, gradescope_result(s, s.get("seconds", 0.0), batch.get("isolation")))
+        write_gradescope_result(path, gradescope_result(s, s.get("seconds", 0.0), batch.get("isolation"),
+                                                        batch.get("kernel_trace", False)))
         written.append(path)
     return written
 
