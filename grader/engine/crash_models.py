@@ -252,6 +252,17 @@ def _tears(length: int, offset: int = 0) -> list[int]:
     return list(range(first, length, BLOCK))
 
 
+def _line_tears(data: bytes, offset: int) -> list[int]:
+    """:func:`_tears`, and a cut after each newline before the write's last byte (see ``line_cuts``)."""
+    cuts = set(_tears(len(data), offset))
+    end = len(data) - 1
+    at = data.find(b"\n")
+    while -1 < at < end:
+        cuts.add(at + 1)
+        at = data.find(b"\n", at + 1)
+    return sorted(cuts)
+
+
 def _data_options(inode: _Inode, holes: bool) -> list[bytes]:
     """What an inode may hold after power loss: its last fsynced data, or any later version."""
     options = [inode.synced, *inode.history]
@@ -279,7 +290,7 @@ def _data_options(inode: _Inode, holes: bool) -> list[bytes]:
 def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "checkpoint.json",
                  models: Iterable[str] = ("M1", "M2"), initial_dirs: Iterable[str] = (),
                  tear_only: Optional[Iterable[str]] = None,
-                 points: Optional[Container[int]] = None) -> Iterator[CrashState]:
+                 points: Optional[Container[int]] = None, line_cuts: bool = False) -> Iterator[CrashState]:
     """Every crash state of ``directory`` under ``models``, in trace order.
 
     ``initial`` maps absolute paths to the bytes they held when recording began. M1 and M2 rebuild
@@ -292,6 +303,11 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
 
     ``points``, when given, are the only crash points whose states are wanted (a long run checks a
     sample): the others are replayed but not built.
+
+    ``line_cuts`` adds, to each write's page-boundary cuts, a cut just after every line that ends
+    inside it: where a save's first byte falls in its page depends on everything written before it,
+    so in some run a page boundary falls right there, and a loader that applies each complete line
+    must not apply part of a save.
     """
     tear_only = None if tear_only is None else frozenset(tear_only)
     models = tuple(models)
@@ -355,7 +371,7 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
             # write, leaving the replayed file system untouched (no apply-and-undo per tear).
             before = memoryview(fs.inode_for(op).snap())
             listing = fs.listing(directory)
-            for cut in _tears(len(op.data), op.offset):
+            for cut in (_tears(len(op.data), op.offset) if not line_cuts else _line_tears(op.data, op.offset)):
                 torn = _overlay(before, op.offset, op.data, cut)
                 yield CrashState(i, "M2", {**listing, **dict.fromkeys(torn_names, torn)}, torn=(cut, len(op.data)),
                                  dirs=fs.subfolders(directory))

@@ -728,7 +728,8 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
     points = set()
     for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
                                            recorder.initial_dirs,
-                                           tear_only=(CHECKPOINT_NAME,) if reader is None else None, points=chosen):
+                                           tear_only=(CHECKPOINT_NAME,) if reader is None else None, points=chosen,
+                                           line_cuts=reader is not None):
         result.states += 1
         tally = result.by_model.setdefault(state.model, [0, 0])
         tally[0] += 1

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
-from grader.engine.invariants import Finding, check, parse
+from grader.engine.invariants import Finding, check, parse, parse_cached
 from grader.engine.layout import Layout, UnsafeName, check_names
 from grader.engine.checkpoint import clone, compute_reference_saves, plain_pickle, tool_result_message, tool_use_blocks
 from grader.engine.scripted import Scenario, ScriptedModel, from_turns
@@ -548,9 +548,42 @@ def check_loaded(raw: Any, window: Any, parsed: Optional[dict] = None) -> Option
     finding = check(raw, window, parsed)
     if finding is None:
         return None
+    if finding.invariant == "COUNTS":
+        # The counters are only the story when the messages are a save's own; otherwise (or when
+        # the counters are another save's) the loader put together parts of two saves.
+        mixed = _mixed_saves(parse_cached(raw, parsed)[0], window)
+        if mixed is not None:
+            return mixed
     detail = finding.detail.replace("there is no checkpoint.json at all", "load_checkpoint found no checkpoint")
     detail = detail.replace("checkpoint.json holds", "load_checkpoint returned")
     return Finding(finding.invariant, f"{detail} (as load_checkpoint reads the directory)", finding.resume)
+
+
+def _mixed_saves(data: Any, window: Any) -> Optional[Finding]:
+    """WHOLE, for a loaded state whose messages are no save's the loop could be at, or whose
+    messages are one save's and counters another's (None: the messages are right and the counters
+    match no save, which is a counting mistake)."""
+    counters = ("turns", "tokensUsed", "pendingToolUse")
+    messages = data["messages"]
+    own = [a for a in window.allowed if a["messages"] == messages]
+    if not own:
+        sizes = " or ".join(sorted({str(len(a["messages"])) for a in window.allowed}))
+        return Finding("WHOLE", f"load_checkpoint returned {len(messages)} messages, but the save in progress and "
+                       f"the last completed one hold {sizes}: messages from two saves were put together (lines "
+                       "replayed on top of a state that already held them, or an older file read with a newer one)",
+                       "resume continues from a conversation that never happened, and the API may refuse it",
+                       "mixed")
+    theirs = [a for a in window.allowed if all(a[k] == data[k] for k in counters) and a["messages"] != messages]
+    if not theirs:
+        return None
+    other = theirs[0]
+    which = "before" if len(other["messages"]) < len(messages) else "after"
+    return Finding("WHOLE", f"load_checkpoint returned the {len(messages)} messages of one save with the `turns`, "
+                   f"`tokensUsed` and `pendingToolUse` of the save {which} it ({len(other['messages'])} messages): "
+                   "parts of two saves. A kill can cut one write after any of its lines, so a loader must "
+                   "apply a save's lines all together or not at all",
+                   "resume continues from a scene that never existed: its counts and its pending call disagree with "
+                   "its conversation", "mixed")
 
 
 # -- which crash points a long run checks ----------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Wrong: one journal name for ever, emptied after each compaction; a crash in between replays old lines on the new snapshot.
 
-Expect: COUNTS (messages doubled).
+Expect: WHOLE (messages of two saves put together; the counters are not the story).
 """
 
 
