@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     student.register(sub)
     workspace.register(sub)
+    from grader.faces import explore_cli
+    explore_cli.register(sub)
     try:
         from grader.faces import instructor_cli
     except ImportError as exc:  # Windows has no resource or fcntl: the learner's commands still work
