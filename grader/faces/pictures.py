@@ -9,6 +9,9 @@ draws the result, one stripe per crash state, coloured by what a resume would fi
 
 The computing half needs only the standard library, so the kit's tests can check a matrix without
 matplotlib; drawing imports matplotlib when it is asked to draw.
+
+The same module draws the lesson's four pictures (:data:`LESSON_PICTURES`, at the end of this file):
+``python -m grader.faces.pictures --lesson`` writes them to ``lessons/pictures/``.
 """
 
 from __future__ import annotations
@@ -486,3 +489,462 @@ def draw_file_sizes(matrix: CrashMatrix, rows: Optional[Sequence[str]] = None, t
     fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=7.5, frameon=False)
     fig.suptitle(title or "What the checkpoint folder holds at each crash point (process killed, M1)", fontsize=11)
     return fig
+
+
+# -- pictures for the lesson -------------------------------------------------------------------------
+#
+# Four pictures in lessons/02-checkpoints.md, drawn here so the lesson and the notebook share one
+# drawing module. Where a picture states a fact about crashes (what the file says after a crash in
+# each stretch of a turn, which save survives which crash) the fact is computed by crashing real
+# loops, not typed in. ``python -m grader.faces.pictures --lesson`` rewrites them;
+# tests/test_lesson_pictures.py fails when a committed picture differs from what this code draws.
+
+LESSON_PICTURES = ("six-fields", "turn-timeline", "byte-layers", "save-methods")
+KILLED_MODELS = ("M1", "M2")
+
+
+def _save_in_place(state: dict, directory: str) -> None:
+    """Overwrite checkpoint.json where it is: what the lesson's section 4 starts from."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, CHECKPOINT_NAME), "w", encoding="utf-8") as f:
+        json.dump(state, f)
+
+
+def _save_temp_then_rename(state: dict, directory: str) -> None:
+    """The lesson's save: a temp file beside the checkpoint, closed, then os.replace (level 2)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, CHECKPOINT_NAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(path + ".tmp", path)
+
+
+def _fsync_folder(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _save_durable(state: dict, directory: str) -> None:
+    """The deeper page's save: flush and fsync the temp file, rename, fsync the folder (level 3)."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+        _fsync_folder(os.path.dirname(os.path.abspath(directory)))
+    path = os.path.join(directory, CHECKPOINT_NAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    _fsync_folder(directory)
+
+
+# The save methods the lesson's table compares: (row label, save function).
+SAVE_METHODS = (
+    ('open(path, "w"), write in place', _save_in_place),
+    ("temp file, close, os.replace  (level 2)", _save_temp_then_rename),
+    ("temp file, flush, fsync, os.replace,\nfsync the folder  (level 3)", _save_durable),
+)
+
+
+def lesson_loop(save: Callable[[dict, str], None], points: str = "AB") -> Loop:
+    """The lesson's loop (``run_agent``'s signature) calling ``save`` at the save points in ``points``
+    ("AB", or "B" for a loop that skips save point A); the final save always happens."""
+    from grader.engine.checkpoint import run_reference
+
+    def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+        def at(state: dict, label: str) -> None:
+            if label == "final" or label in points:
+                save(state, directory)
+        return run_reference(task, tools, call_model, execute_tool, at)
+
+    return run_agent
+
+
+@dataclass
+class MethodCell:
+    """One save method under one crash model: how many crash states, and what the bad ones found."""
+
+    model: str
+    states: int
+    bad: int
+    outcome: str          # the worst outcome (a key of OUTCOMES)
+    counts: dict = field(default_factory=dict)   # bad outcome -> how many crash states found it, most first
+
+
+def save_method_verdicts(scenario: Optional[Scenario] = None,
+                         models: Sequence[str] = ("M1", "M2", "M3", "M4", "M5")) -> dict:
+    """``{row label: [MethodCell per model]}``: every save method of :data:`SAVE_METHODS`, in the
+    lesson's loop, crashed at every point of ``scenario`` under each crash model."""
+    scenario = scenario if scenario is not None else support_tickets(0)
+    out = {}
+    for label, save in SAVE_METHODS:
+        row = loop_row(label, lesson_loop(save), scenario, models)
+        if row.error is not None:
+            raise RuntimeError(f"{label}: the loop did not run: {row.error}")
+        cells = []
+        for model in models:
+            verdicts = [v for v in row.verdicts if v.model == model]
+            present = {v.outcome for v in verdicts}
+            worst = next((o for o in SEVERITY if o in present), "ok")
+            counts: dict = {}
+            for v in verdicts:
+                if v.outcome != "ok":
+                    counts[v.outcome] = counts.get(v.outcome, 0) + 1
+            counts = dict(sorted(counts.items(), key=lambda kv: (-kv[1], SEVERITY.index(kv[0]))))
+            cells.append(MethodCell(model, len(verdicts), sum(counts.values()), worst, counts))
+        out[label] = cells
+    return out
+
+
+def _file_words(raw: Optional[bytes]) -> str:
+    """What a resume reads in one checkpoint.json, in a few words."""
+    if raw is None:
+        return "no file"
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return "torn file"
+    pending = data.get("pendingToolUse")
+    return f"turns: {data.get('turns')}\npending: " + (pending["name"] if isinstance(pending, dict) else "none")
+
+
+@dataclass
+class Stretch:
+    """One stretch of a turn on the timeline, and what checkpoint.json says after a crash in it."""
+
+    key: tuple            # the crash-matrix column
+    label: str
+    files: dict           # row name -> the distinct file contents in trace order, in words
+    outcomes: dict        # row name -> the worst outcome there (None: that loop does nothing here)
+
+
+TIMELINE_ROWS = (("save points A and B", "AB"), ("save point B only", "B"))
+
+
+def turn_timeline(turn: int = 2, scenario: Optional[Scenario] = None) -> list:
+    """The stretches around turn ``turn`` of ``scenario``: the model call that names the turn's tool,
+    save point A, the tool running, save point B, and the next model call, each with the files a
+    crash there leaves (process killed, M1), for a loop with both save points and one with B only."""
+    scenario = scenario if scenario is not None else support_tickets(0)
+    matrix = crash_matrix([(name, lesson_loop(_save_temp_then_rename, points)) for name, points in TIMELINE_ROWS],
+                          scenario, models=("M1",))
+    keys = [(turn - 1, "model") if turn > 1 else ("start",), (turn, "A"), (turn, "tool"), (turn, "B"), (turn, "model")]
+    tool = next(c.tool for c in matrix.columns if c.turn == turn)
+    labels = (f"model call; the reply\nasks for {tool}", "save point A\nbeing written", f"{tool}\nruns",
+              "save point B\nbeing written", "next\nmodel call")
+    stretches = []
+    for key, label in zip(keys, labels):
+        files, outcomes = {}, {}
+        for row in matrix.rows:
+            cell = row.cells.get(key, [])
+            files[row.name] = list(dict.fromkeys(_file_words(v.files.get(CHECKPOINT_NAME)) for v in cell))
+            outcomes[row.name] = row.outcome(key)
+        stretches.append(Stretch(key, label, files, outcomes))
+    return stretches
+
+
+def field_rows() -> list:
+    """The six fields as the lesson's table draws them: name, type, who reads it, what breaks without it.
+
+    Names and types come from the protocol (:mod:`grader.engine.checkpoint`); what breaks is the
+    legend of level 1's check for that field, as a failing test reports it."""
+    from grader.engine.checkpoint import FIELD_TYPES, FIELDS
+
+    readers = {
+        "version": "load_checkpoint, before any other field",
+        "task": "resume, to tell the user what it continues",
+        "turns": "a turn cap (\"give up after 20 turns\")",
+        "tokensUsed": "a spend budget, a cost report",
+        "messages": "the model, on every call after resume",
+        "pendingToolUse": "resume, before it calls the model",
+    }
+    rows = []
+    for name in FIELDS:
+        kind = FIELD_TYPES[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        type_words = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
+        if name == "version":
+            type_words += ", always 1"
+        if name == "pendingToolUse":
+            type_words = "None, or\n{id, name, input}"
+        checked = registry.check("fields", name)
+        breaks = checked.legend[0][1] if checked is not None and checked.legend else ""
+        rows.append((name, type_words, readers[name], breaks))
+    return rows
+
+
+# The layers between json.dump and the disk, top to bottom: (name, where it lives).
+BYTE_LAYERS = (
+    ("Python's buffer", "inside your process (io)"),
+    ("the OS's page cache", "the kernel's memory"),
+    ("the drive's write cache", "memory inside the drive"),
+    ("the disk itself", "stable storage"),
+)
+# What moves a byte down from one layer to the next: (from layer, calls, note).
+BYTE_MOVES = (
+    (0, "f.flush(), or leaving the with block (close)", "every byte reaches the OS"),
+    (1, "os.fsync(fd)", "Linux: on to the disk, and the drive is told to empty its cache;\n"
+                        "macOS: only as far as the drive's cache"),
+    (2, "fcntl.fcntl(fd, fcntl.F_FULLFSYNC)  (macOS)", "asks the drive to write its cache to the disk"),
+)
+
+MODEL_SHORT = {
+    "M1": "killed between\ntwo operations",
+    "M2": "killed in the\nmiddle of a write",
+    "M3": "power cut:\nunsynced data lost",
+    "M4": "power cut: writes\nland out of order",
+    "M5": "power cut: folder\nnot synced",
+}
+INK = "#222222"
+MUTED = "#666666"
+
+
+def _light(colour: str, amount: float = 0.78) -> tuple:
+    """``colour`` mixed with white: a cell background that keeps black text readable."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(c + (1 - c) * amount for c in to_rgb(colour))
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(line for part in text.split("\n") for line in (textwrap.wrap(part, width) or [""]))
+
+
+def _canvas(width: float, height: float) -> tuple:
+    """A figure of ``width`` x ``height`` inches with one axis in inch units, no frame."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)  # y grows downward, as one reads
+    ax.axis("off")
+    return fig, ax
+
+
+def _cell(ax: Any, x: float, y: float, w: float, h: float, face: Any, edge: str = "white", lw: float = 1.5) -> None:
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x, y), w, h, facecolor=face, edgecolor=edge, linewidth=lw))
+
+
+def draw_six_fields() -> Any:
+    """The six fields as a table: type, who reads the field, and what a resume runs into without it."""
+    rows = field_rows()
+    cols = (("field", 1.45, 18), ("type", 1.5, 18), ("who reads it", 2.45, 30), ("without it, after a crash", 4.2, 52))
+    wrapped = [[_wrap(text, width) for text, (_, _, width) in zip(row, cols)] for row in rows]
+    heights = [0.16 + 0.17 * max(t.count("\n") + 1 for t in row) for row in wrapped]
+    top, header = 0.55, 0.34
+    fig, ax = _canvas(sum(w for _, w, _ in cols) + 0.3, top + header + sum(heights) + 0.15)
+    ax.text(0.15, 0.3, "The six fields of checkpoint.json", fontsize=12, weight="bold", color=INK, va="center")
+    x = 0.15
+    for name, w, _ in cols:
+        _cell(ax, x, top, w, header, "#3a3a3a")
+        ax.text(x + 0.08, top + header / 2, name, color="white", fontsize=9.5, weight="bold", va="center")
+        x += w
+    y = top + header
+    for i, (row, h) in enumerate(zip(wrapped, heights)):
+        x = 0.15
+        for j, ((_, w, _), text) in enumerate(zip(cols, row)):
+            _cell(ax, x, y, w, h, "#f3f3f3" if i % 2 else "#ffffff", edge="#d0d0d0", lw=0.6)
+            style = dict(family="monospace", weight="bold") if j == 0 else {}
+            colour = "#b2182b" if j == 3 else INK
+            ax.text(x + 0.08, y + h / 2, text, fontsize=9, va="center", color=colour, linespacing=1.3, **style)
+            x += w
+        y += h
+    return fig
+
+
+def draw_turn_timeline(turn: int = 2) -> Any:
+    """One turn on a timeline, and what checkpoint.json says after a kill in each stretch of it,
+    for a loop with save points A and B and for one with B only (computed by crashing both)."""
+    stretches = turn_timeline(turn)
+    n = len(stretches)
+    left, col_w, gap = 1.75, 1.62, 0.06
+    width = left + n * col_w + 0.2
+    row_h, axis_y, rows_y = 1.05, 0.95, 1.6
+    fig, ax = _canvas(width, rows_y + row_h * len(TIMELINE_ROWS) + 0.85)
+    ax.text(0.15, 0.3, f"What checkpoint.json says if the process is killed during one turn (turn {turn} of "
+                       "the course's task)", fontsize=11, weight="bold", color=INK, va="center")
+    from matplotlib.patches import FancyArrowPatch
+
+    ax.add_patch(FancyArrowPatch((left, axis_y + 0.32), (left + n * col_w + 0.12, axis_y + 0.32),
+                                 arrowstyle="-|>", mutation_scale=14, color=INK, linewidth=1.2))
+    ax.text(left + n * col_w + 0.1, axis_y + 0.47, "time", fontsize=8, color=MUTED, ha="right", va="top")
+    for i, s in enumerate(stretches):
+        x = left + i * col_w
+        is_save = s.key[-1] in ("A", "B")
+        _cell(ax, x + gap / 2, axis_y - 0.28, col_w - gap, 0.5, SAVE_BAND if is_save else "#ffffff",
+              edge="#999999", lw=0.8)
+        ax.text(x + col_w / 2, axis_y - 0.03, s.label, fontsize=8.5, ha="center", va="center", color=INK,
+                weight="bold" if is_save else "normal", linespacing=1.2)
+    ax.text(left, rows_y - 0.17, "after a kill in that stretch, the file on disk says:", fontsize=8, color=MUTED,
+            va="center", style="italic")
+    used = []
+    for r, (name, points) in enumerate(TIMELINE_ROWS):
+        y = rows_y + r * row_h
+        ax.text(0.15, y + row_h / 2, _wrap(name, 16), fontsize=9.5, weight="bold", color=INK, va="center")
+        for i, s in enumerate(stretches):
+            x = left + i * col_w
+            outcome = s.outcomes[name]
+            if outcome is None:
+                _cell(ax, x + gap / 2, y + gap / 2, col_w - gap, row_h - gap, "#ffffff", edge="#cccccc", lw=0.6)
+                continue
+            if outcome not in used:
+                used.append(outcome)
+            colour = OUTCOMES[outcome][1]
+            _cell(ax, x + gap / 2, y + gap / 2, col_w - gap, row_h - gap, _light(colour), edge=colour, lw=1.0)
+            words = s.files[name]
+            text = words[0] if len(words) == 1 else f"{words[0]}\n\u2193 os.replace \u2193\n{words[-1]}"
+            if s.key[-1] in ("A", "B") and s.key[-1] not in points:
+                text = "(this loop saves\nnothing here)\n" + text
+            ax.text(x + col_w / 2, y + row_h / 2, text, fontsize=8, ha="center", va="center",
+                    color=INK, linespacing=1.25)
+    y = rows_y + row_h * len(TIMELINE_ROWS) + 0.3
+    x = left
+    for outcome in [o for o in OUTCOMES if o in used]:
+        label, colour, meaning = OUTCOMES[outcome]
+        _cell(ax, x, y - 0.09, 0.18, 0.18, _light(colour), edge=colour, lw=1.0)
+        ax.text(x + 0.26, y, f"{label}: {meaning}", fontsize=8, va="center", color=INK)
+        y += 0.27
+    return fig
+
+
+def draw_byte_layers() -> Any:
+    """The layers a byte passes through on its way to the disk, what each call moves, and which
+    layers a killed process and a power cut each empty."""
+    from matplotlib.patches import FancyArrowPatch
+
+    box_x, box_w, box_h, step, top = 0.3, 2.6, 0.62, 1.2, 0.95
+    fig, ax = _canvas(10.0, top + step * (len(BYTE_LAYERS) - 1) + box_h + 0.25)
+    ax.text(0.15, 0.3, "Where the bytes of json.dump are, and what moves them down", fontsize=12, weight="bold",
+            color=INK, va="center")
+    ax.text(box_x, top - 0.2, "json.dump(state, f) writes into the top layer", fontsize=8.5, color=MUTED,
+            va="center")
+    shades = ("#fde0c5", "#fdf1c5", "#e0ecf4", "#d9f0d3")
+    for i, (name, where) in enumerate(BYTE_LAYERS):
+        y = top + i * step
+        _cell(ax, box_x, y, box_w, box_h, shades[i], edge="#777777", lw=1.0)
+        ax.text(box_x + box_w / 2, y + 0.22, name, fontsize=10, weight="bold", ha="center", va="center", color=INK)
+        ax.text(box_x + box_w / 2, y + 0.45, where, fontsize=8, ha="center", va="center", color=MUTED)
+    for source, calls, note in BYTE_MOVES:
+        y0 = top + source * step + box_h
+        y1 = top + (source + 1) * step
+        ax.add_patch(FancyArrowPatch((box_x + box_w / 2, y0 + 0.03), (box_x + box_w / 2, y1 - 0.03),
+                                     arrowstyle="-|>", mutation_scale=13, color=INK, linewidth=1.3))
+        lines = note.count("\n") + 1
+        ax.text(box_x + box_w / 2 + 0.2, (y0 + y1) / 2 - 0.09 * lines, calls, fontsize=9, family="monospace",
+                va="center", color=INK, weight="bold")
+        ax.text(box_x + box_w / 2 + 0.2, (y0 + y1) / 2 + 0.05 + 0.04 * (lines - 1), note, fontsize=8,
+                va="center", color=MUTED, linespacing=1.2)
+    # Brackets on the right: what each kind of crash takes, and what is left.
+    marks = ((6.9, 0, 0, "a killed process loses only this:\nthe kernel goes on and writes the rest", "#d7301f"),
+             (6.9, 1, 2, "a power cut loses these too", "#8c2d04"),
+             (6.9, 3, 3, "survives a power cut", "#2ca25f"))
+    for x, first, last, words, colour in marks:
+        y0, y1 = top + first * step + 0.04, top + last * step + box_h - 0.04
+        ax.plot([x - 0.1, x, x, x - 0.1], [y0, y0, y1, y1], color=colour, linewidth=1.4)
+        ax.text(x + 0.12, (y0 + y1) / 2, words, fontsize=8.5, color=colour, va="center", weight="bold",
+                linespacing=1.25)
+    return fig
+
+
+def draw_save_methods(verdicts: Optional[dict] = None) -> Any:
+    """Each save method of :data:`SAVE_METHODS` crashed at every point of one run, under each crash model."""
+    verdicts = verdicts if verdicts is not None else save_method_verdicts()
+    models = [c.model for c in next(iter(verdicts.values()))]
+    left, col_w, row_h, head = 2.9, 1.38, 0.82, 0.6
+    fig, ax = _canvas(left + col_w * len(models) + 0.2, 0.6 + 0.3 + head + row_h * len(verdicts) + 0.8)
+    ax.text(0.15, 0.3, "Three ways to save, crashed at every step of one run", fontsize=12, weight="bold",
+            color=INK, va="center")
+    top = 0.6
+    groups = (("the process is killed", [m for m in models if m in KILLED_MODELS]),
+              ("the power is cut", [m for m in models if m in POWER_MODELS]))
+    x = left
+    for words, members in groups:
+        if not members:
+            continue
+        w = col_w * len(members)
+        ax.plot([x + 0.08, x + w - 0.08], [top + 0.26, top + 0.26], color=INK, linewidth=1.0)
+        ax.text(x + w / 2, top + 0.12, words, fontsize=9.5, weight="bold", ha="center", va="center", color=INK)
+        x += w
+    for i, model in enumerate(models):
+        ax.text(left + (i + 0.5) * col_w, top + 0.32 + head / 2, f"{model}\n{MODEL_SHORT[model]}", fontsize=8,
+                ha="center", va="center", color=INK, linespacing=1.2)
+    good, bad = OUTCOMES["ok"][1], OUTCOMES["torn"][1]
+    for r, (label, cells) in enumerate(verdicts.items()):
+        y = top + 0.3 + head + r * row_h
+        ax.text(0.15, y + row_h / 2, label, fontsize=8.5, va="center", color=INK, family="monospace",
+                linespacing=1.2)
+        for i, cell in enumerate(cells):
+            x = left + i * col_w
+            colour = good if cell.bad == 0 else bad
+            _cell(ax, x + 0.03, y + 0.03, col_w - 0.06, row_h - 0.06, _light(colour, 0.72), edge=colour, lw=1.0)
+            if cell.states == 0:
+                text = "survives\n(nothing is written\nunder the real name)"
+            elif cell.bad == 0:
+                text = f"survives\nall {cell.states} crashes"
+            else:
+                found = [f"{OUTCOMES[o][0]}: {n}" for o, n in list(cell.counts.items())[:3]]
+                text = "\n".join(found + [f"of {cell.states} crashes"])
+            ax.text(x + col_w / 2, y + row_h / 2, text, fontsize=7.2, ha="center", va="center", color=INK,
+                    linespacing=1.2)
+    y = top + 0.3 + head + row_h * len(verdicts) + 0.25
+    for colour, words in ((good, "survives: every crash leaves a whole save that matches what had happened"),
+                          (bad, "fails: how many crash states a resume would find broken, by what it finds "
+                                "(torn or empty file, a tool call the file does not mention, an older save)")):
+        _cell(ax, left, y - 0.08, 0.16, 0.16, _light(colour, 0.72), edge=colour, lw=1.0)
+        ax.text(left + 0.24, y, _wrap(words, 95), fontsize=8, va="center", color=INK)
+        y += 0.26
+    return fig
+
+
+LESSON_DRAWINGS = {
+    "six-fields": draw_six_fields,
+    "turn-timeline": draw_turn_timeline,
+    "byte-layers": draw_byte_layers,
+    "save-methods": draw_save_methods,
+}
+
+
+def lesson_svg(name: str) -> bytes:
+    """The lesson's picture ``name`` as SVG bytes: text kept as text, no date, fixed ids, so the same
+    code draws the same file."""
+    import io as _io
+
+    import matplotlib
+
+    fig = LESSON_DRAWINGS[name]()
+    out = _io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "crashcourse-lesson", "svg.fonttype": "none",
+                                "font.family": "DejaVu Sans", "font.monospace": ["DejaVu Sans Mono"]}):
+        fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+    return out.getvalue()
+
+
+def write_lesson_pictures(folder: Optional[str] = None) -> list:
+    """Draw every lesson picture into ``folder`` (the lesson's ``pictures/``); return the paths written."""
+    from pathlib import Path
+
+    folder = Path(folder) if folder else Path(__file__).resolve().parents[2] / "lessons" / "pictures"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in LESSON_PICTURES:
+        path = folder / f"{name}.svg"
+        path.write_bytes(lesson_svg(name))
+        written.append(str(path))
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] != ["--lesson"]:
+        sys.exit("usage: python -m grader.faces.pictures --lesson [FOLDER]   (redraw the lesson's pictures)")
+    for written in write_lesson_pictures(sys.argv[2] if len(sys.argv) > 2 else None):
+        print("wrote", written)
