@@ -263,3 +263,30 @@ def test_the_real_folder_is_never_the_one_written(tmp_path):
     assert program_trace._moved(real + "/save.json", real, "/copy") == "/copy/save.json"
     assert program_trace._moved("other", real, "/copy") == "other"
     assert os.path.basename(program_trace.box_command(["x"], binds=[("/c", real)], cwd="/")[0]) == "bwrap"
+
+
+def test_a_python_programs_own_line_names_the_calls_after_it(tmp_path):
+    """--stacks: the sitecustomize's mark (a refused write to fd -1) names the program's line for what follows."""
+    trace = tmp_path / "trace"
+    trace.write_text(
+        f'7 write(-1, "{program_trace.MARK}/home/me/save.py:12 in save", 40) = -1 EBADF (Bad file descriptor)\n'
+        '7 openat(AT_FDCWD</w>, "/w/state/s", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666) = 3</w/state/s>\n'
+        '7 write(3</w/state/s>, "{}", 2) = 2\n'
+        ' > /usr/lib/x86_64-linux-gnu/libc.so.6(__write+0x4d) [0x10e04d]\n'
+        ' > /usr/bin/prog(main+0x20) [0x1140]\n'
+        '8 rename("/w/state/a", "/w/state/b") = 0\n'
+        ' > /usr/lib/x86_64-linux-gnu/libc.so.6(rename+0x7) [0x58a87]\n'
+        ' > /usr/bin/prog() [0x1234]\n')
+    ops = list(program_trace.operations(str(trace), "/w", "/w/state"))
+    assert [op.kind for op in ops] == ["open", "write", "rename"]
+    assert [op.payload for op in ops] == ["/home/me/save.py:12 in save"] * 2 + ["0x1234 in prog"]
+    assert [op.note for op in ops] == ["pid 7", "pid 7", "pid 8"]
+
+
+@needs_box
+def test_stacks_name_the_native_frame_of_each_call(tmp_path, capsys):
+    _state(tmp_path)
+    code, report = _explore(tmp_path, capsys, ["sh", "-c", 'echo \'{"turn": 1}\' > "$1/save.json"', "sh", "{dir}"],
+                            PY_CHECK, "M1", "--stacks")
+    assert code == 1 and report["stacks"]
+    assert all(" in " in s["first_op"] for s in report["stretches"][1:]), report["stretches"]

@@ -152,6 +152,9 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                   on_op=None) -> Iterator[FolderState]:
     """Every crash state of ``directory`` under ``models``, point by point, as ``ops`` stream past.
 
+    A write at offset -1 (through a descriptor opened with ``O_APPEND``, or one the trace saw only
+    as a copy made by ``dup2``, as a shell's ``>`` makes) lands at the end of the file.
+
     ``initial``: absolute path -> bytes of every file under the folder when the program started;
     ``initial_dirs``: its subfolders (absolute). ``points``: when given, the only crash points
     whose states are built (a long run is sampled); the rest are replayed only. ``on_op(i, op)``
@@ -297,16 +300,18 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
     if wanted(0):
         yield from states_at(0)
     for i, op in enumerate(ops):
-        if on_op is not None:
-            on_op(i, op)
         path_in, dest_in = _within(op.path, directory) or op.path == directory, _within(op.dest, directory)
         if op.kind != "sync" and not (path_in or dest_in):
+            if on_op is not None:
+                on_op(i, op)
             continue
         if op.kind == "fsync" and (op.path == directory or op.path in fs.dirs):
             op.is_dir = True  # a folder opened without O_DIRECTORY (Node's fs.openSync(dir, "r"))
         inode = fs.inode_for(op)
         if op.kind == "write" and op.offset < 0:  # O_APPEND: the kernel writes at the end
             op.offset = len(inode.data) if inode is not None else 0
+        if on_op is not None:
+            on_op(i, op)
         if "M2" in models and op.kind == "write" and len(op.data) > 1 and inode is not None and wanted(i):
             before = inode.snap()
             files, dirs = listing()

@@ -21,6 +21,7 @@ private temp folder (``TMPDIR``). No network, its own pid namespace, every capab
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -37,6 +38,42 @@ from grader.engine.ops import Op
 from grader.grading import kernel_trace, sandbox
 
 OUTPUT_LIMIT = 16 * 1024
+# With --stacks, a Python program (or a Python child) is started with this sitecustomize on its path.
+# Before each call of a C function that can change a file (write, fsync, replace...), it writes the
+# calling line of the program's own code (not the standard library's) with a write to descriptor -1:
+# the kernel refuses it, strace records it in order with the program's real calls, and the reader
+# below names that line for the calls that follow in the same process.
+MARK = "crashcourse-frame:"
+SITECUSTOMIZE = f"""
+import os as _os, sys as _sys, sysconfig as _sysconfig, threading as _threading
+_NAMES = frozenset({{"write", "writelines", "flush", "fsync", "fdatasync", "close", "open", "replace", "rename",
+                    "remove", "unlink", "mkdir", "rmdir", "truncate", "ftruncate", "link", "sync", "sendfile"}})
+_STD = tuple({{p for p in (_sysconfig.get_paths().get("stdlib"), _sysconfig.get_paths().get("platstdlib")) if p}})
+
+
+def _crashcourse_profile(frame, event, arg):
+    if event == "c_call" and getattr(arg, "__name__", "") in _NAMES:
+        f = frame
+        while f is not None and (f.f_code.co_filename.startswith(_STD) or f.f_code.co_filename.startswith("<")):
+            f = f.f_back
+        f = f or frame
+        try:
+            _os.write(-1, ("{MARK}%s:%d in %s" % (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)).encode())
+        except OSError:
+            pass
+
+
+_sys.setprofile(_crashcourse_profile)
+_threading.setprofile(_crashcourse_profile)
+# A sitecustomize of the program's own, further along the path, still runs.
+import importlib.machinery as _machinery, importlib.util as _util
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_spec = _machinery.PathFinder.find_spec("sitecustomize", [p for p in _sys.path if _os.path.abspath(p or ".") != _here])
+if _spec is not None and _spec.loader is not None:
+    _mod = _util.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+"""
+_MARK_LINE = re.compile(r'^(\d+) +write\(-1, "' + re.escape(MARK) + r'((?:[^"\\]|\\.)*)"')
 _FRAME = re.compile(r"^ > (\S+?)\(([^)]*)\) \[(0x[0-9a-f]+)\]")
 # Frames of the C library and the loader say nothing about the program's own code.
 _RUNTIME = re.compile(r"/(?:libc|ld-linux|libpthread|libstdc\+\+|libuv)[.-]")
@@ -179,6 +216,12 @@ class ProgramRun:
             strace.insert(1, "-k")
         command = strace + ["--"] + (box_command(argv, binds=binds, cwd=cwd) if self.box else argv)
         env = dict(os.environ, TMPDIR=tmp)
+        if self.stacks:
+            hook = os.path.join(self.scratch, "python-frames")
+            os.mkdir(hook)
+            with open(os.path.join(hook, "sitecustomize.py"), "w") as f:
+                f.write(SITECUSTOMIZE)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
         out_path = os.path.join(self.scratch, "output")
         start = time.monotonic()
         with open(out_path, "wb") as out:
@@ -226,14 +269,21 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
     prefix = folder + os.sep
     last: Optional[Op] = None
     pending: list = []
+    python_line: dict = {}  # pid -> the program's Python line that made its latest call (see SITECUSTOMIZE)
     with open(trace_path, "rb") as f:
         for raw in f:
             line = raw.rstrip(b"\n").decode("latin-1")
+            if MARK in line:
+                m = _MARK_LINE.match(line)
+                if m:
+                    python_line[m.group(1)] = os.fsdecode(codecs.escape_decode(m.group(2).encode("latin-1"))[0])
+                    continue
             if line.startswith(" > "):
                 if last is not None and last.payload is None:
                     m = _FRAME.match(line)
                     if m and not _RUNTIME.search(m.group(1)):
-                        last.payload = f"{m.group(2) or '?'} in {os.path.basename(m.group(1))}"
+                        # A stripped binary names no function: its address in the file is all there is.
+                        last.payload = f"{m.group(2) or m.group(3)} in {os.path.basename(m.group(1))}"
                 continue
             if pending:
                 yield from pending
@@ -249,6 +299,7 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
                 if op.kind == "sync" or (op.path or "").startswith(prefix) or (op.dest or "").startswith(prefix) \
                         or op.path == folder:
                     op.note = f"pid {pid}"
+                    op.payload = python_line.get(pid)
                     pending.append(op)
                     last = op
     yield from pending
