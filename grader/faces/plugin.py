@@ -302,13 +302,23 @@ def rerun_command(request: pytest.FixtureRequest) -> str:
 
 
 def _rerun(config: pytest.Config, nodeid: str) -> str:
-    parts = ["pytest", f'"{nodeid}"', f"--crashcourse-seed {config._crashcourse_seed}"]
+    # A node id is relative to pytest's rootdir, and the learner pastes the line where they ran
+    # pytest (or crashcourse): both paths are given from there.
+    here = str(config.invocation_params.dir)
+    path, sep, rest = nodeid.partition("::")
+    test = _from(here, os.path.join(str(config.rootpath), path)) + sep + rest
+    parts = ["pytest", f'"{test}"', f"--crashcourse-seed {config._crashcourse_seed}"]
     if config._crashcourse_submission:
-        folder = os.path.relpath(config._crashcourse_submission)
-        if folder.startswith(os.pardir):  # a path that climbs out of here reads better whole
-            folder = str(config._crashcourse_submission)
-        parts.append(f"--submission {folder}")
+        folder = _from(here, str(config._crashcourse_submission))
+        parts.append(f'--submission "{folder}"' if " " in folder else f"--submission {folder}")
     return " ".join(parts)
+
+
+def _from(here: str, path: str) -> str:
+    """``path`` as typed in ``here``: relative when it lies inside, whole when it would climb out."""
+    path = os.path.normpath(os.path.join(here, path))
+    inside = os.path.relpath(path, here)
+    return path if inside.startswith(os.pardir) else inside
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
