@@ -430,8 +430,9 @@ The fix is the two changes together:
    it is closed (leaving the `with` block closes it and pushes Python's buffer to the OS), then
    `os.replace` it onto `checkpoint.json`. Use `os.replace` rather than `os.rename`: on Windows,
    `os.rename` refuses to overwrite an existing file (on Linux and macOS the two behave the same).
-   The swap is atomic on Linux and macOS because POSIX's rename promises it; Windows documents no
-   such promise for the call `os.replace` uses there.
+   POSIX promises that other processes see the old file or the new one under the name while the
+   rename runs, so a killed process leaves one or the other; what a power cut leaves is up to the
+   file system (section 8 below). Windows documents no such promise for the call `os.replace` uses.
 
 The tool you write the bytes with does not matter. Here is the fix four ways: plain `open`,
 `pathlib`, `tempfile` (told to create its file in the checkpoint's folder) and raw `os.open`/`os.write`
