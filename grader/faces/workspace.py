@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
-from grader import __version__
+from grader import kitsource
 from grader.atomicfile import write_atomic
 from grader.levels import manifest as manifest_mod
 
 NOTEBOOK_FILES = ("02-checkpoints-walkthrough.ipynb", "checkpoint_loops.py")
 NOTEBOOK_LEVEL = 2  # the walkthrough opens exercises/level2/agent.py
 WORKFLOW_PATH = PurePosixPath(".github/workflows/classroom.yml")
+KIT_FOLDER = ".crashcourse-kit"  # the grader's source, which `pip install ./.crashcourse-kit` installs
 SKIP_PARTS = {"__pycache__", "checkpoints"}
 
 
@@ -104,6 +105,10 @@ def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroo
             path = root / "notebooks" / name
             if path.is_file():
                 files[f"notebooks/{name}"] = path.read_bytes()
+    # The grader's own source rides along, so `pip install ./.crashcourse-kit` works for a course
+    # that never published the kit (GitHub Classroom's runner installs it from there too).
+    for rel, data in kitsource.source_files().items():
+        files[f"{KIT_FOLDER}/{rel}"] = data
     spec = install or default_install()
     files["README.md"] = workspace_readme(handed, spec, NOTEBOOK_LEVEL in levels).encode()
     files[".gitignore"] = GITIGNORE.encode()
@@ -113,7 +118,8 @@ def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroo
 
 
 def default_install() -> str:
-    return f"crashcourse=={__version__}"
+    """The workspace's own copy of the grader: it installs wherever the workspace is, published or not."""
+    return f"./{KIT_FOLDER}"
 
 
 GITIGNORE = """\
@@ -158,7 +164,9 @@ source .venv/bin/activate        # on Windows: .venv\\Scripts\\activate
 pip install "{install}"
 ```
 
-(If your instructor gave you a wheel file or a link instead, `pip install` that.)
+(`.crashcourse-kit/` is the grader itself, shipped with this workspace so nothing has to come from a
+package index but pytest and Hypothesis. If your instructor gave you a wheel file or a link
+instead, `pip install` that.)
 
 ## Start
 
@@ -201,7 +209,10 @@ class ClassroomStep:
 
 
 def _marker_number(decorator: ast.expr, name: str) -> Optional[float]:
-    """N from ``@pytest.mark.<name>(N)`` or ``@pytest.mark.<name>(taskno=N)``."""
+    """N from ``@pytest.mark.<name>(N)`` or ``@pytest.mark.<name>(taskno=N)``; 1 for a bare
+    ``@pytest.mark.<name>`` (the plugin's rule for points)."""
+    if isinstance(decorator, ast.Attribute) and decorator.attr == name:
+        return 1.0
     if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
             and decorator.func.attr == name):
         return None
@@ -211,9 +222,17 @@ def _marker_number(decorator: ast.expr, name: str) -> Optional[float]:
     return None
 
 
-def task_tests(level: manifest_mod.Level) -> dict:
-    """``{task number: [(node id relative to the kit root, points)]}`` from the level's test markers."""
-    out: dict[int, list] = {}
+@dataclass
+class PointedTest:
+    nodeid: str             # relative to the workspace root
+    name: str
+    task: Optional[int]
+    points: float
+
+
+def pointed_tests(level: manifest_mod.Level) -> list:
+    """Every test of the level that carries points, in file order, as the pytest plugin counts them."""
+    out = []
     for path in level.test_paths():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in tree.body:
@@ -221,10 +240,19 @@ def task_tests(level: manifest_mod.Level) -> dict:
                 continue
             task = next((t for d in node.decorator_list if (t := _marker_number(d, "task")) is not None), None)
             points = next((p for d in node.decorator_list if (p := _marker_number(d, "points")) is not None), None)
-            if task is None or points is None:
+            if points is None:
                 continue
-            nodeid = f"{level.folder}/{path.name}::{node.name}"
-            out.setdefault(int(task), []).append((nodeid, points))
+            out.append(PointedTest(f"{level.folder}/{path.name}::{node.name}", node.name,
+                                   None if task is None else int(task), points))
+    return out
+
+
+def task_tests(level: manifest_mod.Level) -> dict:
+    """``{task number: [(node id relative to the kit root, points)]}`` from the level's test markers."""
+    out: dict[int, list] = {}
+    for test in pointed_tests(level):
+        if test.task is not None:
+            out.setdefault(test.task, []).append((test.nodeid, test.points))
     return out
 
 
@@ -237,20 +265,24 @@ def _written_tasks(level: manifest_mod.Level) -> set:
 
 
 def classroom_steps(levels: list) -> list:
-    """One graded step per task of each level: its tests, worth the points they carry."""
+    """One graded step per test of each level, worth the points it carries: the step's pass or fail
+    is that test's, so the workflow's total is the total the level's own ``pytest`` prints."""
     steps = []
     for level in levels:
         titles = dict(manifest_mod.readme_tasks(level.starter_dir / level.readme))
         written = _written_tasks(level)
-        for task, tests in sorted(task_tests(level).items()):
-            if task in written:
+        for test in pointed_tests(level):
+            if test.task in written:
                 continue  # written answers are read by the instructor, not scored here
-            ids = " ".join(f'"{nodeid}"' for nodeid, _ in tests)
-            title = titles.get(task, f"task {task}")
+            about = f"task {test.task}: {titles.get(test.task, '')}".rstrip(": ") if test.task is not None else ""
+            step_id = f"level{level.number}_{test.name}"[:90]
+            while step_id in {s.id for s in steps}:  # the same name in two test files
+                step_id += "_"
             steps.append(ClassroomStep(
-                id=f"level{level.number}_task{task}", name=f"Level {level.number}, task {task}: {title}",
-                command=f"python -m pytest -q -p no:cacheprovider {ids}",
-                max_score=sum(points for _, points in tests)))
+                id=step_id,
+                name=f"Level {level.number}, {about + ', ' if about else ''}{test.name}",
+                command=f'python -m pytest -q -p no:cacheprovider "{test.nodeid}"',
+                max_score=test.points))
     return steps
 
 
@@ -263,7 +295,7 @@ def classroom_workflow(levels: list, install: str) -> str:
     steps = classroom_steps(levels)
     lines = [
         "# GitHub Classroom autograding, written by `crashcourse init --github-classroom`.",
-        "# One graded step per task of each level: the task's tests, worth the points they carry.",
+        "# One graded step per test of each level, worth the points it carries (the total is pytest's).",
         "name: Autograding Tests",
         "'on':",
         "- push",
@@ -325,6 +357,10 @@ REFRESHABLE = ("README.md", ".gitignore", WORKFLOW_PATH.as_posix())
 RECORD = PurePosixPath(".crashcourse/handed-out.json")
 
 
+def _refreshable(rel: str) -> bool:
+    return rel in REFRESHABLE or rel.startswith(KIT_FOLDER + "/")
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -345,7 +381,7 @@ def write_workspace(target: Path, files: dict) -> InitReport:
                 current = None
             if current == data:
                 report.unchanged.append(rel)
-            elif rel in REFRESHABLE and current is not None and record.get(rel) == _digest(current):
+            elif _refreshable(rel) and current is not None and record.get(rel) == _digest(current):
                 write_atomic(dest, data, durable=False)
                 record[rel] = _digest(data)
                 report.updated.append(rel)
@@ -461,7 +497,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"    {rel}")
         print("  To get the handed-out version of one, move yours aside and run this again.")
     if args.github_classroom:
-        print(f"  {WORKFLOW_PATH} grades {len(classroom_steps([kit.level(n) for n in levels]))} task(s) on GitHub "
+        print(f"  {WORKFLOW_PATH} grades {len(classroom_steps([kit.level(n) for n in levels]))} test(s), each worth its points, on GitHub "
               f"Classroom; it installs the kit with: pip install \"{args.install or default_install()}\"")
     first = kit.level(requested[0]) if requested else None
     if first is not None:
@@ -534,7 +570,8 @@ def register(sub) -> None:
         parser.add_argument("--github-classroom", action="store_true",
                             help="also write .github/workflows/classroom.yml for GitHub Classroom autograding")
         parser.add_argument("--install", default=None, metavar="SPEC",
-                            help=f"what the README and the workflow pip-install (default {default_install()}; "
-                                 "a wheel's URL or a git URL works too)")
+                            help=f"what the README and the workflow pip-install (default {default_install()}, the copy "
+                                 "of the grader every workspace carries; a published name, a wheel's URL or a "
+                                 "git URL works too)")
         parser.set_defaults(handler=handler)
 

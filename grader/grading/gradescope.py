@@ -15,7 +15,6 @@ It never carries ``solutions/``.
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import stat
@@ -25,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Optional
 
-import grader
+from grader import kitsource
 from grader.atomicfile import make_folder, write_atomic
 from grader.grading.reports import gradescope_result, write_gradescope_result
 from grader.levels.manifest import package_root
@@ -52,52 +51,9 @@ exec /autograder/venv/bin/python -m grader gradescope-run --level {level} --time
 """
 
 
-PACKAGE_PYPROJECT = """\
-# Written by `crashcourse gradescope-package`: installs the grader and the level it carries.
-[build-system]
-requires = ["setuptools>=62.3"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "crashcourse"
-version = "{version}"
-requires-python = ">=3.10"
-dependencies = {dependencies}
-
-[project.scripts]
-crashcourse = "grader.faces.cli:main"
-
-[project.entry-points.pytest11]
-crashcourse = "grader.faces.plugin"
-
-[tool.setuptools.packages.find]
-include = ["grader", "grader.*"]
-
-[tool.setuptools.package-data]
-grader = ["kit/**/*"]
-"""
-
-
-def _dependencies() -> list:
-    """The installed package's own requirements, extras left out (the grader needs none of them)."""
-    from importlib import metadata
-    try:
-        requires = metadata.requires("crashcourse") or []
-    except metadata.PackageNotFoundError:
-        requires = []
-    found = [r for r in requires if "extra ==" not in r.replace("extra==", "extra ==")]
-    return found or ["pytest>=7.4", "hypothesis>=6.80", "nbformat>=5.9"]
-
-
 def package_files(level: int) -> dict:
     """``{path in the zip's kit/ folder: bytes}``: the running package's code and the level it grades."""
-    package = Path(grader.__file__).resolve().parent
-    files: dict[str, bytes] = {}
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package)
-        if rel.parts[0] == "kit" or "__pycache__" in rel.parts:
-            continue  # the course material comes from the kit root below, one level only
-        files[f"grader/{rel.as_posix()}"] = path.read_bytes()
+    files = kitsource.source_files()
     kit_manifest = KIT_ROOT / "exercises" / "manifest.json"
     if kit_manifest.is_file():
         files["grader/kit/exercises/manifest.json"] = kit_manifest.read_bytes()
@@ -109,8 +65,6 @@ def package_files(level: int) -> dict:
         leftover = {"__pycache__", "checkpoints"} & set(rel.parts) or any(p.startswith(".") for p in rel.parts)
         if path.is_file() and not leftover:
             files[f"grader/kit/exercises/level{level}/{rel.as_posix()}"] = path.read_bytes()
-    files["pyproject.toml"] = PACKAGE_PYPROJECT.format(
-        version=grader.__version__, dependencies=json.dumps(_dependencies())).encode()
     return files
 
 
