@@ -35,13 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     student.register(sub)
     workspace.register(sub)
-    from grader.faces import explore_cli
-    explore_cli.register(sub)
     try:
-        from grader.faces import instructor_cli
+        from grader.faces import explore_cli, instructor_cli
     except ImportError as exc:  # Windows has no resource or fcntl: the learner's commands still work
         _grading_unavailable(sub, exc)
     else:
+        explore_cli.register(sub)
         instructor_cli.register(sub)
     return parser
 
@@ -52,7 +51,7 @@ def _grading_unavailable(sub, exc: ImportError) -> None:
               f"{exc.name or 'a POSIX module'}. The learner's commands (check, hint, watch, run, demo, init) "
               "work here.", file=sys.stderr)
         return 2
-    for name in ("grade", "gradescope-package", "gradescope-run", "prairielearn-run", "prairielearn-image"):
+    for name in ("grade", "gradescope-package", "gradescope-run", "prairielearn-run", "prairielearn-image", "explore"):
         parser = sub.add_parser(name, help="(instructors; Linux or macOS) see crashcourse grade --help there",
                                 add_help=False)
         parser.add_argument("rest", nargs=argparse.REMAINDER)
