@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+import setuptools
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
@@ -50,4 +51,8 @@ class build_py_with_kit(build_py):
                     shutil.copyfile(path, dest)
 
 
-setup(cmdclass={"build_py": build_py_with_kit})
+# setuptools 77 and later read the license as an SPDX expression (a table in pyproject.toml is
+# deprecated there); older ones know only the free-text field.
+LICENSE = {"license_expression": "MIT"} if int(setuptools.__version__.split(".")[0]) >= 77 else {"license": "MIT"}
+
+setup(cmdclass={"build_py": build_py_with_kit}, **LICENSE)

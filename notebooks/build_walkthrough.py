@@ -52,7 +52,7 @@ time. Run the notebook top to bottom from a fresh kernel (*Restart & Run All*). 
 md("""
 ## 0. Setup
 
-The first cell looks upward from the current folder for `pyproject.toml`, so the notebook works
+The first cell looks upward from the current folder for `exercises/manifest.json`, so the notebook works
 whether Jupyter was started in the repository or inside `notebooks/`. It imports the grader's engine
 and takes the level-2 starter from `notebooks/checkpoint_loops.py`, where a copy of it is kept as
 shipped: sections 1 to 4 crash that copy, so they work whether your own `exercises/level2/agent.py`

@@ -346,6 +346,23 @@ def test_a_loop_that_raises_is_shown_once_per_run(tmp_path):
         assert 'File "' not in t.output and "^^^" not in t.output
 
 
+def test_a_run_that_wrote_elsewhere_is_told_once_and_the_rest_only_point_at_it(tmp_path):
+    """A loop that never wrote into its folder: the first test tells why in full, the four that read
+    the same run say only that they were not checked (not the cause again, and never '?.')."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    shutil.copy(CORPUS / "level2" / "w21_run_agent_forgets_the_folder.py", folder / "agent.py")
+    collector = Outcomes()
+    pytest.main([str(ROOT / "exercises" / "level2"), "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+                 "-k", "not generated_conversations", "--color=no", "--import-mode=importlib"], plugins=[collector])
+    first, *rest = [t for t in collector.tests.values() if "generated_conversations" not in t.name]
+    assert "does run_agent pass it on?" in first.output, first.output
+    assert len(rest) == 4
+    for t in rest:
+        assert t.output.startswith("Not checked: your loop did not finish this run (support-tickets). The first "), t.output
+        assert "pass it on" not in t.output and "?." not in t.output
+
+
 def test_a_passing_pytest_run_reminds_of_the_written_answers(capsys):
     """`pytest exercises/levelN` is how a learner knows a level is done: when every test passes, it
     names the level's answers.md (where their files are), as `check` does; a level with none says nothing."""

@@ -95,6 +95,14 @@ def test_demo_in_a_workspace_says_the_solution_column_is_the_instructors(ws, mon
     out = capsys.readouterr().out
     assert "the solution column is your instructor's" in out
     assert "solution" not in out.split("Level 1:", 1)[1].split("\n")[3]  # the header row: starter only
+    assert "Right: the solution" not in out, "the intro must not promise a column that is not shown"
+
+
+def test_demo_of_one_level_ends_with_that_levels_next_steps(ws, monkeypatch, capsys):
+    monkeypatch.chdir(ws)
+    assert cli.main(["demo", "2"]) == 0
+    tail = capsys.readouterr().out.rsplit("Your turn:", 1)[1]
+    assert tail.startswith(" read exercises/level2/README.md, open exercises/level2/agent.py") and "check 2" in tail
 
 
 def test_the_handout_is_the_same_workspace_zipped_and_the_same_each_time(tmp_path, monkeypatch):
@@ -336,6 +344,7 @@ def test_the_sdist_holds_exactly_what_a_release_needs_and_the_wheel_carries_the_
         proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(KIT)],
                               capture_output=True, text=True, timeout=600, env=_env())
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "deprecated" not in proc.stdout + proc.stderr, "the build warns: " + (proc.stdout + proc.stderr)[-3000:]
     tmp_path = dist
     sdist = next(tmp_path.glob("*.tar.gz"))
     with tarfile.open(sdist) as tar:

@@ -207,6 +207,18 @@ class Exploration:
             return f"the grader could not see everything your code did to the disk in this run ({self.scenario})"
         return ""
 
+    def in_brief(self) -> str:
+        """:meth:`in_one_line` for a line that points at the full story told elsewhere: an exception
+        keeps its name and line, but the kit's own sentence about a run that stopped (it wrote
+        nothing, or somewhere else) is not repeated."""
+        if self.error and not self.traced():
+            return f"your loop did not finish this run ({self.scenario})"
+        return self.in_one_line()
+
+    def traced(self) -> bool:
+        """Whether the run stopped on an exception with the learner's frames (not on the kit's words)."""
+        return bool(self.error) and re.search(r'^\s*File "', self.error, re.M) is not None
+
     def report(self, rerun: str = "") -> str:
         """A learner-facing summary: the first failure in full, then a line for each other kind."""
         if self.stuck is not None:

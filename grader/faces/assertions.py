@@ -95,7 +95,9 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
     if exploration.error or exploration.unseen:
         if exploration.told and exploration.stuck is None:
             # Several tests read one run: its traceback is shown once, by the first of them.
-            pytest.fail(f"Not checked: {exploration.in_one_line()}. The first test that read this run shows "
+            said = exploration.in_brief()
+            pytest.fail(f"Not checked: {said}{'' if said.endswith(('.', '?', '!')) else '.'} "
+                        "The first test that read this run shows "
                         "it in full; fix that first, since this test reads the same run.", pytrace=False)
         exploration.told = True
         pytest.fail(exploration.report(), pytrace=False)

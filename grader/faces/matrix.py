@@ -122,7 +122,7 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
             if col.exploration is not None and (col.exploration.error or col.exploration.unseen) \
                     and col.stuck is None:
                 if told_below:
-                    said = col.exploration.raised() or col.exploration.in_one_line()
+                    said = (col.exploration.raised() if col.exploration.traced() else "") or col.exploration.in_brief()
                     lines.append(f"    {said}; the first failure below shows it in full")
                 else:
                     lines.extend("    " + line for line in col.exploration.report().splitlines()[:12])

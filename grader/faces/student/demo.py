@@ -20,7 +20,7 @@ crashcourse demo: where a crash lands in an agent loop, and what a resume would 
 Each level's loop runs once on a scripted model (no network, no key) while every file operation is
 recorded; the grader then rebuilds checkpoint.json as a crash at each point would leave it. Rows are
 crash points in the loop's words; cells say what a resume would find. Left: the broken starter you
-get. Right: the solution.
+get.{right}
 """
 
 
@@ -57,8 +57,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except manifest_mod.ManifestError as exc:
         say(str(exc))
         return 1
-    say(DEMO_INTRO)
-    if kit.workspace or not any(level.solution_dir.is_dir() for level in kit.existing()):
+    hidden = kit.workspace or not any(level.solution_dir.is_dir() for level in kit.existing())
+    say(DEMO_INTRO.format(right="" if hidden else " Right: the solution."))
+    if hidden:
         say(SOLUTION_IS_THE_INSTRUCTORS)
     shown = 0
     for level in kit.levels:
@@ -93,7 +94,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say(render(columns, level, paint))
         say()
         shown += 1
-    first = next(iter(kit.existing()), None)
+    # The level just shown (demo N), else the first one.
+    first = next((level for level in kit.existing() if level.number == args.level), None) \
+        or next(iter(kit.existing()), None)
     if first is not None:
         n = first.number
         say(f"Your turn: read {first.folder}/{first.readme}, open {first.folder}/{first.files[0]}, then run\n"
