@@ -31,6 +31,7 @@ it streams) and never kept, and the versions kept of a file's unsynced data are 
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ from grader.engine.ops import Op
 
 # Versions of one file's unsynced data kept as power-cut options (the oldest and newest are kept).
 VERSIONS = 6
+# Unsynced writes of one file that M4 may lose one of (the latest ones).
+UNDO = 16
 
 # The kinds of mistake a broken state can show, with the lesson's words for each.
 KINDS = {
@@ -88,6 +91,7 @@ class Loss:
     op: Optional[int] = None
     words: str = ""
     mistake: str = "not-atomic"  # a key of KINDS: the mistake this loss shows when the state is broken
+    size: Optional[int] = None    # the bytes ``name`` holds in that state (None: absent, or not said)
 
 
 @dataclass
@@ -129,18 +133,27 @@ class _Names:
 
     def __init__(self):
         self.since: dict = {}
+        self.by: dict = {}  # name -> the index of the operation that made each value (None: the barrier's)
 
-    def changed(self, name: str, before, after) -> None:
+    def changed(self, name: str, before, after, index: int) -> None:
         seen = self.since.setdefault(name, [before])
+        by = self.by.setdefault(name, [None])
         if seen[-1] is not after:
             seen.append(after)
+            by.append(index)
+
+    def undone(self, name: str, earlier: int) -> Optional[int]:
+        """The operation whose effect is lost when ``name`` is still its value number ``earlier``."""
+        return self.by[name][earlier + 1]
 
     def reset(self, names: Optional[Iterable[str]] = None) -> None:
         if names is None:
             self.since.clear()
+            self.by.clear()
         else:
             for n in list(names):
                 self.since.pop(n, None)
+                self.by.pop(n, None)
 
 
 def _within(path: Optional[str], directory: str) -> bool:
@@ -167,13 +180,22 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
         raise ValueError(f"unknown crash model(s) {sorted(unknown)}; choose from {', '.join(MODELS)}")
     directory = os.path.abspath(directory)
     power = [m for m in models if m in ("M3", "M4", "M5")]
-    fs = FileSystem(initial, initial_dirs, track_durability=bool(power))
+    # The replay keeps no per-write copies (its own history costs a copy of the file per write);
+    # what a power cut may keep is tracked here, bounded: a sample of the versions each file's data
+    # passed through since its last fsync (taken at the crash points built), and the bytes the
+    # latest unsynced writes replaced (for M4's missing write).
+    fs = FileSystem(initial, initial_dirs, track_durability=False)
+    versions: dict = {}          # id(inode) -> versions of its data since its last fsync, oldest first
+    undo: dict = {}              # id(inode) -> deque of (offset, length, bytes it replaced), latest writes
+
     existed = set(initial)       # names that held data before the run: rewriting one is in place
     first = {p: fs.names[p] for p in initial if _within(p, directory)}  # the files the run started with
+    first_ids = {id(v) for v in first.values()}
     renamed_in: dict = {}        # id(inode) -> index of the rename that gave it a name, since its last fsync
     appended: set = set()        # ids of inodes written at their end since their last fsync
     last_write: dict = {}        # id(inode) -> index of its latest unsynced write
     append_handles: set = set()  # handles opened with O_APPEND
+    emptied: set = set()         # ids of inodes truncated during the run (written again from the start)
     any_sync = _Names()          # M4
     dir_sync = _Names()          # M5
     new_dirs: dict = {}          # folder made during the run, not yet fsynced in its parent -> op index
@@ -204,7 +226,7 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
     def data_versions(inode) -> list:
         """What ``inode`` may hold after a power cut besides all of it: its fsynced data and the
         versions its unsynced writes passed through (capped at :data:`VERSIONS`, both ends kept)."""
-        history = inode.history[:-1] if inode.history and inode.history[-1] == inode.snap() else inode.history
+        history = [v for v in versions.get(id(inode), ()) if v is not inode.snap()]
         if len(history) > VERSIONS - 1:
             step = len(history) / (VERSIONS - 1)
             history = [history[int(i * step)] for i in range(VERSIONS - 2)] + [history[-1]]
@@ -239,7 +261,7 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                 yield FolderState(k, model, files, dirs, [
                     Loss("data", name, last_write.get(id(inode)),
                          f"{name} holds only what was fsynced ({len(inode.synced):,} of {len(inode.snap()):,} bytes)",
-                         data_kind(inode, name))
+                         data_kind(inode, name), len(inode.synced))
                     for inode, name in unsynced.values()])
                 for inode, name in unsynced.values():
                     for version in data_versions(inode):
@@ -248,19 +270,19 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                         yield FolderState(k, model, files, dirs, [Loss(
                             "data", name, last_write.get(id(inode)),
                             f"{name} holds {what} ({len(version):,} of {len(inode.snap()):,} bytes)",
-                            data_kind(inode, name))])
+                            data_kind(inode, name), len(version))])
             if model == "M4":
                 for path, seen in any_sync.since.items():
-                    for earlier in seen[:-1]:
+                    for n, earlier in enumerate(seen[:-1]):
                         files, dirs = listing(names={path: earlier})
                         yield FolderState(k, model, files, dirs, [Loss(
-                            "entry", rel(path), None,
-                            f"{rel(path)} is still " + ("absent" if earlier is None else "the file it named earlier")
-                            + ": a later step reached the disk first", "reordered")])
+                            "entry", rel(path), any_sync.undone(path, n),
+                            _entry_words(rel(path), earlier, fs.names.get(path)) + " while a later step did",
+                            "reordered", _size(earlier))])
                 for inode, name in unsynced.values():
-                    writes = inode.unsynced_writes
+                    writes = list(undo.get(id(inode), ()))
                     for skip in range(len(writes) - 1):
-                        data = _replay_without(inode.synced, writes, skip)
+                        data = _without(inode.snap(), *writes[skip])
                         files, dirs = listing(lambda i, inode=inode, data=data: data if i is inode else i.snap())
                         yield FolderState(k, model, files, dirs, [Loss(
                             "hole", name, None,
@@ -272,17 +294,16 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                     files, dirs = listing(names=lost)
                     files, dirs = drop_folders(files, dirs, new_dirs)
                     yield FolderState(k, model, files, dirs, [
-                        Loss("entry", rel(p), None, f"{rel(p)} is as it was at its folder's last fsync",
-                             "dir-not-fsynced") for p in lost]
+                        Loss("entry", rel(p), dir_sync.undone(p, 0), _entry_words(rel(p), lost[p], fs.names.get(p))
+                             + " (its folder was not fsynced after)", "dir-not-fsynced", _size(lost[p])) for p in lost]
                         + [Loss("folder", rel(d), i, f"the folder {rel(d)}/ made during the run is gone",
                                 "dir-not-fsynced") for d, i in new_dirs.items()])
                     for p in lost:
-                        for earlier in dir_sync.since[p][:-1]:
+                        for n, earlier in enumerate(dir_sync.since[p][:-1]):
                             files, dirs = listing(names={p: earlier})
                             yield FolderState(k, model, files, dirs, [Loss(
-                                "entry", rel(p), None,
-                                f"{rel(p)} is " + ("absent" if earlier is None else "the file it named before")
-                                + ": its folder was not fsynced after the change", "dir-not-fsynced")])
+                                "entry", rel(p), dir_sync.undone(p, n), _entry_words(rel(p), earlier, fs.names.get(p))
+                                + " (its folder was not fsynced after)", "dir-not-fsynced", _size(earlier))])
 
     def kill_loss() -> Loss:
         """A state with every operation so far on disk: broken, it shows a file changed in place, if any."""
@@ -291,6 +312,14 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
             else Loss("kill")
 
     def states_at(k: int) -> Iterator[FolderState]:
+        if power:
+            for path, inode in fs.names.items():
+                if _within(path, directory) and inode.snap() != inode.synced:
+                    seen = versions.setdefault(id(inode), [])
+                    if not seen or seen[-1] is not inode.snap():
+                        seen.append(inode.snap())
+                    if len(seen) > 4 * VERSIONS:  # bounded: a file written a million times keeps a sample
+                        seen[:] = seen[::2]
         if "M1" in models:
             files, dirs = listing()
             yield FolderState(k, "M1", files, dirs, [kill_loss()])
@@ -323,25 +352,30 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                 torn[op.offset:op.offset + cut] = op.data[:cut]
                 yield FolderState(i, "M2", {**files, **dict.fromkeys(names, bytes(torn))}, dirs,
                                   [Loss("torn", names[0] if names else "", i, f"{cut:,} of {len(op.data):,} bytes",
-                                        "in-place" if inode in first.values() else
+                                        "in-place" if id(inode) in first_ids else
                                         "append" if op.offset >= len(before) else "torn-write")],
                                   torn=(cut, len(op.data)))
         before_names = {p: fs.names.get(p) for p in (op.path, op.dest) if p is not None}
+        if power and op.kind == "write" and inode is not None:
+            replaced = bytes(inode.data[op.offset:op.offset + len(op.data)])
+            undo.setdefault(id(inode), collections.deque(maxlen=UNDO)).append((op.offset, len(op.data), replaced))
         if op.kind == "write" and inode is not None and op.offset >= len(inode.data) > 0 \
-                and (op.handle in append_handles or inode in first.values()):
+                and (op.handle in append_handles or id(inode) in first_ids and id(inode) not in emptied):
             appended.add(id(inode))  # a log or journal growing: not a new file being filled
         if op.kind == "open" and "append" in op.flags:
             append_handles.add(op.handle)
         fs.apply(op)
+        if op.kind == "truncate" or op.kind == "open" and "trunc" in op.flags:
+            emptied.add(id(fs.inode_for(op)))
         if op.kind == "write" and inode is not None:
             last_write[id(inode)] = i
         if op.kind in ("open", "rename", "link", "unlink"):
             for p, before in before_names.items():
                 after = fs.names.get(p)
                 if before is not after and _within(p, directory):
-                    any_sync.changed(p, before, after)
-                    dir_sync.changed(p, before, after)
-            if op.kind == "rename" and fs.names.get(op.dest) is not None:
+                    any_sync.changed(p, before, after, i)
+                    dir_sync.changed(p, before, after, i)
+            if op.kind in ("rename", "link") and fs.names.get(op.dest) is not None:  # a new name for the data
                 moved = fs.names[op.dest]
                 if moved.snap() != moved.synced:
                     renamed_in[id(moved)] = i
@@ -350,6 +384,8 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
         elif op.kind == "rmdir":
             new_dirs.pop(op.path, None)
         elif op.kind == "sync":
+            versions.clear()
+            undo.clear()
             any_sync.reset()
             dir_sync.reset()
             new_dirs.clear()
@@ -362,34 +398,45 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                 for d in [d for d in new_dirs if os.path.dirname(d) == op.path]:
                     del new_dirs[d]
             elif inode is not None:
+                versions.pop(id(inode), None)
+                undo.pop(id(inode), None)
                 renamed_in.pop(id(inode), None)
                 appended.discard(id(inode))
                 last_write.pop(id(inode), None)
-        if inode is not None and len(inode.history) > 4 * VERSIONS:
-            # Bounded memory: a file appended to a million times without an fsync keeps a sample.
-            inode.history[:] = inode.history[:: len(inode.history) // (2 * VERSIONS)][: 2 * VERSIONS] + inode.history[-1:]
         if wanted(i + 1):
             yield from states_at(i + 1)
 
 
-def _replay_without(synced: bytes, writes: list, skip: int) -> bytes:
-    """``synced`` with each unsynced write replayed in order except write ``skip``."""
-    data = bytearray(synced)
-    for n, (offset, chunk) in enumerate(writes):
-        if n == skip:
-            continue
-        if chunk is None:  # a truncate to ``offset`` bytes
-            del data[offset:]
-            data.extend(b"\0" * (offset - len(data)))
-        elif not chunk and offset == 0:
-            data.clear()
-        else:
-            if len(data) < offset:
-                data.extend(b"\0" * (offset - len(data)))
-            data[offset:offset + len(chunk)] = chunk
-    return bytes(data)
+def _size(inode) -> Optional[int]:
+    return None if inode is None else len(inode.snap())
 
 
-def mistake(state: FolderState) -> str:
-    """The kind of mistake (a key of :data:`KINDS`) a broken ``state`` shows: its first loss's."""
-    return state.losses[0].mistake if state.losses else "not-atomic"
+def _entry_words(name: str, earlier, now) -> str:
+    """What a lost directory entry looks like: a name back, gone, or naming its older file."""
+    if earlier is None:
+        return f"{name} is absent: its create or rename never reached the disk"
+    if now is None:
+        return f"{name} is back: its unlink or rename away never reached the disk"
+    return f"{name} names its older file: the rename over it never reached the disk"
+
+
+def _without(data: bytes, offset: int, length: int, replaced: bytes) -> bytes:
+    """``data`` without one write of ``length`` bytes at ``offset``: the bytes it replaced are back, and
+    what it added beyond the file's end then reads as zeros (a later write made the file longer)."""
+    out = bytearray(data)
+    end = min(offset + length, len(out))
+    if offset < end:
+        out[offset:end] = (replaced + b"\0" * length)[:end - offset]
+    return bytes(out)
+
+
+# When one state lost several things (every file's unsynced data at once), the mistake named is
+# the first of these it shows: the one most likely to be what the checker tripped on.
+PRIORITY = ("rename-before-data", "dir-not-fsynced", "append", "unsynced-data", "in-place", "reordered",
+            "torn-write", "not-atomic")
+
+
+def mistake(losses: list) -> str:
+    """The kind of mistake (a key of :data:`KINDS`) a broken state with these ``losses`` shows."""
+    kinds = {loss.mistake for loss in losses}
+    return next((k for k in PRIORITY if k in kinds), "not-atomic")

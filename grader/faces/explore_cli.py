@@ -74,6 +74,7 @@ class Point:
 
     index: int
     op: str = ""
+    next_call: Optional[dict] = None  # the call after this point: where a real kill lands to reproduce it
     states: dict = field(default_factory=dict)  # model -> [(key, losses)]
 
 
@@ -159,6 +160,8 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
         pids.add(op.note)
         if wanted(i + 1) or wanted(i):
             table.setdefault(i + 1, Point(i + 1)).op = describe(op, folder)
+            table.setdefault(i, Point(i)).next_call = {"call": op.api, "path": op.path, "nth": op.index,
+                                                       "pid": op.note[4:]}
 
     def check(state: folder_crash.FolderState) -> program_trace.Verdict:
         where = tempfile.mkdtemp(prefix="state-", dir=layout_root)
@@ -261,12 +264,15 @@ def _report(args, run, models, table, verdicts, total, points, counts, seconds, 
             model, key, losses, torn = by_point[k][0]
             v = verdicts[key]
             s["first_broken"] = {"point": k, "model": model, "what": [loss.words for loss in losses if loss.words],
-                                 "mistake": losses[0].mistake if losses else "not-atomic",
+                                 "losses": [{"kind": loss.kind, "name": loss.name, "op": loss.op, "size": loss.size,
+                                             "mistake": loss.mistake} for loss in losses],
+                                 "kill_before": table[k].next_call,
+                                 "mistake": folder_crash.mistake(losses),
                                  "torn": list(torn) if torn else None, "exit": v.returncode,
                                  "timed_out": v.timed_out, "output": v.output}
     mistakes: dict = {}
     for k, model, _key, losses, _torn in broken_states:
-        kind = losses[0].mistake if losses else "not-atomic"
+        kind = folder_crash.mistake(losses)
         entry = mistakes.setdefault(kind, {"kind": kind, "name": folder_crash.KINDS[kind][0],
                                            "advice": folder_crash.KINDS[kind][1], "states": 0, "models": [],
                                            "first_point": k, "first_op": table[k].op,

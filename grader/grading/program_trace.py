@@ -73,6 +73,7 @@ if _spec is not None and _spec.loader is not None:
     _mod = _util.module_from_spec(_spec)
     _spec.loader.exec_module(_mod)
 """
+_NAME = re.compile(r"^\d+ +(?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _MARK_LINE = re.compile(r'^(\d+) +write\(-1, "' + re.escape(MARK) + r'((?:[^"\\]|\\.)*)"')
 _FRAME = re.compile(r"^ > (\S+?)\(([^)]*)\) \[(0x[0-9a-f]+)\]")
 # Frames of the C library and the loader say nothing about the program's own code.
@@ -259,8 +260,10 @@ def _moved(arg: str, old: str, new: str) -> str:
 def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
     """The trace's file-system operations on ``folder`` (and every ``sync``), in order, one at a time.
 
-    Each carries ``note`` = the process id, and ``payload`` = the first frame of its stack outside
-    the C library (``strace -k``), or None.
+    Each carries ``note`` = the process id, ``index`` = how many calls of its name (``api``) on its
+    path that process had made, this one included (what ``strace -P PATH -e inject=NAME:when=N``
+    counts, so a real kill can be aimed at it), and ``payload`` = the program's own line (Python) or the first frame of its
+    stack outside the C library (``strace -k``), or None.
     """
     # The kernel trace's reader, without its memfd: lines are fed to it one at a time from the file.
     reader = kernel_trace.KernelTrace(tempfile.gettempdir())
@@ -269,6 +272,7 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
     prefix = folder + os.sep
     last: Optional[Op] = None
     pending: list = []
+    counts: dict = {}  # (pid, call name) -> calls so far
     python_line: dict = {}  # pid -> the program's Python line that made its latest call (see SITECUSTOMIZE)
     with open(trace_path, "rb") as f:
         for raw in f:
@@ -290,6 +294,11 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
                 pending = []
             before = len(reader.ops)
             pid = line.split(" ", 1)[0]
+            call = _NAME.match(line)
+            if call and not line.endswith(" <unfinished ...>"):
+                name = call.group(1) or call.group(2)
+                for path in _paths(line, reader.cwd):
+                    counts[(pid, name, path)] = counts.get((pid, name, path), 0) + 1
             reader._line(line)  # noqa: SLF001 - the kernel trace's own reader, fed line by line
             if reader.tampered:
                 raise ValueError(f"the trace could not be read: {reader.tampered}")
@@ -299,10 +308,29 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
                 if op.kind == "sync" or (op.path or "").startswith(prefix) or (op.dest or "").startswith(prefix) \
                         or op.path == folder:
                     op.note = f"pid {pid}"
+                    op.index = counts.get((pid, op.api, op.path), 0)
                     op.payload = python_line.get(pid)
                     pending.append(op)
                     last = op
     yield from pending
+
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_ANNOTATED = re.compile(r"<(/[^>]*)>")
+
+
+def _paths(line: str, cwd: str) -> set:
+    """Every file a trace line names (its descriptors' paths and its path arguments), as strace's -P sees them."""
+    out = set()
+    head = line.split(") = ", 1)
+    for m in _ANNOTATED.finditer(line):
+        out.add(m.group(1))
+    if len(head) == 2 and len(head[0]) < 8192:  # a write's data is not a path
+        for m in _QUOTED.finditer(head[0]):
+            text = m.group(1)
+            if "\\" not in text and len(text) < 4096:
+                out.add(os.path.normpath(os.path.join(cwd, text)))
+    return out
 
 
 # -- one crash state on disk, and its check ---------------------------------------------------------
