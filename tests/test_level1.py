@@ -146,3 +146,11 @@ def test_readme_hints_and_tests_number_the_same_tasks():
     for section in re.split(r"^## \d+\. .+$", hints_text, flags=re.M)[1:]:
         assert len(re.findall(r"^- ", section, re.M)) == 3, section
     assert "manual-review" in (folder / "answers.md").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_a_save_read_as_it_was_written_is_not_told_as_a_kill():
+    """The six-fields check reads every save as it is written: its story names that save and says so,
+    not the kill after turn 3 that merely ends the run."""
+    told = driver.check_six_fields(load(ROOT / "tests" / "corpus" / "level1" / "w01_dumps_whole_state.py"))
+    assert told.startswith("After save point A of turn 1,") and "each save of its first 3 turns" in told, told
+    assert "killed" not in told, told

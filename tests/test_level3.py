@@ -125,6 +125,11 @@ def test_the_starter_leaves_an_empty_checkpoint_after_a_power_cut_under_m3():
     # The first one falls right after the rename of save A of turn 1: the name landed, the data did not.
     assert empty[0].operation.startswith("after os.replace(") and "save point A" in empty[0].where
     assert all(v.invariant == "DURABLE" and v.model == "M3" for v in exploration.violations)
+    # Mid-save (after the rename, before the save returned): the rule stated covers the save in
+    # progress, and the rule the file breaks is said in words, not as a bare id after "What is wrong".
+    told = empty[0].explain()
+    assert "DURABLE broken: a power cut at any point leaves the last save that returned, or the one in progress" in told
+    assert "What is wrong: the file the power cut left breaks PARSE: checkpoint.json holds 0 bytes" in told, told
     # A killed process is not a power cut: the same run is fine under M1 and M2.
     assert explore(ROOT / "exercises" / "level3" / "agent.py", ("M1", "M2")).ok
 

@@ -762,7 +762,9 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         if len(result.violations) >= max_violations:
             result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1
             continue
-        detail = finding.detail if invariant == finding.invariant else f"{finding.invariant}: {finding.detail}"
+        # Under a power cut, the rule the file left breaks is named in words: the headline is DURABLE.
+        detail = finding.detail if invariant == finding.invariant else \
+            f"the file the power cut left breaks {finding.invariant}: {finding.detail}"
         # Under a power cut the file shows what was never fsynced, not which save the loop skipped.
         cause = finding.cause if invariant == finding.invariant else ""
         if not cause and invariant == finding.invariant and reader is None and (raw is None or finding.invariant == "PARSE"):
@@ -773,7 +775,7 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
             # The generic words ("before any bytes reached it") are not what a power cut did.
             words = _power_cut_words(ops, state.point, target, raw)
             if words:
-                detail = f"PARSE: {words}"
+                detail = f"the file the power cut left breaks PARSE: {words}"
         if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
             detail = f"{detail}; {state.note}"
         result.violations.append(Violation(invariant, state.model, state.point, window.words(),

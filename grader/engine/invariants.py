@@ -25,7 +25,8 @@ INVARIANTS = {
     "FRESH": "when the model is called, every result so far is on disk and nothing is left pending",
     "COUNTS": "turns equals the tool results in messages; tokensUsed equals the spend of the responses recorded",
     "ATOMIC-DIR": "the temp file lives in the checkpoint's own directory (a rename across file systems is a copy)",
-    "DURABLE": "once a save has returned, no power cut rolls the file back past it",
+    "DURABLE": "a power cut at any point leaves the last save that returned, or the one in progress, whole: "
+               "never an older save, never an empty or torn file",
     "RESUME": "resuming from the file ends in the same transcript as a run that never crashed",
     "RERUN": "a second run, started in the folder a crash left (a torn or stale temp file in it), saves as well "
              "as the first",

@@ -109,6 +109,10 @@ class CrashedRun:
             return f"the process was killed in turn {self.crash_turn}, while `{name}` was running"
         return f"the process was killed after turn {self.crash_turn}, while the model was being called"
 
+    def saves_words(self) -> str:
+        """The run, for a check that reads each save as it is written (the kill at its end plays no part)."""
+        return f"each save of its first {self.crash_turn} turns, read as soon as it was written"
+
     def pending_name(self) -> str:
         blocks = tool_use_blocks(self.scenario.responses[self.crash_turn - 1]["content"])
         return blocks[0]["name"] if blocks else "?"
@@ -376,10 +380,12 @@ def _n(count: int, noun: str) -> str:
 
 
 def _story(headline: str, run: Optional[CrashedRun], raw: Optional[bytes], ran_into: str, to_try: str,
-           extra: str = "", label: str = "What resume ran into") -> str:
+           extra: str = "", label: str = "What resume ran into", each_save: bool = False) -> str:
+    """``each_save``: the check read every save as it was written, so the run is told that way, not by
+    the kill that ended it."""
     lines = [headline]
     if run is not None:
-        lines.append(f"  The run: {run.scenario.task!r}; {run.words()}.")
+        lines.append(f"  The run: {run.scenario.task!r}; {run.saves_words() if each_save else run.words()}.")
     lines.append(f"  On disk: {describe_file(raw)}.")
     if extra:
         lines.append(f"  {extra}")
@@ -462,14 +468,15 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
             except (UnicodeDecodeError, ValueError) as exc:
                 return _story(f"After {save.words()}, checkpoint.json is not JSON.", run, save.raw,
                               f"json.loads raised {type(exc).__name__}: {exc}",
-                              "write the record with json.dump (or json.dumps) so any program can read it back")
+                              "write the record with json.dump (or json.dumps) so any program can read it back",
+                              each_save=True)
             problems = field_problems(data)
             if problems:
                 runtime = [k for k in RUNTIME_KEYS if isinstance(data, dict) and k in data]
                 why = (". The loop's state also carries runtime-only keys (`client`, `startedAt`): they describe "
                        "this process, not the task, so they stay out of the file" if runtime else "")
                 return _story(f"After {save.words()}, checkpoint.json does not hold exactly the six protocol fields.",
-                              run, save.raw, "; ".join(problems), label="What is wrong", to_try=
+                              run, save.raw, "; ".join(problems), each_save=True, label="What is wrong", to_try=
                               "write a dict built from exactly version, task, turns, tokensUsed, messages "
                               "and pendingToolUse, taken from the state you are given (the tests below show what "
                               "resume runs into without each one)" + why)
@@ -478,12 +485,12 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
                 shown = ", ".join(f"`{k}` is {json.dumps(data.get(k))[:60]} but the loop had "
                                   f"{json.dumps(save.expected[k])[:60]}" for k in wrong)
                 return _story(f"After {save.words()}, checkpoint.json has the six keys, but not the loop's values.",
-                              run, save.raw, shown, label="What is wrong", to_try=
+                              run, save.raw, shown, each_save=True, label="What is wrong", to_try=
                               "copy each value from the state as it is at the moment of the save, without "
                               "changing or defaulting it")
             if save.changed_state:
                 return _story(f"At {save.words()}, saving changed the running loop.", run, save.raw,
-                              save.changed_state, label="What is wrong", to_try=
+                              save.changed_state, each_save=True, label="What is wrong", to_try=
                               "build a new dict for the file and leave the state you were given as it was")
     return None
 
