@@ -410,12 +410,3 @@ def _unique(items: list) -> list:
             ids.add(id(item))
             out.append(item)
     return out
-
-
-def final_listing(ops: list[Op], initial: dict, directory: str) -> dict:
-    """The directory after every recorded operation: what an uncrashed run leaves."""
-    fs = FileSystem(initial)
-    for op in ops:
-        fs.apply(op)
-    # The files directly in the folder (the judge compares them with os.listdir of each folder).
-    return {n: d for n, d in fs.listing(os.path.abspath(directory)).items() if os.sep not in n}

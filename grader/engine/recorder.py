@@ -792,11 +792,6 @@ def real_os(name: str) -> Any:
     return _real["os." + name]
 
 
-def real_open(*args: Any, **kwargs: Any) -> Any:
-    """``open`` as it was before any recorder wrapped it."""
-    return _real["open"](*args, **kwargs)
-
-
 def wrapper_ids() -> set:
     """The ids of the recorder's own stand-ins for ``os`` functions and ``open``: not a test's patches."""
     return {id(v) for v in _OS_WRAPPERS.values()} | {id(recording_open)}

@@ -19,7 +19,7 @@ No pytest import at module level: the grading worker imports this only when it r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 __all__ = ["Outcome", "Outcomes", "points_of", "task_of"]
@@ -54,9 +54,6 @@ class Outcome:
     reported: bool = False     # pytest reported at least one phase of it (deselected tests never are)
     checks: list = field(default_factory=list)   # ids it tripped, as it recorded them (grader.levels.registry)
     causes: list = field(default_factory=list)   # why, most telling first (grader.engine.invariants.CAUSES)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 class Outcomes:
