@@ -222,17 +222,30 @@ def test_each_failure_names_its_cause(row, tmp_path):
         assert cause == row.cause and row.hint in steps[0] and steps[0].endswith("?"), steps[0]
 
 
-def test_every_cause_a_hint_names_is_one_the_engine_knows():
+def test_every_cause_a_hint_names_is_one_a_level_declares():
     from grader.engine.invariants import CAUSES
     from grader.faces.assertions import NUDGES
+    from grader.levels import registry
 
     assert set(NUDGES) <= set(CAUSES)
     for lv in manifest.load().existing():
+        lv.plugin  # noqa: B018 - the level module declares its own causes when imported
         for task in manifest.parse_hints(lv.starter_dir / lv.hints):
-            assert set(task.causes) <= set(CAUSES), (lv.number, task.number, task.causes)
+            assert set(task.causes) <= set(registry.causes()), (lv.number, task.number, task.causes)
+    # Level 4's causes are its own: declared by its module, not in the engine's list.
+    assert registry.cause_words("cap-restarted") and "cap-restarted" not in CAUSES
+    assert "cap-restarted" in registry.causes("resume") and "cap-restarted" not in registry.causes("loop")
     level2 = manifest.parse_hints(manifest.load().require(2).starter_dir / "hints.md")
     covered = {c for task in level2 for c in task.causes}
     assert set(NUDGES) <= covered, "a cause level 2 can show leads to no task's hints"
+
+
+def test_a_cause_means_one_thing():
+    from grader.levels import registry
+
+    registry.declare_causes("loop", {"in-place": registry.cause_words("in-place")})  # the same words: harmless
+    with pytest.raises(ValueError, match="already declared"):
+        registry.declare_causes("elsewhere", {"in-place": "something else entirely"})
 
 
 def test_a_write_through_a_renamed_temp_file_names_the_file_it_landed_in(load_module):

@@ -112,3 +112,13 @@ def test_a_new_level_declares_its_own_namespace_and_every_face_reads_it():
     batch = {"level": 7, "submissions": [{"id": "a", "score": 0.0, "max_score": 1.0, "status": "failed",
                                           "error": None, "tests": [graded]}]}
     assert "| SHORT | 1 (100%) | the file is at most one line |" in reports.to_markdown(batch)
+
+
+def test_a_levels_own_legend_words_win_in_its_own_matrix():
+    ours = [registry.Check("toy-ok", "SEALED", "the file carries its seal", "no seal",
+                           legend=(("no seal", "the file has no seal (SEALED)"),))]
+    registry.declare("toy-ok", ours, (("ok", "the seal matches the messages"),))
+    assert registry.legend_for(["toy-ok"])["ok"] == "the seal matches the messages"
+    assert registry.legend_for(["loop"])["ok"] == "a resume would carry on correctly"
+    # A word the level does not declare is still explained, in the words of the level that does.
+    assert registry.legend_for(["toy-ok"])["stuck"] == registry.STUCK_LEGEND

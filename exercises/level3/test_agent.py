@@ -14,7 +14,8 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER, MisbehavingOs
-from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists, time_limit
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
+from grader.engine.hangs import time_limit
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_failure, require
 from grader.faces.plugin import rerun_command
 from grader.engine.scripted import support_tickets

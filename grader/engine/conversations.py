@@ -15,7 +15,7 @@ import os
 import sys
 import unicodedata
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from hypothesis import strategies as st
 
@@ -73,7 +73,7 @@ _DRAWN: dict = {}
 KINDS: dict = {}
 
 
-def register_kind(kind: str, strategy) -> None:
+def register_kind(kind: str, strategy: Callable[..., Any]) -> None:
     """Let :func:`generated` draw ``kind`` from ``strategy(**keywords)``."""
     KINDS[kind] = strategy
 

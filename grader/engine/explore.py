@@ -25,7 +25,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Container, Iterable, Optional
+from typing import Any, Callable, Container, Iterable, Iterator, Optional
 
 from grader.engine import crash_models, layout
 from grader.engine.crash_models import CrashState, MODEL_NAMES
@@ -36,8 +36,7 @@ from grader.engine.ops import short_name
 from grader.engine.recorder import Op, Recorder, namespaces_of
 from grader.engine.scripted import Scenario
 from grader.engine.turnstile import Turnstile
-from grader.engine.hangs import (LOOP_TIMEOUT, Hang, KnownHang, LoopTimeout, hang_mark, hangs_since,  # noqa: F401
-                                 on_slow_loop, time_limit)
+from grader.engine.hangs import LOOP_TIMEOUT, Hang, LoopTimeout, hang_mark, hangs_since, time_limit
 
 POWER_MODELS = ("M3", "M4", "M5")
 
@@ -254,7 +253,7 @@ class Exploration:
 
 
 @contextlib.contextmanager
-def working_in(path: str):
+def working_in(path: str) -> Iterator[None]:
     old = os.getcwd()
     os.chdir(path)
     try:
@@ -540,7 +539,8 @@ def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = (
 @contextlib.contextmanager
 def recorded_run(run: Callable, scenario: Scenario, models: Iterable[str], *, directory: str,
                  timeout: Optional[float], workdir: Optional[str] = None,
-                 before: Optional[Callable[[str], None]] = None, scratch: Optional[str] = None):
+                 before: Optional[Callable[[str], None]] = None, scratch: Optional[str] = None
+                 ) -> Iterator[tuple[Exploration, Recorder, str]]:
     """Run the loop once under the recorder, in ``workdir`` or a temporary folder (in ``scratch``) that
     lasts as long as the ``with`` block. Yields ``(exploration so far, recorder, the directory the loop
     was given)``."""

@@ -77,7 +77,9 @@ class Window:
 
 
 # Why a check failed, as data (a Finding's ``cause``): two loops can break the same invariant for
-# different reasons, and the nudge and the next hint follow the reason, not the invariant.
+# different reasons, and the nudge and the next hint follow the reason, not the invariant. These are
+# the loop invariants' causes; a level declares its own (grader.levels.registry.declare_causes), and
+# the faces read every cause's words from the registry.
 CAUSES = {
     "no-save-a": "nothing is saved after the model names a tool and before it runs (save point A)",
     "no-save-b": "nothing is saved after a tool's result is recorded and before the model is called (save point B)",
@@ -95,9 +97,6 @@ CAUSES = {
     "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",
     "counts-early": "the save runs before the model's message is appended, so `tokensUsed` counts a response "
                     "the file does not hold yet",
-    # Level 4's turn cap, told apart by resuming the same file under a cap one lower.
-    "cap-not-enforced": "the resumed loop never stops at MAX_TURNS",
-    "cap-restarted": "the resumed loop counts its turn cap from zero instead of from the file's `turns`",
 }
 
 

@@ -15,7 +15,8 @@ from typing import Iterable, Iterator
 import pytest
 
 from grader.engine.checkpoint import tool_use_blocks
-from grader.engine.explore import LOOP_TIMEOUT, Exploration, at_point
+from grader.engine.explore import Exploration, at_point
+from grader.engine.hangs import LOOP_TIMEOUT
 from grader.levels import registry
 
 # How long one run of the learner's code may take (CRASHCOURSE_LOOP_TIMEOUT changes it).

@@ -169,7 +169,8 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
     if legend:
         lines.append("")
         lines.append("  What a resume would find:")
-        known = registry.legend()  # cell words and their lines, declared with the checks
+        # Cell words and their lines, declared with the checks: the drawn levels' own words first.
+        known = registry.legend_for(c.namespace for c in shown)
         words = [w for w in known if w in used]
         pad = max(len(w) for w in words) + 2 if words else 2
         for word in words:

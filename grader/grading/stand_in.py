@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from grader.engine import loader
 from grader.engine import recorder as recorder_module
-from grader.engine.explore import REMOTE_FRAMES, LoopTimeout
+from grader.engine.explore import REMOTE_FRAMES
+from grader.engine.hangs import LoopTimeout
 from grader.engine.recorder import Op
 from grader.grading import faults
 from grader.grading.bubblewrap import read_box_file

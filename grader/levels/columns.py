@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from grader.engine import loader
 from grader.engine.crash_models import MODEL_NAMES
 from grader.engine.explore import Exploration, Violation, windows_for
-from grader.engine.hangs import LoopTimeout, loop_timeout, time_limit
+from grader.engine.hangs import Hang, LoopTimeout, loop_timeout, time_limit
 from grader.engine.invariants import INVARIANTS
 from grader.levels import registry
 
@@ -49,9 +49,116 @@ STEP_WORDS = {"mkdir": "after mkdir", "open": "after open", "write": "after writ
               "truncate": "after truncate", "link": "after link", "rmdir": "after rmdir"}
 
 
+def with_rerun(text: str, rerun: str) -> str:
+    """``text`` and, when there is one, the command that re-runs just the test it came from."""
+    return text + (f"\n  Re-run just this test: {rerun}" if rerun else "")
+
+
+class ColumnMeaning:
+    """What a column's cells add up to, said by the level that draws it.
+
+    The faces ask a column whether it failed, which checks it tripped, its one-line summary, and the
+    story of the failure a test recorded; the column asks its meaning. This base class reads a
+    loop's column (every crash state of one run, :class:`Exploration`); a level with named checks
+    uses :class:`NamedChecks`, or a subclass of its own.
+    """
+
+    stuck_after = "so no crash state could be checked"
+
+    def failed(self, col: "Column") -> bool:
+        e = col.exploration
+        return e is None or not e.ok or bool(col.extra_bad)
+
+    def tripped(self, col: "Column") -> set:
+        """What broke, by check id (``ERROR`` when there was nothing to check)."""
+        if col.exploration is None:
+            return {"ERROR"}
+        return set(col.exploration.tripped) | set(col.extra_bad)
+
+    def summary(self, col: "Column") -> str:
+        e = col.exploration
+        if e is None:
+            return f"{col.title}: {col.note}"
+        if e.error:
+            return f"{col.title}: the loop did not finish even without a crash"
+        if e.unseen:
+            return f"{col.title}: wrote files in a way the grader cannot see"
+        extra = f"; {', '.join(col.extra_bad)} broken" if col.extra_bad else ""
+        where = f" at {e.points} crash points" if e.points else ""
+        split = model_split(e)
+        if not e.violations and not e.tripped:
+            return f"{col.title}: all {e.states} crash states{where} fine{extra}{split}"
+        kinds = ", ".join(sorted(e.tripped))
+        broken = sum(b for _, b in e.by_model.values()) if e.by_model else len(e.violations)
+        return f"{col.title}: {broken} of {e.states} crash states{where} broken ({kinds}){extra}{split}"
+
+    def explain(self, col: "Column", checks: set, causes: list, message: Optional[str], rerun: str) -> str:
+        """The first failure in full: the crash state behind the test that recorded ``checks`` (ids
+        of the level's namespace) and ``causes`` and failed with ``message`` (None: no test failed),
+        or "" when the column has nothing to add to the test's own message."""
+        e = col.exploration
+        if e is not None and e.violations:
+            v = next((v for v in e.violations if v.invariant in checks and v.cause in causes), None)
+            if v is None and causes and not checks and message is not None:
+                # A test whose cause no crash state shows (the file a finished run left) speaks for itself.
+                return with_rerun(message.strip(), rerun)
+            if v is None:
+                v = next((v for v in e.violations if v.invariant in checks), e.violations[0])
+            if rerun and not v.rerun:
+                v.rerun = rerun
+            return v.explain()
+        if e is not None and (e.error or e.unseen):
+            return e.report(rerun)
+        if col.extra_explain:
+            return with_rerun(col.extra_explain, rerun)
+        return ""
+
+
+class NamedChecks(ColumnMeaning):
+    """A column with one row per named check (``problems`` maps each failing check id to its story).
+
+    The level words its summary: ``fine`` when every check holds, ``failing`` when some do not, each
+    a format string that may use ``{title}``, ``{rows}`` (checks shown), ``{bad}`` (failing),
+    ``{names}`` (their ids, sorted) and ``{states}`` (crash states); ``stuck_after`` ends the
+    summary of a column whose code got stuck after some checks were shown."""
+
+    def __init__(self, fine: str, failing: str, stuck_after: str = ColumnMeaning.stuck_after):
+        self.fine, self.failing, self.stuck_after = fine, failing, stuck_after
+
+    def failed(self, col: "Column") -> bool:
+        return bool(col.problems) or not col.cells
+
+    def tripped(self, col: "Column") -> set:
+        return (set(col.problems) if col.cells else {"ERROR"}) | ({"STUCK"} if col.stuck is not None else set())
+
+    def summary(self, col: "Column") -> str:
+        if not col.cells:
+            return f"{col.title}: {col.note}"
+        words = self.failing if col.problems else self.fine
+        return words.format(title=col.title, rows=len(col.cells), bad=len(col.problems),
+                            names=", ".join(sorted(col.problems)), states=col.states)
+
+    def explain(self, col: "Column", checks: set, causes: list, message: Optional[str], rerun: str) -> str:
+        if not col.problems:
+            return ""
+        check_id = next((c for c in col.problems if c in checks), next(iter(col.problems)))
+        story = col.problems[check_id]
+        if hasattr(story, "explain"):
+            if rerun and not story.rerun:
+                story.rerun = rerun
+            return story.explain()
+        return with_rerun(story, rerun)
+
+
+LOOP = ColumnMeaning()
+
+
 @dataclass
 class Column:
-    """What one loop's crash points hold: ``cells[key]`` is the list of verdicts at that row."""
+    """What one loop's crash points hold: ``cells[key]`` is the list of verdicts at that row.
+
+    ``namespace`` is the level's check namespace (its legend words come first); ``meaning`` says
+    what the cells add up to (:class:`ColumnMeaning`)."""
 
     title: str
     cells: dict = field(default_factory=dict)
@@ -61,60 +168,36 @@ class Column:
     unsaved: set = field(default_factory=set)
     exploration: Optional[Exploration] = None
     note: str = ""
-    problems: dict = field(default_factory=dict)   # check id -> full message (level 1's resume checks)
-    kind: str = "loop"
+    problems: dict = field(default_factory=dict)   # check id -> its story (a column of named checks)
+    namespace: str = "loop"
+    meaning: ColumnMeaning = LOOP
 
     states: int = 0
     extra_bad: list = field(default_factory=list)   # whole-run checks that failed (level 6: BYTES)
     extra_explain: str = ""                         # the lesson of the first of them
-    stuck: Any = None   # the grader.engine.hangs.Hang, when the code got stuck while this column was drawn
+    stuck: Optional[Hang] = None   # when the code got stuck while this column was drawn
 
     @property
     def failed(self) -> bool:
-        if self.stuck is not None:
-            return True
-        if self.kind in ("fields", "resume"):
-            return bool(self.problems) or not self.cells
-        e = self.exploration
-        return e is None or not e.ok or bool(self.extra_bad)
+        return self.stuck is not None or self.meaning.failed(self)
 
     @property
     def tripped(self) -> set:
-        """What broke, by id: invariants for loop columns, check ids for level 1 and level 4."""
-        if self.kind in ("fields", "resume"):
-            return (set(self.problems) if self.cells else {"ERROR"}) | ({"STUCK"} if self.stuck is not None else set())
-        if self.exploration is None:
-            return {"ERROR"}
-        return set(self.exploration.tripped) | set(self.extra_bad)
+        """What broke, by id: invariants for loop columns, the level's check ids for named checks."""
+        return self.meaning.tripped(self)
 
     def summary(self) -> str:
         if self.stuck is not None:
-            after = ("so the checks that call it could not be made" if self.kind == "fields" and self.cells else
-                     "so no crash state could be checked")
+            after = self.meaning.stuck_after if self.cells else ColumnMeaning.stuck_after
             return f"{self.title}: stuck in {self.stuck.function} (stopped after {self.stuck.seconds:g} s), {after}"
-        if self.kind == "resume" and self.cells:
-            if not self.problems:
-                return f"{self.title}: resumed well from all {self.states} crash states"
-            return f"{self.title}: resume goes wrong ({', '.join(sorted(self.problems))})"
-        if self.kind == "fields" and self.cells:
-            bad = len(self.problems)
-            return (f"{self.title}: all {len(self.cells)} resume checks fine" if not bad else
-                    f"{self.title}: {bad} of {len(self.cells)} resume checks fail")
-        e = self.exploration
-        if e is None:
-            return f"{self.title}: {self.note}"
-        if e.error:
-            return f"{self.title}: the loop did not finish even without a crash"
-        if e.unseen:
-            return f"{self.title}: wrote files in a way the grader cannot see"
-        extra = f"; {', '.join(self.extra_bad)} broken" if self.extra_bad else ""
-        where = f" at {e.points} crash points" if e.points else ""
-        split = model_split(e)
-        if not e.violations and not e.tripped:
-            return f"{self.title}: all {e.states} crash states{where} fine{extra}{split}"
-        kinds = ", ".join(sorted(e.tripped))
-        broken = sum(b for _, b in e.by_model.values()) if e.by_model else len(e.violations)
-        return f"{self.title}: {broken} of {e.states} crash states{where} broken ({kinds}){extra}{split}"
+        return self.meaning.summary(self)
+
+    def explain(self, checks: Iterable[str], causes: Iterable[str], message: Optional[str] = None,
+                rerun: str = "") -> str:
+        """The first failure in full, for the test that recorded ``checks`` (qualified ids, as a test
+        records them) and ``causes``; "" when the test's own message says it best."""
+        ids = {registry.split(c)[1] for c in checks}
+        return self.meaning.explain(self, ids, list(causes), message, rerun)
 
 
 # How the level tests split the crash models: a killed process, a power cut that loses unsynced data,

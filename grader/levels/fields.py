@@ -42,14 +42,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from grader.engine.explore import LoopTimeout, working_in, time_limit
-from grader.engine.hangs import Hang, hang_mark, hangs_since, loop_timeout
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, field_problems, read_or_none, initial_state, pending_record, snapshot, spend, \
-    tool_result_message, tool_use_blocks
-from grader.engine.scripted import Scenario, ScriptedModelError, ScriptedToolError, from_turns, support_tickets
-from grader.levels import registry
-from grader.levels.interface import LevelModule
-from grader.levels import columns
+from grader.levels import api
+from grader.levels.api import (CHECKPOINT_NAME, field_problems, FIELDS, from_turns, Hang, hang_mark, hangs_since,
+                               initial_state, LevelModule, loop_timeout, LoopTimeout, pending_record, read_or_none,
+                               reference_saves, Scenario, ScriptedModelError, ScriptedToolError, snapshot, spend,
+                               support_tickets, time_limit, tool_result_message, tool_use_blocks, working_in)
 
 RUNTIME_KEYS = ("client", "startedAt")
 # Not the default "checkpoints", and nested with a space in it: a save that ignores `directory`, or
@@ -632,7 +629,6 @@ def check_pending(module: Any, seed: int = 0) -> Optional[str]:
 
 def _good_file(seed: int = 0) -> dict:
     """A checkpoint a correct loop saves at point A of turn 2 (so pendingToolUse is set)."""
-    from grader.engine.checkpoint import reference_saves
     scenario = support_tickets(seed)
     saves = reference_saves(scenario.task, scenario.responses, scenario.results)
     return [s for label, s in saves if label == "A"][1]
@@ -779,7 +775,7 @@ _CHECK_FUNCTIONS = {
     "load-accepts": check_load_accepts,
 }
 # The ids, their order and their words are declared in grader.levels.registry ("fields").
-LEVEL1_CHECKS = {c.id: _CHECK_FUNCTIONS[c.id] for c in registry.checks("fields")}
+LEVEL1_CHECKS = {c.id: _CHECK_FUNCTIONS[c.id] for c in api.checks("fields")}
 
 
 def level1_verdict(module: Any, seed: int = 0) -> dict:
@@ -815,7 +811,6 @@ class FieldsLevel(LevelModule):
     """Level 1: each field (and the loader) proved by crashing a run and resuming it."""
 
     namespace = "fields"
-    runs_a_loop = False
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
         """Each check of :data:`LEVEL1_CHECKS`, ok or what went wrong on resume."""
@@ -823,16 +818,16 @@ class FieldsLevel(LevelModule):
         if failed is not None:
             return failed
         problems, stuck = level1_findings(module, seed)
-        col = columns.Column(title, problems=problems, kind="fields")
+        col = api.Column(title, problems=problems, namespace=self.namespace, meaning=FIELDS_COLUMN)
         col.stuck = next((hang for kind, hang in stuck.values() if kind == "stopped"), None)
-        for check in registry.checks(self.namespace):
+        for check in api.checks(self.namespace):
             key = ("field", 0, check.id)
             col.labels[key] = (check.row, "")
             message = problems.get(check.id)
             if check.id in stuck:
-                col.cells[key] = [columns.STUCK]
+                col.cells[key] = [api.STUCK]
             elif message is None:
-                col.cells[key] = [columns.OK]
+                col.cells[key] = [api.OK]
             elif "could not be set up" in message or "no checkpoint.json in the folder" in message:
                 col.cells[key] = ["save failed"]
             else:
@@ -846,5 +841,10 @@ class FieldsLevel(LevelModule):
         return ("Each row crashes a run that saves with this checkpoint.py, resumes it with the kit's resume driver, "
                 "and says what went wrong.")
 
+
+# How level 1's column reads: one row per check, each ok or what went wrong on resume.
+FIELDS_COLUMN = api.NamedChecks(fine="{title}: all {rows} resume checks fine",
+                                failing="{title}: {bad} of {rows} resume checks fail",
+                                stuck_after="so the checks that call it could not be made")
 
 LEVEL = FieldsLevel()

@@ -9,8 +9,8 @@ level only through it:
   ``selfcheck``);
 - :meth:`LevelModule.render_options` and :meth:`LevelModule.engine_words`: how the matrix is headed
   and the sentence above it;
-- :attr:`LevelModule.runs_a_loop`, ``several_calls`` and ``own_loader``: how ``crashcourse run``
-  drives its file and shows what it left;
+- :meth:`LevelModule.drive`: how ``crashcourse run`` drives its file (a :class:`Drive`), or None
+  when it cannot;
 - :meth:`LevelModule.warm`: work ``crashcourse grade`` does once before its judges fork.
 
 Several levels may share one module (levels 2 and 3 both use :mod:`grader.levels.loop`); what
@@ -20,10 +20,32 @@ differs between them (crash models, file names, the function) comes from the man
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-__all__ = ["LevelModule", "load_level_module", "LevelModuleError"]
+if TYPE_CHECKING:  # the manifest imports this module to find a level's LEVEL
+    from grader.levels.columns import Column
+    from grader.levels.manifest import Level
+
+__all__ = ["Drive", "LevelModule", "load_level_module", "LevelModuleError"]
+
+
+@dataclass(frozen=True)
+class Drive:
+    """How ``crashcourse run`` drives a level's file (the level's :meth:`LevelModule.drive` says).
+
+    ``function`` is what it calls in the learner's file. A run starts the course's task in an empty
+    folder: ``function(task, tools, call_model, execute_tool, directory)``; with ``resumes`` it
+    carries on the checkpoint an earlier run left there instead: ``function(tools, call_model,
+    execute_tool, directory)``. ``several_calls``: the model may name several tool calls in one turn
+    (and the live API is asked for that). ``own_loader``: the state spans files of the learner's
+    choosing, read back through the learner's own ``load_checkpoint``."""
+
+    function: str
+    resumes: bool = False
+    several_calls: bool = False
+    own_loader: bool = False
 
 
 class LevelModuleError(Exception):
@@ -34,20 +56,19 @@ class LevelModule:
     """The interface a level module implements (subclass it; override what the level needs)."""
 
     namespace: str = "loop"          # its checks' namespace in grader.levels.registry
-    runs_a_loop: bool = True         # its file has run_agent: `crashcourse run` can drive it
-    several_calls: bool = False      # its task names several tool calls in one turn (`crashcourse run` drives that task)
-    own_loader: bool = False         # its state spans files that the learner's load_checkpoint reads back
+    several_calls: bool = False      # its task names several tool calls in one turn (see Drive)
+    own_loader: bool = False         # its state spans files that the learner's load_checkpoint reads back (see Drive)
 
-    def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:
-        """The crash-matrix column (:class:`grader.faces.columns.Column`) of the files in ``folder``,
+    def column(self, title: str, folder: Path, level: Level, seed: int = 0) -> Optional[Column]:
+        """The crash-matrix column (:class:`grader.levels.columns.Column`) of the files in ``folder``,
         or None when the level has no matrix (its tests are the whole verdict)."""
         return None
 
-    def render_options(self, level: Any) -> dict:
+    def render_options(self, level: Level) -> dict:
         """Keyword arguments for :func:`grader.faces.matrix.render` (a heading, row grouping)."""
         return {}
 
-    def engine_words(self, level: Any) -> str:
+    def engine_words(self, level: Level) -> str:
         """One sentence above the matrix: what each row did to the learner's code."""
         if level.crash_models:
             from grader.levels import columns
@@ -55,13 +76,20 @@ class LevelModule:
             return f"Crash models: {columns.models_line(level)}."
         return ""
 
-    def warm(self, level: Any, scenarios: list) -> None:
+    def drive(self, level: Level) -> Optional[Drive]:
+        """How ``crashcourse run`` drives the level's file, or None when it cannot (the file is no
+        loop). By default a level whose manifest ``function`` is ``run_agent`` is run as a loop."""
+        if level.function != "run_agent":
+            return None
+        return Drive(level.function, several_calls=self.several_calls, own_loader=self.own_loader)
+
+    def warm(self, level: Level, scenarios: list) -> None:
         """Before ``crashcourse grade`` forks its judges: anything every judge would otherwise redo."""
 
     # -- helpers for subclasses ----------------------------------------------------------------------
 
     @staticmethod
-    def import_file(title: str, folder: Path, level: Any) -> tuple[Any, Optional[Any]]:
+    def import_file(title: str, folder: Path, level: Level) -> tuple[Any, Optional[Column]]:
         """``(module, None)`` for the level's first file in ``folder``, or ``(None, failed column)``
         saying, in the learner's words, why it could not be imported."""
         from grader.levels import columns
@@ -77,7 +105,7 @@ class LevelModule:
         except loader.ImportProblem as exc:
             return None, columns.failed_column(title, str(exc))
 
-    def import_function(self, title: str, folder: Path, level: Any) -> tuple[Any, Optional[Any]]:
+    def import_function(self, title: str, folder: Path, level: Level) -> tuple[Any, Optional[Column]]:
         """``(the level's function, None)`` from its first file in ``folder`` (``level.function``:
         ``run_agent``, ...), or ``(None, failed column)`` saying why there is none."""
         from grader.levels import columns

@@ -28,13 +28,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import Exploration, Violation, explore_loop, scratch_root, time_limit, windows_for
-from grader.engine.invariants import Finding, check, parse, parse_cached
-from grader.engine.layout import Layout, UnsafeName, check_names
-from grader.engine.checkpoint import clone, compute_reference_saves, plain_pickle, tool_result_message, tool_use_blocks
-from grader.engine.scripted import Scenario, ScriptedModel, from_turns
-from grader.levels.interface import LevelModule
-from grader.levels import columns
+from grader.levels import api
+from grader.levels.api import (check, check_names, clone, compute_reference_saves, Exploration, explore_loop, Finding,
+                               from_turns, hang_mark, hangs_since, Layout, LevelModule, loop_timeout, parse,
+                               parse_cached, plain_pickle, record_run, Scenario, scratch_root, ScriptedModel,
+                               support_tickets, time_limit, tool_result_message, tool_use_blocks, UnsafeName,
+                               Violation, windows_for)
 
 LONG_TURNS = 200
 AMPLIFICATION_LIMIT = 10.0
@@ -80,10 +79,8 @@ class _SettledModel(ScriptedModel):
         self._sizes = _history_lengths(scenario)
 
     def __call__(self, *, tools: Any = None, messages: Any = None, **kwargs: Any) -> dict:
-        from grader.engine import recorder
-
         index = len(self.checked(messages))  # what a model would refuse is refused here first
-        active = recorder.active()
+        active = api.active_recorder()
         if active is not None and FROM_TURN <= index < len(self.scenario.responses) - 1:
             ops = active.ops
             self._written += sum(len(op.data or b"") for op in ops[self._seen:] if op.kind == "write")
@@ -127,14 +124,6 @@ def shared_reference_saves(task: str, responses: list, results: list) -> list:
     """What :func:`~grader.engine.checkpoint.reference_saves` returns, without its cache (a long
     run's 200 responses would be copied to key it). Treat the returned states as read-only."""
     return compute_reference_saves(task, list(responses), list(results))
-
-
-def json_size(state: dict) -> int:
-    """len(json.dumps(state, ensure_ascii=False)) in UTF-8 bytes, without encoding the whole history again."""
-    messages = state["messages"]
-    rest = len(json.dumps(dict(state, messages=[]), ensure_ascii=False).encode("utf-8"))
-    inner = sum(len(json.dumps(m, ensure_ascii=False).encode("utf-8")) for m in messages)
-    return rest + inner + 2 * max(0, len(messages) - 1)
 
 
 def history_sizes(ops: list, task: str, saves: Optional[list] = None) -> list:
@@ -722,21 +711,18 @@ class JournalLevel(LevelModule):
         """The bytes row runs the loop uncrashed on the long task the tests use (its model answers early
         once the verdict is settled, as there) and compares what it wrote with the size of the
         conversation, so the demo's ratio and turn count are the ones pytest prints."""
-        from grader.engine.explore import record_run
-        from grader.engine.hangs import hang_mark, hangs_since, loop_timeout
-        from grader.engine.scripted import support_tickets
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
             return failed
         if not callable(getattr(module, level.function, None)):
-            return columns.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
+            return api.failed_column(title, f"{level.files[0]} has no function `{level.function}`")
         load = getattr(module, "load_checkpoint", None)
         if not callable(load):
-            return columns.failed_column(title, f"{level.files[0]} has no function `load_checkpoint`")
+            return api.failed_column(title, f"{level.files[0]} has no function `load_checkpoint`")
         scenario = support_tickets(seed)
         result = explore_journal(module.run_agent, load, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
                                  timeout=loop_timeout())
-        col = columns.column(title, result.crashes, scenario.task)  # one call per turn: level 2's rows name the points
+        col = api.column(title, result.crashes, scenario.task)  # one call per turn: level 2's rows name the points
         if result.crashes.error:
             return col
         long = _LongScenario(**vars(long_conversation(LONG_TURNS, seed=seed)))
@@ -748,7 +734,7 @@ class JournalLevel(LevelModule):
         stuck = next((hang for _, hang in hangs_since(mark)), None)
         if error:
             col.stuck = stuck
-            col.cells[key] = [columns.STUCK if stuck is not None else "loop failed"]
+            col.cells[key] = [api.STUCK if stuck is not None else "loop failed"]
             col.extra_bad.append("BYTES")
             col.extra_explain = f"The {LONG_TURNS}-turn run did not finish: {error}"
             return col

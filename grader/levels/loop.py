@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from grader.levels.interface import LevelModule
-from grader.levels import columns
+from grader.levels import api
+from grader.levels.api import explore_loop, LevelModule, loop_timeout, NESTED_FOLDER, parent_exists, support_tickets
 
 __all__ = ["LEVEL", "LoopLevel"]
 
@@ -24,9 +24,6 @@ class LoopLevel(LevelModule):
 
     def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:
         """The crash matrix column of the loop in ``folder`` on the course's scripted task."""
-        from grader.engine.explore import NESTED_FOLDER, explore_loop, parent_exists
-        from grader.engine.hangs import loop_timeout
-        from grader.engine.scripted import support_tickets
         fn, failed = self.import_function(title, folder, level)
         if failed is not None:
             return failed
@@ -37,7 +34,7 @@ class LoopLevel(LevelModule):
         exploration = explore_loop(fn, scenario, models=models, max_violations=10 ** 6, directory=NESTED_FOLDER,
                                    before=parent_exists if set(models) & {"M3", "M4", "M5"} else None,
                                    timeout=loop_timeout())
-        return columns.column(title, exploration, scenario.task)
+        return api.column(title, exploration, scenario.task)
 
     def warm(self, level: Any, scenarios: list) -> None:
         """Check the kit's own solution on the level's conversations, before the judges fork.
@@ -45,8 +42,6 @@ class LoopLevel(LevelModule):
         Verdicts are shared by runs of the same conversation (:func:`grader.engine.explore.shared_verdicts`),
         so every student whose saves write the same bytes as the solution's is checked by lookup.
         """
-        from grader.engine.explore import explore_loop
-
         if level.function != "run_agent" or len(level.files) != 1:
             return
         source = level.solution_dir / level.files[0]

@@ -28,15 +28,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.explore import NESTED_FOLDER, Exploration, Violation, check_trace, recorded_run, rerun_after_crashes
-from grader.engine.invariants import Finding, Window, no_checkpoint, parse_cached, shape_finding
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, initial_state, snapshot, spend, tool_result_ids, tool_use_blocks
-from grader.engine.checkpoint import field_problems as protocol_field_problems
-from grader.engine import conversations as conversations_module
-from grader.engine.hangs import loop_timeout
-from grader.engine.scripted import ISSUE_TYPES, NON_IDEMPOTENT_TOOLS, TICKET_TASK, TICKET_TOOLS, Scenario, random_tool_id, random_usage
-from grader.levels.interface import LevelModule
-from grader.levels import columns
+from grader.levels import api
+from grader.levels.api import (check_trace, CHECKPOINT_NAME, Exploration, field_problems as protocol_field_problems,
+                               FIELDS, Finding, initial_state, ISSUE_TYPES, LevelModule, loop_timeout, NESTED_FOLDER,
+                               no_checkpoint, NON_IDEMPOTENT_TOOLS, parse_cached, random_tool_id, random_usage,
+                               recorded_run, rerun_after_crashes, result_strategy, Scenario, shape_finding, snapshot,
+                               spend, text_strategy, TICKET_TASK, TICKET_TOOLS, tool_input_strategy, tool_result_ids,
+                               tool_use_blocks, usage_strategy, Violation, Window)
 
 # The course's tools, with tickets listed a month at a time (three months: three calls in one turn)
 # and a second tool that must not run twice.
@@ -137,8 +135,6 @@ def parallel_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
 def parallel_conversations(min_turns: int = 0, max_turns: int = 6):
     """A Hypothesis strategy of scenarios whose turns name one to three tools each."""
     from hypothesis import strategies as st
-
-    from grader.engine.conversations import result_strategy, text_strategy, tool_input_strategy, usage_strategy
 
     @st.composite
     def draw_scenario(draw: Any) -> Scenario:
@@ -649,7 +645,7 @@ def explore_parallel(run: Callable, scenario: Scenario, *, models: Iterable[str]
     return result
 
 
-conversations_module.register_kind("parallel", parallel_conversations)
+api.register_kind("parallel", parallel_conversations)
 
 
 # -- the level plug-in ---------------------------------------------------------------------------------
@@ -668,7 +664,7 @@ class ParallelLevel(LevelModule):
         # The level's tests' own folder, so the matrix counts the crash states they count.
         exploration = explore_parallel(fn, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
                                        directory=NESTED_FOLDER, timeout=loop_timeout())
-        return columns.column(title, exploration, scenario.task, parallel_windows)
+        return api.column(title, exploration, scenario.task, parallel_windows)
 
 
 LEVEL = ParallelLevel()

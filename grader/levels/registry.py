@@ -20,12 +20,12 @@ A failing test records the ids it tripped as data (:func:`qualified` strings in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
-from grader.engine.invariants import INVARIANTS
+from grader.engine.invariants import CAUSES, INVARIANTS
 
-__all__ = ["Check", "PROPERTY", "PICTURE_OUTCOMES", "check", "checks", "declare", "legend", "namespaces",
-           "qualified", "split", "words"]
+__all__ = ["Check", "PROPERTY", "PICTURE_OUTCOMES", "cause_words", "causes", "check", "checks", "declare",
+           "declare_causes", "legend", "legend_for", "namespaces", "qualified", "split", "words"]
 
 PROPERTY = "crashcourse_checks"   # the user_properties key a failing test records its check ids under
 
@@ -216,7 +216,8 @@ def words(namespace: str) -> dict:
 
 
 def legend(which: Optional[Iterable[str]] = None) -> dict:
-    """``{cell word: what it means}`` for the crash matrix, in the order the legend lists them."""
+    """``{cell word: what it means}`` for the crash matrix, in the order the legend lists them:
+    the namespaces ``which`` names (all when None), where the first to declare a word wins."""
     out: dict = {}
     for namespace in (namespaces() if which is None else which):
         for c in checks(namespace):
@@ -225,6 +226,15 @@ def legend(which: Optional[Iterable[str]] = None) -> dict:
         for word, text in _OTHER_CELLS.get(namespace, ()):
             out.setdefault(word, text)
     return out
+
+
+def legend_for(drawn: Iterable[str]) -> dict:
+    """The legend of a matrix whose columns belong to the namespaces ``drawn``: a word the drawn levels
+    declare is explained in their words (so a level's "ok" is its own), a word none of them declares
+    (the shared "stuck", "+N") in the words of the level that does; in the legend's usual order."""
+    every = legend()
+    own = legend(list(dict.fromkeys(drawn)))
+    return {word: own.get(word, text) for word, text in every.items()}
 
 
 def qualified(namespace: str, check_id: str) -> str:
@@ -236,3 +246,37 @@ def split(name: str) -> tuple[str, str]:
     """``("resume", "PAIRING")`` from ``"resume/PAIRING"``; a bare id is taken as the engine's."""
     namespace, _, check_id = name.rpartition("/")
     return (namespace or "loop"), check_id
+
+
+# --- causes: why a check failed, in a learner's words ---------------------------------------------
+
+# The engine's causes (the loop invariants') under "loop"; a level declares its own with
+# declare_causes when its module is imported. A cause travels as its bare id (a test records it,
+# hints.md names it), so ids are unique across namespaces.
+_CAUSES: dict = {"loop": dict(CAUSES)}
+
+
+def declare_causes(namespace: str, new_causes: Mapping[str, str]) -> None:
+    """Add a level's causes (``{id: what went wrong, as a clause}``) under its namespace.
+
+    A level module calls this when it is imported, beside :func:`declare`; the id is what a failing
+    test records (``causes=[...]``) and what ``hints.md`` names in a ``<!-- causes: ... -->`` line.
+    Declaring the same causes again is harmless; an id already declared elsewhere with other words
+    is refused, since a recorded id must mean one thing."""
+    for cause, text in new_causes.items():
+        for namespace_, known in _CAUSES.items():
+            if cause in known and known[cause] != text:
+                raise ValueError(f"the cause {cause!r} is already declared by {namespace_!r} with other words")
+    _CAUSES.setdefault(namespace, {}).update(new_causes)
+
+
+def causes(namespace: Optional[str] = None) -> dict:
+    """``{cause id: words}``: one namespace's, or every one declared so far (None)."""
+    if namespace is not None:
+        return dict(_CAUSES.get(namespace, {}))
+    return {cause: text for known in _CAUSES.values() for cause, text in known.items()}
+
+
+def cause_words(cause: str) -> str:
+    """What the cause ``cause`` means, as a clause ("" when no level declared it)."""
+    return next((known[cause] for known in _CAUSES.values() if cause in known), "")

@@ -41,21 +41,22 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.crash_models import MODEL_NAMES, crash_states
-from grader.engine.explore import (LoopTimeout, at_point, working_in, short_traceback,
-                                   time_limit, describe_bytes, folder_in, record_run, scratch_root, windows_for)
-from grader.engine.hangs import Hang, loop_timeout
-from grader.engine.layout import lay_out
-from grader.engine.checkpoint import CHECKPOINT_NAME, FIELDS, exactly_saved, read_or_none, reference_saves, run_reference, snapshot, tool_use_blocks
-from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, assistant_turns,
-                                    check_messages)
-from grader.engine.forwarded import free_fsync
-from grader.levels import registry
-from grader.levels.interface import LevelModule
-from grader.levels import columns
+from grader.levels import api
+from grader.levels.api import (assistant_turns, at_point, check_messages, CHECKPOINT_NAME, crash_states,
+                               describe_bytes, exactly_saved, FIELDS, folder_in, free_fsync, Hang, lay_out,
+                               LevelModule, loop_timeout, LoopTimeout, MODEL_NAMES, read_or_none, record_run,
+                               reference_saves, run_reference, Scenario, scratch_root, ScriptedModel,
+                               ScriptedModelError, ScriptedToolError, ScriptedTools, short_traceback, snapshot,
+                               support_tickets, time_limit, tool_use_blocks, windows_for, working_in)
 
 
-CHECKS = registry.words("resume")  # id -> what holds, declared in grader.levels.registry
+CHECKS = api.words("resume")  # id -> what holds, declared in grader.levels.registry
+# Why the turn cap broke, told apart by resuming the same file under a cap one lower (hints.md
+# names these in level 4's task 5).
+api.declare_causes("resume", {
+    "cap-not-enforced": "the resumed loop never stops at MAX_TURNS",
+    "cap-restarted": "the resumed loop counts its turn cap from zero instead of from the file's `turns`",
+})
 
 
 # -- the crashed run's writers -------------------------------------------------------------------------
@@ -140,7 +141,6 @@ class KeyedTools(ScriptedTools):
         index = next((i for i, b in enumerate(self.blocks) if b["id"] == script_id), None)
         normal = json.loads(json.dumps(tool_input))
         if index is None or self.blocks[index]["name"] != name or self.blocks[index]["input"] != normal:
-            from grader.engine.scripted import ScriptedToolError
             raise ScriptedToolError(f"the loop ran {name}({json.dumps(tool_input)[:60]}) under the key {tool_use_id!r}, "
                                     "but the model asked for no such call under that id")
         self.calls += 1
@@ -884,27 +884,25 @@ class ResumeLevel(LevelModule):
     """Level 4: a correct run crashed at each point, then resumed with the learner's ``resume_agent``."""
 
     namespace = "resume"
-    runs_a_loop = False
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
         """The same steps as :func:`explore_resume`, kept per crash point so each row of the matrix can
         say what resume made of the file that crash left."""
-        from grader.engine.scripted import support_tickets
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
             return failed
         resume = getattr(module, level.function, None)
         error = getattr(module, "CheckpointError", None)
         if not callable(resume) or not (isinstance(error, type) and issubclass(error, Exception)):
-            return columns.failed_column(title, f"{level.files[0]} needs `{level.function}` and "
+            return api.failed_column(title, f"{level.files[0]} needs `{level.function}` and "
                                                "`class CheckpointError(Exception)`")
-        cells = {c.id: c.cell for c in registry.checks(self.namespace)}
+        cells = {c.id: c.cell for c in api.checks(self.namespace)}
         scenario = support_tickets(seed)
         with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-", dir=scratch_root()) as work:
             work = os.path.realpath(work)
             recorder, returned, err, _ = record_run(reference_writer, scenario, work, "checkpoints")
         if err is not None:
-            return columns.failed_column(title, f"the crashed run failed (a grader problem): {err}")
+            return api.failed_column(title, f"the crashed run failed (a grader problem): {err}")
         ops, final = recorder.ops, snapshot(returned)
         windows = windows_for(ops, scenario.task)
         blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
@@ -912,7 +910,7 @@ class ResumeLevel(LevelModule):
         for op in ops:
             starts.append(starts[-1] + (op.kind == "tool_start"))
             received.append(received[-1] + (op.kind == "model_end"))
-        col = columns.Column(title, kind="resume")
+        col = api.Column(title, namespace=self.namespace, meaning=RESUME_COLUMN)
         seen: dict = {}
         for state in crash_states(ops, recorder.initial, os.path.join(work, "checkpoints"), CHECKPOINT_NAME,
                                   ("M1",), recorder.initial_dirs):
@@ -933,21 +931,29 @@ class ResumeLevel(LevelModule):
                     col.problems.setdefault(check, ResumeFailure(
                         check, windows[state.point].words(), state.model, _describe_file(raw),
                         _describe_outcome(outcome), detail))
-            row, phase_words, step = columns.row_key(windows[state.point], ops, state.point)
+            row, phase_words, step = api.row_key(windows[state.point], ops, state.point)
             col.labels[row] = (phase_words, step)
             cell = col.cells.setdefault(row, [])
-            for word in [cells.get(c) or c.lower() for c, _ in seen[key]] or [columns.OK]:
+            for word in [cells.get(c) or c.lower() for c, _ in seen[key]] or [api.OK]:
                 if word not in cell:
                     cell.append(word)
             col.states += 1
         for cell in col.cells.values():
-            if len(cell) > 1 and columns.OK in cell:
-                cell.remove(columns.OK)
+            if len(cell) > 1 and api.OK in cell:
+                cell.remove(api.OK)
         return col
+
+    def drive(self, level: Any) -> Optional[api.Drive]:
+        """`crashcourse run` resumes the checkpoint a stopped run left, with this level's function."""
+        return api.Drive(level.function, resumes=True)
 
     def engine_words(self, level: Any) -> str:
         return ("Each row: a correct loop is killed at that point, then this resume_agent runs on what it left "
                 "(a fresh scripted model; tools that remember what ran before the crash).")
 
+
+# How level 4's column reads: each row a crash state resumed, the checks that went wrong named.
+RESUME_COLUMN = api.NamedChecks(fine="{title}: resumed well from all {states} crash states",
+                                failing="{title}: resume goes wrong ({names})")
 
 LEVEL = ResumeLevel()

@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from grader.engine import hangs
-from grader.engine.invariants import CAUSES
 from grader.engine.scripted import DEFAULT_SEED
 from grader.faces import matrix
 from grader.faces.student import testrun
-from grader.faces.student.common import (engine_words, files_signature, folder_for, level_column, level_heading,
+from grader.faces.student.common import (cause_words, engine_words, files_signature, folder_for, level_column, level_heading,
                                          level_or_say, read_state, rel, render, say, wrap_block, write_state)
 from grader.faces.student.testrun import TestRun, hint_task, stuck_words
 from grader.levels import manifest as manifest_mod
-from grader.levels import registry
 
 
 @dataclass
@@ -116,7 +113,7 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still "
                 "failing)")
         else:
-            cause = CAUSES.get(tests.first_causes()[0], "") if tests.first_causes() else ""
+            cause = cause_words(level, tests.first_causes()[0]) if tests.first_causes() else ""
             out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} fails first, but the "
                 f"cause is task {hinted}'s: {cause})")
         if col is not None and tests.passed and col.failed:
@@ -139,35 +136,13 @@ def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
         told = next((r.message for r in tests.results if not r.passed and col.stuck.place
                      and col.stuck.place in r.message), "")
         return told.strip() or col.stuck.story + (f"\n  Re-run just this test: {rerun}" if rerun else "")
-    if col is not None and col.exploration is not None and col.exploration.violations:
-        # Explain the violation behind the first failing test, so the re-run command fits it: the
-        # checks and the cause it recorded pick it; a test whose cause no crash state shows (the
-        # file a finished run left) speaks for itself.
-        named = {registry.split(c)[1] for c in first_test.checks} if first_test else set()
-        if first_test and not named:
-            named = set(re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message))
-        causes = first_test.causes if first_test else []
-        v = next((v for v in col.exploration.violations if v.invariant in named and v.cause in causes), None)
-        if v is None and causes and first_test is not None and " broken:" not in first_test.message:
-            return first_test.message.strip() + (f"\n  Re-run just this test: {rerun}" if rerun else "")
-        if v is None:
-            v = next((v for v in col.exploration.violations if v.invariant in named), col.exploration.violations[0])
-        if rerun and not v.rerun:
-            v.rerun = rerun
-        return v.explain()
-    if col is not None and col.exploration is not None and (col.exploration.error or col.exploration.unseen):
-        return col.exploration.report(rerun)
-    if col is not None and col.extra_explain:
-        return col.extra_explain + (f"\n  Re-run just this test: {rerun}" if rerun else "")
-    if col is not None and col.problems:
-        named = re.findall(r"\b([A-Z][A-Z-]+) broken:", first_test.message) if first_test else []
-        check_id = next((c for c in col.problems if c in named), next(iter(col.problems)))
-        message = col.problems[check_id]
-        if hasattr(message, "explain"):
-            if rerun and not message.rerun:
-                message.rerun = rerun
-            return message.explain()
-        return message + (f"\n  Re-run just this test: {rerun}" if rerun else "")
+    if col is not None:
+        # The level's column tells the failure behind the first failing test, chosen by the check ids
+        # and causes that test recorded, so the re-run command fits the story.
+        told = col.explain(first_test.checks if first_test else [], first_test.causes if first_test else [],
+                           first_test.message if first_test else None, rerun)
+        if told:
+            return told
     if first_test is not None:
         # (A message that ends with its own re-run command, as a stuck test's does, keeps just that one.)
         again = rerun and "Re-run just this" not in first_test.message

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 from grader.atomicfile import write_atomic
 from grader.faces import matrix
 from grader.levels import manifest as manifest_mod
+from grader.levels import registry
 
 STATE_DIR = ".crashcourse"
 
@@ -101,6 +102,20 @@ def wrap_block(text: str, width: int, indent: str = "") -> str:
             out.extend(textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "  ",
                                      break_on_hyphens=False))
     return "\n".join(out)
+
+
+def load_declarations(level: manifest_mod.Level) -> None:
+    """Import the level's module, which declares its checks and causes (in :mod:`grader.levels.registry`)."""
+    try:
+        level.plugin  # noqa: B018 - importing the module is the point
+    except Exception:  # noqa: BLE001 - a level module that will not load declares nothing; selfcheck says why
+        pass
+
+
+def cause_words(level: manifest_mod.Level, cause: str) -> str:
+    """What ``cause`` means, in the words of the level that declared it ("" if none did)."""
+    load_declarations(level)
+    return registry.cause_words(cause)
 
 
 def level_or_say(number: int) -> Optional[manifest_mod.Level]:

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.engine import loader
-from grader.engine.invariants import CAUSES
 from grader.faces import matrix
 from grader.faces.student import testrun
-from grader.faces.student.common import files_signature, folder_for, level_or_say, read_state, rel, say, write_state
+from grader.faces.student.common import (cause_words, files_signature, folder_for, level_or_say, load_declarations,
+                                         read_state, rel, say, write_state)
 from grader.faces.student.testrun import hint_task, stuck_words
 from grader.levels import manifest as manifest_mod
+from grader.levels import registry
 
 STEP_NAMES = ("A question", "Where to look", "What to reach for")
 
@@ -43,7 +44,7 @@ def hint_ladder(tasks: list, number: int, causes: list) -> tuple[manifest_mod.Ta
     """The task to hint at, the cause its hints are chosen for ('' if none), and the steps: the
     cause's own ladder when hints.md has one, else the task's."""
     task = next((t for t in tasks if t.number == number), tasks[0])
-    cause = next((c for c in causes if c in task.causes and c in CAUSES), "")
+    cause = next((c for c in causes if c in task.causes and registry.cause_words(c)), "")
     return task, cause, task.ladder(cause)
 
 
@@ -116,6 +117,7 @@ def cmd_hint(args: argparse.Namespace) -> int:
                                f"(To read a task's hints anyway: crashcourse hint {level.number} --task 1.)",
                                matrix.terminal_width()))
             return 0
+    load_declarations(level)  # the level's own causes, which its hints may be about
     task, cause, steps = hint_ladder(tasks, number, causes)
     # A cause with a ladder of its own keeps its own count: its steps are not the task's.
     counter = f"{task.number}:{cause}" if cause in task.by_cause else str(task.number)
@@ -127,7 +129,7 @@ def cmd_hint(args: argparse.Namespace) -> int:
     say(paint.bold(f"Level {level.number}, task {task.number}: {task.title}") +
          f"   (hint {count} of {len(steps)})")
     if cause:  # say why these hints: the failure's cause, which may sit in another task than the test
-        say(textwrap.fill(f"Why this task: in the last check, {CAUSES[cause]}.", width))
+        say(textwrap.fill(f"Why this task: in the last check, {cause_words(level, cause)}.", width))
     say()
     for i, step in enumerate(steps[:count]):
         name = STEP_NAMES[i] if i < len(STEP_NAMES) else f"Hint {i + 1}"

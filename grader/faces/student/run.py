@@ -17,6 +17,7 @@ from grader.engine import loader
 from grader.faces import matrix
 from grader.faces.student.common import STATE_DIR, folder_for, kit_manifest, level_or_say, rel, say
 from grader.levels import manifest as manifest_mod
+from grader.levels.interface import Drive
 
 DEFAULT_RUN_DIR = os.path.join(STATE_DIR, "run", "checkpoints")
 
@@ -86,7 +87,7 @@ def _state_summary(state: Any) -> list[str]:
             f"last message: {_last_message_words(messages)}"]
 
 
-def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any, finished: bool = True) -> list[str]:
+def describe_checkpoint(directory: Path, drive: Drive, module: Any, finished: bool = True) -> list[str]:
     """What the run left in ``directory``, in a few lines: the file (or the level's own files) and its state.
 
     ``finished`` says whether the loop returned: one that did should have saved, one that was
@@ -94,7 +95,7 @@ def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any,
     """
     nothing = ("did run_agent save to the directory it was given?" if finished else
                "the run stopped before a first save was complete.")
-    if level.plugin.own_loader:
+    if drive.own_loader:
         # Level 6 keeps its state in files of the learner's choosing: list them, then ask the
         # learner's own loader what they add up to.
         files = sorted(p for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else []
@@ -123,6 +124,35 @@ def describe_checkpoint(directory: Path, level: manifest_mod.Level, module: Any,
     except (ValueError, UnicodeDecodeError) as exc:
         return [f"Checkpoint left on disk: {rel(path)} ({size:,} bytes), but it is not valid JSON ({exc})."]
     return [f"Checkpoint left on disk: {rel(path)} ({size:,} bytes):"] + [f"  {line}" for line in _state_summary(data)]
+
+
+def level_drive(level: manifest_mod.Level) -> Optional[Drive]:
+    """How `run` drives the level's file, as its level module says (None: it cannot, or the module
+    will not load; selfcheck says why)."""
+    try:
+        return level.plugin.drive(level)
+    except Exception:  # noqa: BLE001 - a level module that will not load drives nothing
+        return None
+
+
+def drivable_levels() -> tuple[list[int], list[int]]:
+    """The numbers of the levels `run` can drive: those whose loop it runs, and those it resumes."""
+    loops: list[int] = []
+    resumers: list[int] = []
+    for level in kit_manifest().levels:
+        drive = level_drive(level)
+        if drive is not None:
+            (resumers if drive.resumes else loops).append(level.number)
+    return loops, resumers
+
+
+def cannot_drive(level: manifest_mod.Level) -> str:
+    """Why `run` does not drive this level, and which levels it does drive."""
+    loops, resumers = drivable_levels()
+    parts = ([f"the levels whose file is an agent loop ({', '.join(map(str, loops))})"] if loops else []) \
+        + [f"level {n}'s resume" for n in resumers]
+    return (f"Level {level.number}'s file has no loop to drive (it grades {level.function}); `crashcourse run` works "
+            + ("on " + " and on ".join(parts) if parts else "on no level of this kit") + ".")
 
 
 def _prepare_folder(directory: Path, chosen: bool) -> Optional[str]:
@@ -228,13 +258,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if level is None:
         return 2
     folder = folder_for(level, args.path)
-    resuming = level.function == "resume_agent"
-    if level.function != "run_agent" and not resuming:
-        say(f"Level {level.number}'s file has no loop to drive (it grades {level.function}); `crashcourse run` works "
-             "on the levels whose file is an agent loop ("
-             + ", ".join(str(lv.number) for lv in kit_manifest().levels if lv.function == "run_agent")
-             + ") and on level 4's resume.")
+    drive = level_drive(level)
+    if drive is None:
+        say(cannot_drive(level))
         return 2
+    resuming = drive.resumes
     refused = _refuse_run_options(args)
     if refused:
         say(refused)
@@ -253,16 +281,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     directory = Path(args.directory).resolve()
     if resuming:
         if not (directory / "checkpoint.json").is_file():
+            loops, _ = drivable_levels()
             say(f"There is no checkpoint at {rel(directory / 'checkpoint.json')} to resume. Leave one with a run "
-                 "that stops partway, e.g. `crashcourse run 2 --stop-at-tool 2` (add --live for the real API), then "
-                 "run this again.")
+                f"that stops partway, e.g. `crashcourse run {loops[0] if loops else 'N'} --stop-at-tool 2` (add "
+                "--live for the real API), then run this again.")
             return 2
     else:
         problem = _prepare_folder(directory, chosen=args.directory != DEFAULT_RUN_DIR)
         if problem:
             say(problem)
             return 2
-    parallel = level.plugin.several_calls
+    parallel = drive.several_calls
     setup = _live_driver if args.live else _scripted_driver
     try:
         driver = setup(args, parallel, rel(folder / level.files[0]))
@@ -279,15 +308,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  tool {name} -> {len(result):,} characters")
         return result
 
-    verb = "resume_agent" if resuming else "run_agent"
+    verb = drive.function
     state, status = None, 0
     try:
         if resuming:
             print(f"  resuming the task in {rel(directory / 'checkpoint.json')}")
-            state = module.resume_agent(driver.tools, driver.call_model, execute_tool, str(directory))
+            state = getattr(module, verb)(driver.tools, driver.call_model, execute_tool, str(directory))
         else:
             print(f"  task: {TICKET_TASK}")
-            state = module.run_agent(TICKET_TASK, driver.tools, driver.call_model, execute_tool, str(directory))
+            state = getattr(module, verb)(TICKET_TASK, driver.tools, driver.call_model, execute_tool, str(directory))
         for table in driver.desk.published if driver.desk else []:
             print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
     except (Exception, KeyboardInterrupt, RunStopped) as exc:  # noqa: BLE001 - said in one line, then the disk
@@ -295,7 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n" + line)
     # However the run ended, what it left on disk is the point: show it.
     print()
-    for line in describe_checkpoint(directory, level, module, finished=status == 0):
+    for line in describe_checkpoint(directory, drive, module, finished=status == 0):
         print(line)
     if isinstance(state, dict):
         print(f"{verb} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
@@ -313,8 +342,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if why:
             print(f"The run did not finish: {why}. The checkpoint above is what it left.")
             status = 1
-    if status == 3:
-        print("To carry the task on from here: crashcourse run 4" + (" --live" if args.live else "")
+    _, resumers = drivable_levels()
+    if status == 3 and resumers:
+        print(f"To carry the task on from here: crashcourse run {resumers[0]}" + (" --live" if args.live else "")
               + (f" --directory {args.directory}" if args.directory != DEFAULT_RUN_DIR else ""))
     print(f"To see what a crash at each point would leave: crashcourse check {level.number}")
     return status

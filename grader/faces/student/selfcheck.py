@@ -9,10 +9,9 @@ import re
 import textwrap
 from typing import Any
 
-from grader.engine.invariants import CAUSES
 from grader.faces import matrix
 from grader.faces.student import testrun
-from grader.faces.student.common import kit_manifest, level_column, say
+from grader.faces.student.common import cause_words, kit_manifest, level_column, say
 from grader.levels import manifest as manifest_mod
 
 
@@ -58,7 +57,7 @@ def level_problems(level: manifest_mod.Level) -> list[str]:
             elif not hint.steps[0].rstrip().endswith("?"):
                 out.append(f"{where}: the first hint of task {number} should be a question")
             for cause, ladder in hint.by_cause.items():
-                if cause not in CAUSES:
+                if not cause_words(level, cause):
                     out.append(f"{where}: task {number} has hints for the cause {cause!r}, which no check records")
                 elif len(ladder) != 3 or not ladder[0].rstrip().endswith("?"):
                     out.append(f"{where}: the hints of task {number} for {cause!r} need exactly 3 bullets, the "

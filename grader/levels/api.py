@@ -1,0 +1,107 @@
+"""Everything a level module takes from the kit, in one typed place.
+
+A level module (the one ``exercises/manifest.json`` names for a level) imports from the kit only
+this module: ``from grader.levels.api import ...``. ``tests/test_level_api.py`` fails when a level
+module imports anything else of ``grader``, and when a name here has no type hints. What a level
+may use is therefore listed once, below, grouped by what it is for; a change to one of these
+names is a change to every level, and is made here on purpose.
+
+- **The level itself**: :class:`LevelModule` (subclass it, set ``LEVEL``), the manifest's
+  :class:`Level`, and the column a level draws (:class:`Column`, :class:`ColumnMeaning`,
+  :class:`NamedChecks`, :func:`column`, :func:`failed_column`, :func:`load_module`).
+- **Its checks and causes**: :class:`Check`, :func:`declare` (a namespace of checks and the cell
+  words of its matrix), :func:`declare_causes` (why a check failed, in a learner's words),
+  :func:`checks`, :func:`words`, :func:`qualified`.
+- **Running the learner's code**: :func:`time_limit`, :func:`loop_timeout`, :class:`LoopTimeout`,
+  :class:`Hang`, :func:`hang_mark`, :func:`hangs_since`, :func:`working_in`, :func:`scratch_root`,
+  :func:`folder_in`, :func:`parent_exists`, :func:`short_traceback`, :func:`free_fsync`, and laying
+  out a crash state's files safely (:class:`Layout`, :func:`lay_out`, :func:`check_names`).
+- **Recording and crashing a loop**: :func:`explore_loop`, :func:`record_run`, :func:`recorded_run`,
+  :func:`check_trace`, :func:`rerun_after_crashes`, :func:`crash_states`, :func:`windows_for`,
+  :class:`Exploration`, :class:`Violation`, :func:`at_point`, :func:`describe_bytes`, and the
+  invariants (:func:`check`, :func:`parse`, :func:`parse_cached`, :func:`shape_finding`,
+  :func:`no_checkpoint`, :class:`Finding`, :class:`Window`).
+- **The checkpoint protocol and the scripted model**: the ``checkpoint`` helpers and the
+  ``scripted`` scenario (:class:`Scenario`, :func:`support_tickets`, :func:`from_turns`, ...), and
+  :func:`register_kind` with the strategies to add a kind of generated conversation.
+"""
+
+from __future__ import annotations
+
+from hypothesis.strategies import SearchStrategy as _SearchStrategy
+
+from grader.engine import checkpoint as _checkpoint
+from grader.engine import conversations as _conversations
+from grader.engine import crash_models as _crash_models
+from grader.engine import explore as _explore
+from grader.engine import scripted as _scripted
+from grader.engine.checkpoint import (clone, compute_reference_saves, exactly_saved, field_problems, initial_state,
+                                      pending_record, plain_pickle, read_or_none, reference_saves, run_reference,
+                                      snapshot, spend, tool_result_ids, tool_result_message, tool_use_blocks)
+from grader.engine.conversations import register_kind, result_strategy, usage_strategy
+from grader.engine.crash_models import crash_states
+from grader.engine.explore import (Exploration, Violation, at_point, check_trace, describe_bytes, explore_loop,
+                                   folder_in, parent_exists, record_run, recorded_run, rerun_after_crashes,
+                                   scratch_root, short_traceback, windows_for, working_in)
+from grader.engine.forwarded import free_fsync
+from grader.engine.hangs import Hang, LoopTimeout, hang_mark, hangs_since, loop_timeout, time_limit
+from grader.engine.invariants import Finding, Window, check, no_checkpoint, parse, parse_cached, shape_finding
+from grader.engine.layout import Layout, UnsafeName, check_names, lay_out
+from grader.engine.recorder import active as active_recorder
+from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, ScriptedToolError,
+                                    assistant_turns, check_messages, from_turns, random_tool_id, random_usage,
+                                    support_tickets)
+from grader.levels import columns as _columns
+from grader.levels.columns import (Column, ColumnMeaning, NamedChecks, column, failed_column, load_module, models_line,
+                                   row_key)
+from grader.levels.interface import Drive, LevelModule
+from grader.levels.manifest import Level
+from grader.levels.registry import Check, checks, declare, declare_causes, qualified, words
+
+# The words of a matrix cell that are no check's: nothing wrong, no such point, code that got stuck.
+OK: str = _columns.OK
+NOWHERE: str = _columns.NOWHERE
+STUCK: str = _columns.STUCK
+# Generated text and tool inputs, for a kind of conversation of the level's own (register_kind).
+text_strategy: _SearchStrategy = _conversations.text_strategy
+tool_input_strategy: _SearchStrategy = _conversations.tool_input_strategy
+# The protocol's file and fields, and the crash models by name.
+CHECKPOINT_NAME: str = _checkpoint.CHECKPOINT_NAME
+FIELDS: tuple = _checkpoint.FIELDS
+MODEL_NAMES: dict = _crash_models.MODEL_NAMES
+# The folders a level hands the loop instead of "checkpoints", so code that ignores `directory` is caught.
+NESTED_FOLDER: str = _explore.NESTED_FOLDER
+ABSOLUTE_FOLDER: str = _explore.ABSOLUTE_FOLDER
+# The course's task, its tools and the ticket data the scripted model draws from.
+TICKET_TASK: str = _scripted.TICKET_TASK
+TICKET_TOOLS: list = _scripted.TICKET_TOOLS
+ISSUE_TYPES: list = _scripted.ISSUE_TYPES
+NON_IDEMPOTENT_TOOLS: frozenset = _scripted.NON_IDEMPOTENT_TOOLS
+
+__all__ = [
+    # the level and its column
+    "LevelModule", "Drive", "Level", "Column", "ColumnMeaning", "NamedChecks", "column", "failed_column", "load_module",
+    "models_line", "row_key", "NOWHERE", "OK", "STUCK",
+    # checks and causes
+    "Check", "declare", "declare_causes", "checks", "words", "qualified",
+    # running the learner's code
+    "time_limit", "loop_timeout", "LoopTimeout", "Hang", "hang_mark", "hangs_since", "working_in", "scratch_root",
+    "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder",
+    # laying out a crash state's files safely (plain names inside one folder)
+    "Layout", "UnsafeName", "check_names", "lay_out",
+    # recording and crashing a loop
+    "explore_loop", "record_run", "recorded_run", "check_trace", "rerun_after_crashes", "crash_states",
+    "windows_for", "Exploration", "Violation", "at_point", "describe_bytes", "MODEL_NAMES", "NESTED_FOLDER",
+    "ABSOLUTE_FOLDER",
+    # the invariants
+    "check", "parse", "parse_cached", "shape_finding", "no_checkpoint", "Finding", "Window",
+    # the checkpoint protocol
+    "CHECKPOINT_NAME", "FIELDS", "clone", "compute_reference_saves", "exactly_saved", "field_problems",
+    "initial_state", "pending_record", "plain_pickle", "read_or_none", "reference_saves", "run_reference", "snapshot",
+    "spend", "tool_result_ids", "tool_result_message", "tool_use_blocks",
+    # the scripted model and generated conversations
+    "Scenario", "ScriptedModel", "ScriptedModelError", "ScriptedToolError", "ScriptedTools", "assistant_turns",
+    "check_messages", "from_turns", "random_tool_id", "random_usage", "support_tickets", "TICKET_TASK",
+    "TICKET_TOOLS", "ISSUE_TYPES", "NON_IDEMPOTENT_TOOLS", "register_kind", "result_strategy", "text_strategy",
+    "tool_input_strategy", "usage_strategy",
+]
