@@ -252,7 +252,7 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
         unsynced = {}
         for path, inode in fs.names.items():
             if _within(path, directory) and inode.snap() != inode.synced:
-                unsynced.setdefault(id(inode), (inode, rel(path)))
+                unsynced[id(inode)] = (inode, rel(path))  # its newest name: the one a link or rename gave it
         for model in power:
             files, dirs = listing()
             yield FolderState(k, model, files, dirs, [kill_loss()])  # everything landed: the M1 state

@@ -160,8 +160,9 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
         pids.add(op.note)
         if wanted(i + 1) or wanted(i):
             table.setdefault(i + 1, Point(i + 1)).op = describe(op, folder)
-            table.setdefault(i, Point(i)).next_call = {"call": op.api, "path": op.path, "nth": op.index,
-                                                       "pid": op.note[4:]}
+            table.setdefault(i, Point(i)).next_call = {
+                "call": op.api, "path": op.path, "nth": op.index, "pid": op.note[4:],
+                "relative": os.path.relpath(op.path, op.cwd) if op.path and getattr(op, "cwd", None) else None}
 
     def check(state: folder_crash.FolderState) -> program_trace.Verdict:
         where = tempfile.mkdtemp(prefix="state-", dir=layout_root)
@@ -312,6 +313,7 @@ def _report(args, run, models, table, verdicts, total, points, counts, seconds, 
         "seconds": round(seconds, 3), "jobs": args.jobs,
         "states_per_second": round(counts["distinct"] / seconds, 1) if seconds else None,
         "checker_seconds_mean": round(sum(checker_seconds) / len(checker_seconds), 4) if checker_seconds else None,
+        "calls": {k: p.next_call for k, p in sorted(table.items()) if p.next_call},
         "stretches": stretches, "mistakes": sorted(mistakes.values(), key=lambda m: m["first_point"]),
         "notes": notes, "output": run.output.decode("utf-8", "replace")[-2000:], "exit": exit_code,
     }

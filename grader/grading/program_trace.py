@@ -257,7 +257,22 @@ def _moved(arg: str, old: str, new: str) -> str:
 
 # -- reading the trace -------------------------------------------------------------------------------
 
-def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
+class TracedOp(Op):
+    """An operation read from a program's trace, with the working folder it was made from (``cwd``):
+    a program that names its files relative to it (git, ``rm``) is aimed at by that name."""
+
+    __slots__ = ("cwd",)
+
+    @classmethod
+    def of(cls, op: Op, cwd: str) -> "TracedOp":
+        out = cls.__new__(cls)
+        for name in Op.__slots__:
+            setattr(out, name, getattr(op, name))
+        out.cwd = cwd
+        return out
+
+
+def operations(trace_path: str, cwd: str, folder: str) -> Iterator[TracedOp]:
     """The trace's file-system operations on ``folder`` (and every ``sync``), in order, one at a time.
 
     Each carries ``note`` = the process id, ``index`` = how many calls of its name (``api``) on its
@@ -304,7 +319,7 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[Op]:
                 raise ValueError(f"the trace could not be read: {reader.tampered}")
             new = [op for _, op in reader.ops[before:]]
             del reader.ops[:]
-            for op in new:
+            for op in (TracedOp.of(op, reader.cwd) for op in new):
                 if op.kind == "sync" or (op.path or "").startswith(prefix) or (op.dest or "").startswith(prefix) \
                         or op.path == folder:
                     op.note = f"pid {pid}"
