@@ -65,6 +65,12 @@ ROWS = [
         "deleted-first", ("just deleted checkpoint.json (os.unlink)", "before checkpoint.new was renamed in",
                           "replaces the old file in one step"),
         ("never reach",), hint_task=2, hint="removes `checkpoint.json`"),
+    # Two renames swap the whole folder: the moment between them is told as what it is, not as a
+    # checkpoint written somewhere else, and the uncrashed run (which ends with a good file) passes.
+    Row(2, "level2/w31_swaps_folders_by_two_renames.py", "test_every_tool_call_that_starts_is_on_disk", "folder-swap",
+        ("moved the checkpoint folder itself out of the way", "between the two renames of a folder swap",
+         "Which single call replaces checkpoint.json"), ("instead", "never wrote"), hint_task=2,
+        hint="between those two renames"),
     Row(2, "level2/w28_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
         "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
         ("never reach",), hint="Which keys end up in `pendingToolUse`"),

@@ -467,6 +467,14 @@ def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -
     """Why the checkpoint is missing or unreadable at crash point ``point``, read from what this loop did
     (cause, words to add), or ("", "") when the trace shows nothing particular."""
     done = ops[:point]
+    folder = os.path.dirname(target)
+    moved = next((op for op in reversed(done) if op.kind == "rename" and folder in (op.path, op.dest)), None)
+    if raw is None and moved is not None and moved.path == folder:
+        back = next((op for op in ops[point:] if op.kind == "rename" and op.dest == folder), None)
+        return "folder-swap", (f"This save had just moved the checkpoint folder itself out of the way ({moved.describe()})"
+                               + (f", and the crash came before {short_name(back.path)} was renamed in its place"
+                                  if back else "")
+                               + ": between the two renames of a folder swap there is no checkpoint folder at all")
     last = next((op for op in reversed(done) if target in (op.path, op.dest) and op.kind in ("rename", "unlink", "open")),
                 None)
     if last is None:

@@ -91,6 +91,7 @@ CAUSES = {
     "in-place": "the checkpoint is written over in place, so a crash mid-write leaves part of a file",
     "buffered-rename": "the temp file is renamed over the checkpoint before its bytes have left Python's buffer",
     "deleted-first": "the old checkpoint is deleted before the new one is renamed in, leaving a moment with none",
+    "folder-swap": "the checkpoint folder is swapped with a new one by two renames, leaving a moment with no folder",
     "temp-elsewhere": "the temp file is written in another folder than checkpoint.json, so the rename may be a copy",
     "mixed": "the file matches no save the loop made",
     "counts-turns": "`turns` does not count the tool results the file's messages hold",

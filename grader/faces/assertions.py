@@ -43,6 +43,8 @@ NUDGES = {
                        "does your rename run, inside that block or after it?",
     "deleted-first": "Between removing the old checkpoint and renaming the new one in, what is on disk? Which "
                      "call replaces the old file in one step?",
+    "folder-swap": "Between renaming the old folder away and the new one in, what would a resume find? Which "
+                   "single call replaces checkpoint.json inside its folder?",
     "temp-elsewhere": "Which folder is your temp file in? Put it beside checkpoint.json (with tempfile, pass "
                       "dir=directory).",
     "counts-turns": "When does a turn count as done? Compare `turns` with the tool results in `messages` at "
