@@ -56,7 +56,9 @@ EXPECTED = {
     "detached_child": ("passed", 10.0, None),
     "nondaemon_thread": ("passed", 10.0, None),
     "reads_environment": ("passed", 10.0, None),
-    "silences_recorder": ("failed", 0.0, "could not see everything your code did to the disk"),
+    # The kernel saw its in-place writes, which are crash points whether or not the recorder saw them:
+    # it earns what the same save earns unsilenced (6 of 10, under its own pytest too).
+    "silences_recorder": ("failed", 6.0, "PARSE"),
     "forges_recorded_ops": ("failed", 0.0, "the recorded file operations do not match what the kernel saw"),
     # Its recorded bytes are forged past the first few hundred (same length, same operations): the
     # crash states are built from the kernel's bytes, so it earns what its lagging count earns.

@@ -14,9 +14,10 @@ import sys
 
 import pytest
 
+from grader.engine.crash_models import crash_states, final_listing
 from grader.engine.ops import Op
 from grader.grading import kernel_trace, wire
-from grader.grading.kernel_trace import MISMATCH, KernelTrace, compare
+from grader.grading.kernel_trace import MISMATCH, KernelTrace, reconcile
 
 
 def hx(text) -> str:
@@ -27,6 +28,9 @@ def hx(text) -> str:
 def feed(trace: KernelTrace, lines: list) -> None:
     for line in lines:
         trace._line(line)
+
+
+needs_strace = pytest.mark.skipif(kernel_trace.problem() is not None, reason=f"no kernel trace here: {kernel_trace.problem()}")
 
 
 @pytest.fixture
@@ -89,7 +93,11 @@ def test_a_file_with_no_name_yet_compares_with_the_recorders_placeholder(trace):
                 Op(1, "write", api="os.write", path=placeholder, handle=4, offset=0, data=b"{}", size=2),
                 Op(2, "link", api="os.link", path=placeholder, dest=f"{ck}/checkpoint.json", handle=4,
                    flags=frozenset({"tmpfile"}))]
-    assert compare(recorded, kernel, [ck]) is None
+    ops, problem = reconcile(recorded, kernel, [ck])
+    assert problem is None
+    # The link names the file by its descriptor: the replay gives checkpoint.json the nameless file's bytes.
+    assert ops[2].handle == ops[0].handle and "tmpfile" in ops[2].flags
+    assert final_listing(ops, {}, ck) == {"checkpoint.json": b"{}"}
 
 
 def test_operations_are_handed_out_by_the_message_they_came_before(trace):
@@ -110,26 +118,37 @@ def test_a_line_strace_would_never_write_is_tampering(trace):
     assert "never write" in trace.tampered
 
 
-def test_a_forged_atomic_save_is_told_apart_from_the_in_place_one():
+def test_a_forged_atomic_save_is_refused_and_the_kernels_in_place_one_is_kept():
     ck, tmp = "/w/ck/checkpoint.json", "/w/ck/checkpoint.json.tmp"
-    kernel = [Op(-1, "open", api="openat", path=ck, handle=1, flags=frozenset({"create", "trunc"})),
-              Op(-1, "write", api="write", path=ck, handle=1, data=b"{}")]
+
+    def kernel():
+        return [Op(-1, "open", api="openat", path=ck, handle=1, flags=frozenset({"create", "trunc"})),
+                Op(-1, "write", api="write", path=ck, handle=1, data=b"{}", size=2)]
     honest = [Op(0, "open", api="open", path=ck, handle=7, flags=frozenset({"create", "trunc", "existed"})),
               Op(1, "write", api="write", path=ck, handle=7, data=b"{}"),
               Op(2, "flush", api="flush", path=ck, handle=7)]
-    assert compare(honest, kernel, ["/w/ck"]) is None
+    ops, problem = reconcile(honest, kernel(), ["/w/ck"])
+    assert problem is None
+    # The kernel's operations, with the recorder's words: open() (not openat), and that the file existed.
+    assert [(op.kind, op.api, op.handle) for op in ops] == [("open", "open", 1), ("write", "write", 1)]
+    assert "existed" in ops[0].flags
     forged = [Op(0, "open", api="open", path=tmp, handle=7, flags=frozenset({"create", "trunc"})),
               Op(1, "write", api="write", path=tmp, handle=7, data=b"{}"),
               Op(2, "fsync", api="os.fsync", path=tmp, handle=7),
               Op(3, "rename", api="os.replace", path=tmp, dest=ck)]
-    said = compare(forged, kernel, ["/w/ck"])
-    assert said.startswith(MISMATCH) and "checkpoint.json.tmp" in said
+    ops, said = reconcile(forged, kernel(), ["/w/ck"])
+    assert said.startswith(MISMATCH) and "os.fsync of ck/checkpoint.json.tmp" in said and "never saw" in said
+    assert [op.path for op in ops] == [ck, ck], "what is kept is still what the kernel saw"
+    # Other bytes claimed for a write the kernel saw: the kernel's bytes are kept, and nothing is refused.
     other_bytes = [honest[0], Op(1, "write", api="write", path=ck, handle=7, data=b"[]")]
-    assert "write of 2 bytes" in compare(other_bytes, kernel, ["/w/ck"])
-    dropped = honest[:1]
-    assert "missing from the recorded operations" in compare(dropped, kernel, ["/w/ck"])
-    # Operations outside the watched folder are not compared.
-    assert compare(honest + [Op(3, "unlink", api="os.unlink", path="/elsewhere/x")], kernel, ["/w/ck"]) is None
+    ops, problem = reconcile(other_bytes, kernel(), ["/w/ck"])
+    assert problem is None and ops[1].data == b"{}"
+    # A write the recorder did not see is still a crash point, named by its system call; it fails nothing.
+    ops, problem = reconcile(honest[:1], kernel(), ["/w/ck"])
+    assert problem is None and [(op.kind, op.api) for op in ops] == [("open", "open"), ("write", "write")]
+    # What the recorder says about other folders is not its to say: nothing there is compared or kept.
+    ops, problem = reconcile(honest + [Op(3, "unlink", api="os.unlink", path="/elsewhere/x")], kernel(), ["/w/ck"])
+    assert problem is None and len(ops) == 2
 
 
 def test_printable_bytes_as_strace_prints_them_under_x_are_read_exactly(trace):
@@ -153,18 +172,20 @@ def test_printable_bytes_as_strace_prints_them_under_x_are_read_exactly(trace):
     assert ops[1].data == saved and ops[2].data == b'a, b"]' and ops[2].offset == len(saved)
 
 
-def test_a_claimed_o_sync_is_held_to_the_open_the_kernel_saw(trace):
-    """The power-cut models take every write to an O_SYNC file as durable on return: a recorded
-    "sync" the kernel never saw would buy DURABLE for nothing."""
+def test_a_claimed_o_sync_buys_nothing(trace):
+    """The power-cut models take every write to an O_SYNC file as durable on return: the flags kept are
+    the kernel's, so a recorded "sync" the kernel never saw changes nothing."""
     tmp = "/box/home/ck/c.tmp"
     feed(trace, [f'10 openat(AT_FDCWD</box/home>, "ck/c.tmp", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666) = 3<{tmp}>',
                  f'10 openat(AT_FDCWD</box/home>, "ck/c.tmp", O_WRONLY|O_CREAT|O_DSYNC, 0666) = 4<{tmp}>'])
     plain, synced = trace.take(10)
     assert plain.flags == {"create", "trunc"} and synced.flags == {"create", "sync"}
     claimed = [Op(0, "open", api="os.open", path=tmp, handle=7, flags=frozenset({"create", "trunc", "sync"}))]
-    assert compare(claimed, [plain], ["/box/home/ck"]).startswith(MISMATCH)
+    ops, problem = reconcile(claimed, [plain], ["/box/home/ck"])
+    assert problem is None and "sync" not in ops[0].flags
     honest = [Op(0, "open", api="os.open", path=tmp, handle=7, flags=frozenset({"create", "sync", "existed"}))]
-    assert compare(honest, [synced], ["/box/home/ck"]) is None
+    ops, problem = reconcile(honest, [synced], ["/box/home/ck"])
+    assert problem is None and "sync" in ops[0].flags
 
 
 def test_a_claimed_os_sync_must_be_one_the_kernel_saw(trace):
@@ -172,20 +193,24 @@ def test_a_claimed_os_sync_must_be_one_the_kernel_saw(trace):
     feed(trace, ["10 sync() = 0", "10 syncfs(3</box/home/ck>) = 0"])
     kernel = trace.take(10)
     assert [op.kind for op in kernel] == ["sync", "sync"]
-    assert compare([Op(0, "sync", api="os.sync"), Op(1, "sync", api="os.syncfs")], kernel, ["/box/home/ck"]) is None
+    assert reconcile([Op(0, "sync", api="os.sync"), Op(1, "sync", api="os.syncfs")], kernel, ["/box/home/ck"])[1] is None
     claimed = [Op(0, "sync", api="os.sync")]
-    assert "os.sync() (every file and folder made durable), which the kernel never saw" in compare(claimed, [], ["/w/ck"])
+    said = reconcile(claimed, [], ["/w/ck"])[1]
+    assert "os.sync() (every file and folder made durable), which the kernel never saw" in said
 
 
 def test_what_a_call_without_a_recorder_did_is_not_held_against_the_next(trace):
     """A sync() made during an unrecorded call (before byte 4 of the pipe) belongs to no recorded
-    call: the next recorded call is compared from where it began."""
+    call: the next recorded call is taken from where it began."""
     feed(trace, ["10 sync() = 0", '10 write(5<pipe:[777]>, "done", 4) = 4',
                  '10 mkdir("/box/home/ck/sub", 0777) = 0', '10 write(5<pipe:[777]>, "msg2", 4) = 4'])
     recorded = [Op(0, "mkdir", api="os.mkdir", path="/box/home/ck/sub")]
-    assert trace.check(recorded, 8, ["/box/home/ck"], since=4) is None
+    kept: list = []
+    assert trace.settle(recorded, 8, ["/box/home/ck"], since=4, keep=lambda op: kept.append(op) or op) is None
+    assert [(op.kind, op.api) for op in kept] == [("mkdir", "os.mkdir")]
     feed(trace, ["10 sync() = 0", '10 write(5<pipe:[777]>, "msg3", 4) = 4'])
-    assert "sync" in trace.check([], 12, ["/box/home/ck"], since=8), "a sync inside the call still counts"
+    assert trace.settle([], 12, ["/box/home/ck"], since=8, keep=lambda op: kept.append(op) or op) is None
+    assert [op.kind for op in kept] == ["mkdir", "sync"], "a sync inside the call is a crash point of its own"
 
 
 def test_a_write_longer_than_one_read_of_the_trace_is_read_whole(trace):
@@ -202,24 +227,24 @@ def test_a_write_longer_than_one_read_of_the_trace_is_read_whole(trace):
 
 
 def test_the_crash_states_take_the_kernels_bytes():
-    """Every byte of a write is compared, not only its first few hundred; a write the worker sent
-    without its bytes agrees by size and offset, and the recorded operation then holds the kernel's."""
+    """The bytes kept are the kernel's, every one of them; a write the worker sent without its bytes is
+    matched by its size."""
     ck = "/w/ck/checkpoint.json"
     real = b'{"messages": [' + b" " * 400 + b'], "turns": 0}'
-    kernel = [Op(-1, "write", api="write", path=ck, handle=1, data=real, size=len(real))]
+
+    def kernel():
+        return [Op(-1, "write", api="write", path=ck, handle=1, data=real, size=len(real))]
     forged = [Op(0, "write", api="os.write", path=ck, handle=7, data=real.replace(b'"turns": 0', b'"turns": 1'))]
-    said = compare(forged, kernel, ["/w/ck"])
-    assert said is not None and said.startswith(MISMATCH), "a write that differs past its first bytes"
+    ops, problem = reconcile(forged, kernel(), ["/w/ck"])
+    assert problem is None and ops[0].data == real and ops[0].api == "os.write"
     elided = [Op(0, "write", api="os.write", path=ck, handle=7, size=len(real), flags=frozenset({wire.ELIDED}))]
-    assert compare(elided, kernel, ["/w/ck"]) is None
-    assert elided[0].data == real and wire.ELIDED not in elided[0].flags
+    ops, problem = reconcile(elided, kernel(), ["/w/ck"])
+    assert problem is None and ops[0].data == real and wire.ELIDED not in ops[0].flags
     short = [Op(0, "write", api="os.write", path=ck, handle=7, size=len(real) - 1, flags=frozenset({wire.ELIDED}))]
-    assert "write of" in compare(short, kernel, ["/w/ck"])
-    moved = [Op(0, "write", api="os.write", path=ck, handle=7, offset=4, size=len(real), flags=frozenset({wire.ELIDED}))]
-    assert compare(moved, kernel, ["/w/ck"]) is not None, "the same bytes at another offset"
+    assert "write of" in reconcile(short, kernel(), ["/w/ck"])[1], "a write of a size the kernel never saw"
 
 
-@pytest.mark.skipif(kernel_trace.problem() is not None, reason=f"no kernel trace here: {kernel_trace.problem()}")
+@needs_strace
 def test_a_real_trace_agrees_with_what_the_child_did(tmp_path):
     folder = tmp_path / "ck"
     r, w = os.pipe()
@@ -265,3 +290,139 @@ def test_io_uring_is_refused_under_the_tracer(tmp_path):
     finally:
         trace.close()
     assert out == ["-1", "1"]  # EPERM
+
+
+def _traced(tmp_path, code: str) -> list:
+    """What the kernel saw a Python child do in ``tmp_path`` (the trace's own folder, as a box's is)."""
+    r, w = os.pipe()
+    trace = KernelTrace(str(tmp_path))
+    command = trace.wrap([sys.executable, "-I", "-S", "-c", code + f"\nos.write({w}, b'done')"], str(tmp_path))
+    proc = subprocess.Popen(command, pass_fds=(w,) + trace.pass_fds, cwd=tmp_path)
+    os.close(w)
+    trace.started(r, proc)
+    try:
+        assert os.read(r, 4) == b"done"
+        assert trace.catch_up(4) and trace.tampered is None, trace.tampered
+        return trace.take(4)
+    finally:
+        proc.wait(timeout=30)
+        trace.close()
+        os.close(r)
+
+
+@needs_strace
+def test_one_file_has_one_name_however_the_code_spells_it(tmp_path):
+    """``ck/./x``, ``ck//x``, a relative and an absolute path, a folder's descriptor with dir_fd=, a
+    link to the folder and a dup()ed descriptor all name the one file the kernel resolved."""
+    code = f"""import os
+os.mkdir('ck')
+os.symlink('ck', 'link')
+fd = os.open('ck/./a.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+os.write(fd, b'{{"turns": 1}}')
+os.fsync(os.dup(fd))
+os.close(fd)
+d = os.open('ck', os.O_RDONLY)
+os.rename('.//a.tmp', 'b.tmp', src_dir_fd=d, dst_dir_fd=d)
+os.rename('link/b.tmp', {str(tmp_path / 'ck' / 'checkpoint.json')!r})
+os.fsync(d)
+"""
+    ck = str(tmp_path / "ck")
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is None
+    assert final_listing(ops, {}, ck) == {"checkpoint.json": b'{"turns": 1}'}
+    opened = next(op for op in ops if op.kind == "open")
+    syncs = [op for op in ops if op.kind == "fsync"]
+    assert opened.path == f"{ck}/a.tmp" and syncs[0].handle == opened.handle and not syncs[0].is_dir
+    assert syncs[1].is_dir and syncs[1].path == ck
+    renames = [(op.path, op.dest) for op in ops if op.kind == "rename"]
+    assert renames == [(f"{ck}/a.tmp", f"{ck}/b.tmp"), (f"{ck}/b.tmp", f"{ck}/checkpoint.json")]
+    # Only the dup()ed descriptor was left open at the end: the file's close waits for it.
+    assert [op.kind for op in ops].count("close") == 0
+
+
+@needs_strace
+def test_an_fsync_of_another_file_is_never_credited_to_the_temp_file(tmp_path):
+    """The recorder may claim the fsync was of the temp file: the kernel says which descriptor it was,
+    and a power cut can still empty the checkpoint."""
+    code = """import os
+os.mkdir('ck')
+fd = os.open('ck/c.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+other = os.open('other.log', os.O_WRONLY | os.O_CREAT)
+os.write(fd, b'{}')
+os.fsync(other)
+os.close(fd)
+os.rename('ck/c.tmp', 'ck/checkpoint.json')
+"""
+    ck = str(tmp_path / "ck")
+    kernel = _traced(tmp_path, code)
+    tmp = f"{ck}/c.tmp"
+    forged = [Op(0, "open", api="os.open", path=tmp, handle=1, flags=frozenset({"create", "trunc"})),
+              Op(1, "write", api="os.write", path=tmp, handle=1, data=b"{}"),
+              Op(2, "fsync", api="os.fsync", path=tmp, handle=1),
+              Op(3, "rename", api="os.rename", path=tmp, dest=f"{ck}/checkpoint.json")]
+    ops, problem = reconcile(forged, kernel, [ck])
+    opened = next(op for op in ops if op.kind == "open" and op.path == tmp)
+    sync = next(op for op in ops if op.kind == "fsync")
+    assert sync.path == str(tmp_path / "other.log") and sync.handle != opened.handle
+    assert problem is not None and "os.fsync of ck/c.tmp" in problem, "an fsync of the temp file the kernel never saw"
+    empty = [s for s in crash_states(ops, {}, ck, models=("M3",)) if s.files.get("checkpoint.json") == b""]
+    assert empty, "the power cut may leave checkpoint.json empty: the temp file was never fsynced"
+
+
+@needs_strace
+def test_writes_the_recorder_never_saw_are_crash_points_named_by_their_call(tmp_path):
+    """pwritev2 (os.pwritev with flags), writev and a write through ctypes: each is in the kernel's
+    account, a crash point of its own, and nothing is refused for it."""
+    code = """import os, ctypes
+os.mkdir('ck')
+fd = os.open('ck/checkpoint.json', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+os.pwritev(fd, [b'{"a"', b': 1'], 0, os.RWF_DSYNC)
+os.lseek(fd, 7, os.SEEK_SET)  # a pwrite leaves the position where it was
+os.writev(fd, [b'}'])
+ctypes.CDLL(None).write(fd, b'\\n', 1)
+os.close(fd)
+"""
+    ck = str(tmp_path / "ck")
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is None
+    writes = [(op.api, op.offset, op.data) for op in ops if op.kind == "write"]
+    assert writes == [("pwritev2", 0, b'{"a": 1'), ("writev", 7, b"}"), ("write", 8, b"\n")]
+    assert final_listing(ops, {}, ck) == {"checkpoint.json": b'{"a": 1}\n'}
+
+
+@needs_strace
+def test_an_appending_descriptor_writes_at_the_end_in_the_replay(tmp_path):
+    code = """import os
+os.mkdir('ck')
+with open('ck/journal.log', 'wb') as f:
+    f.write(b'first\\n')
+fd = os.open('ck/journal.log', os.O_WRONLY | os.O_APPEND)
+os.write(fd, b'second\\n')
+os.close(fd)
+"""
+    ck = str(tmp_path / "ck")
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is None and final_listing(ops, {}, ck) == {"journal.log": b"first\nsecond\n"}
+    states = {s.files.get("journal.log") for s in crash_states(ops, {}, ck, models=("M1",))}
+    assert states == {None, b"", b"first\n", b"first\nsecond\n"}
+
+
+@needs_strace
+@pytest.mark.parametrize("how, words", [
+    ("import mmap\nm = mmap.mmap(fd, 2)\nm[:2] = b'{}'\nm.close()", "mapped ck/checkpoint.json into memory"),
+    ("os.symlink('checkpoint.json', 'ck/latest.json')", "symbolic link, ck/latest.json"),
+])
+def test_what_the_trace_cannot_follow_in_the_folder_is_refused_with_a_reason(tmp_path, how, words):
+    code = f"""import os
+os.mkdir('ck')
+fd = os.open('ck/checkpoint.json', os.O_RDWR | os.O_CREAT)
+os.ftruncate(fd, 2)
+{how}
+"""
+    ck = str(tmp_path / "ck")
+    problem = reconcile([], _traced(tmp_path, code), [ck])[1]
+    assert problem is not None and words in problem
+    # Outside the watched folder the same is no concern of the grader's.
+    (tmp_path / "out").mkdir()
+    elsewhere = code.replace("os.mkdir('ck')\n", "").replace("ck/", "")
+    assert reconcile([], _traced(tmp_path / "out", elsewhere), [ck])[1] is None

@@ -114,6 +114,7 @@ class FileSystem:
         self.dirs: set[str] = set(initial_dirs)
         self.handles: dict[int, _Inode] = {}
         self.sync_handles: set = set()
+        self.append_handles: set = set()  # opened with O_APPEND: each write lands at the end, whatever its offset says
         self.track = track_durability
         self.linked_renames: list = []  # renames that did nothing: both names were links to one file
 
@@ -131,6 +132,8 @@ class FileSystem:
         if kind == "open":
             if "sync" in op.flags:
                 self.sync_handles.add(op.handle)
+            if "append" in op.flags:
+                self.append_handles.add(op.handle)
             if "tmpfile" in op.flags:
                 self.handles[op.handle] = _Inode(b"", synced=b"")
                 return
@@ -152,15 +155,16 @@ class FileSystem:
             if inode is None:
                 return
             data = op.data if write_prefix is None else op.data[:write_prefix]
-            end = op.offset + len(data)
-            if len(inode.data) < op.offset:
-                inode.data.extend(b"\0" * (op.offset - len(inode.data)))
-            inode.data[op.offset:end] = data
+            offset = self.offset_of(op, inode)
+            end = offset + len(data)
+            if len(inode.data) < offset:
+                inode.data.extend(b"\0" * (offset - len(inode.data)))
+            inode.data[offset:end] = data
             inode.changed(self.track)
             if op.handle in self.sync_handles:
                 self._synced(inode)
             elif self.track:
-                inode.unsynced_writes.append((op.offset, data))
+                inode.unsynced_writes.append((offset, data))
         elif kind == "truncate":
             inode = self.inode_for(op)
             if inode is None:
@@ -205,6 +209,14 @@ class FileSystem:
         elif kind == "close":
             self.handles.pop(op.handle, None)
             self.sync_handles.discard(op.handle)
+            self.append_handles.discard(op.handle)
+
+    def offset_of(self, op: Op, inode: _Inode) -> int:
+        """Where write ``op`` lands in ``inode``: at the end for a handle opened with O_APPEND (and for a
+        write whose offset the kernel trace could not know, given as -1), else at its offset."""
+        if op.handle in self.append_handles or op.offset < 0:
+            return len(inode.data)
+        return op.offset
 
     @staticmethod
     def _synced(inode: _Inode) -> None:
@@ -369,10 +381,12 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
         if torn_names:
             # Build each torn file straight from the bytes before the write and a prefix of the
             # write, leaving the replayed file system untouched (no apply-and-undo per tear).
-            before = memoryview(fs.inode_for(op).snap())
+            inode = fs.inode_for(op)
+            before = memoryview(inode.snap())
+            offset = fs.offset_of(op, inode)
             listing = fs.listing(directory)
-            for cut in (_tears(len(op.data), op.offset) if not line_cuts else _line_tears(op.data, op.offset)):
-                torn = _overlay(before, op.offset, op.data, cut)
+            for cut in (_tears(len(op.data), offset) if not line_cuts else _line_tears(op.data, offset)):
+                torn = _overlay(before, offset, op.data, cut)
                 yield CrashState(i, "M2", {**listing, **dict.fromkeys(torn_names, torn)}, torn=(cut, len(op.data)),
                                  dirs=fs.subfolders(directory))
         fs.apply(op)

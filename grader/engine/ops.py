@@ -57,7 +57,8 @@ class Op:
                 return f"{api} created {name}"
             return f"{api} opened {name} for writing" + (" and emptied it" if "trunc" in self.flags else "")
         if self.kind == "write":
-            return f"{self.api} of {len(self.data):,} bytes to {name} at offset {self.offset:,}"
+            where = f"at offset {self.offset:,}" if self.offset >= 0 else "at its end"
+            return f"{self.api} of {len(self.data):,} bytes to {name} {where}"
         if self.kind == "truncate":
             return f"{self.api} of {name} to {self.size:,} bytes"
         if self.kind == "fsync":

@@ -27,22 +27,24 @@ an untraced process fails (ENOSYS), so it can no longer open a file or answer th
 from __future__ import annotations
 
 import codecs
+import itertools
 import os
 import re
 import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
-from grader.engine.ops import Op
+from grader.engine.ops import Op, short_name
 from grader.grading.wire import ELIDED
 
 # The calls that change files (and the few that say where a relative path points, or where the
 # next write lands). Reads are not traced: they change nothing a crash could leave behind.
 CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy_file_range,lseek,"
          "rename,renameat,renameat2,link,linkat,unlink,unlinkat,rmdir,mkdir,mkdirat,fsync,fdatasync,"
-         "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup")
+         "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup,dup,dup2,dup3,fcntl,mmap,"
+         "symlink,symlinkat")
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
@@ -89,10 +91,20 @@ _LINE = re.compile(r"^(\d+) +(.*)$")
 _WRITES = ("write", "writev", "pwrite64", "pwritev", "pwritev2", "sendfile", "copy_file_range")
 _TARGET = re.compile(r"(\d+)<([^>]*)>")  # a call's first argument under -y: its descriptor and what it names
 # A file with no name (O_TMPFILE, or unlinked while open) reads `3</dir/#1234>(deleted)`.
-_CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|\?)(?:<([^>]*)>(?:\(deleted\))?)?(?: .*)?$")
+_CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|0x[0-9a-f]+|\?)(?:<([^>]*)>(?:\(deleted\))?)?(?: .*)?$")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 _UNFINISHED = " <unfinished ...>"
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
+_OPENS = ("open", "openat", "openat2", "creat")
+_DUPS = ("dup", "dup2", "dup3", "fcntl")
+# What the kernel trace cannot follow: a marker in the trace, turned into a refusal when it touches a
+# watched folder (:func:`reconcile`). Never handed to the crash models.
+MARKERS = frozenset({"mmap", "io_uring", "symlink"})
+# An fsync whose descriptor the judge could not tell a folder or a file (see KernelTrace._is_dir).
+UNSURE = "folder or file?"
+# Handles of every trace in this process come from one count, so two workers' files never share one
+# (the recorder's handles, when there is no trace, count from 1 per call with a base far below this).
+_HANDLES = itertools.count(1 << 40)
 
 _problem: Optional[str] = None
 _checked = False
@@ -158,8 +170,12 @@ class KernelTrace:
         self.ops: list[tuple[int, Op]] = []  # (wire bytes before it, the operation)
         self.pending: dict[str, str] = {}  # pid -> the first half of an unfinished call
         self.cwd = "/"  # one for all: threads share it, and a child starts with its parent's
-        self.fds: dict[int, list] = {}  # fd -> [path, writable, handle, position or None, is_dir]
-        self.next_handle = 1
+        # fd -> [path it was opened at, writable, handle, position or None, is_dir]; a dup()ed descriptor
+        # shares the list (and so the position), as it shares the open file in the kernel.
+        self.fds: dict[int, list] = {}
+        self.root = os.path.realpath(scratch)  # the box's own folder: bound at the same path inside
+        self.pool: list = []  # this call's kernel operations no recorded one has claimed yet (see settle)
+        self.pool_since: Optional[int] = None
         self.tampered: Optional[str] = None
         self.proc: Any = None
         self.first_pid: Optional[str] = None  # the worker: strace's first tracee
@@ -261,7 +277,20 @@ class KernelTrace:
                 self._keep(pid, name, [target.group(0)] if target else _split(args), ret, ret_path, rest)
             except (ValueError, IndexError, KeyError) as exc:
                 self._tamper(f"a {name} line that could not be read ({exc})")
-        if ret == "?" or int(ret) < 0:
+        if name == "io_uring_setup":
+            # Refused by the tracer (REFUSED), so it never works; the attempt is still noted, so a run
+            # that meant to write through it is told why the grader will not follow it.
+            self._emit("io_uring", api=name)
+            return
+        if ret == "?" or ret.startswith("-"):
+            return
+        if name == "fcntl" and "F_DUPFD" not in args:
+            return  # F_GETFL and the like: nothing changes (and some return flags in hex)
+        if name == "mmap":
+            try:
+                self._mmap(_split(args))
+            except (ValueError, IndexError) as exc:
+                self._tamper(f"a {name} line that could not be read ({exc})")
             return
         if name in _WRITES and name != "copy_file_range":
             # A write to a pipe or a terminal (the judge's pipe, what the code prints) leaves nothing on
@@ -311,32 +340,81 @@ class KernelTrace:
 
     # -- one system call -----------------------------------------------------------------------
     def _path(self, pid: str, arg: str, dirfd: Optional[str] = None) -> str:
+        """A path argument as the kernel resolved it: relative to the working folder or to the folder
+        behind ``dirfd`` (strace -y names it), ``.``, ``..`` and doubled slashes folded away, and inside the
+        box's own folder (bound at the same path in the box) its folders' links followed, so one file
+        has one name however the code spelled it."""
         path = os.fsdecode(_string(arg)[0])
         if not os.path.isabs(path):
             base = _annotation(dirfd)[1] if dirfd is not None and "<" in dirfd else None
             path = os.path.join(base or self.cwd, path)
-        return os.path.normpath(path)
+        path = os.path.normpath(path)
+        if path.startswith(self.root + os.sep):
+            # Read while the call's effects are still there (the judge reads the trace as the worker
+            # runs, and the worker waits for the judge at each message). A link made and removed within
+            # one stretch between two messages could still be missed: the file then shows under two
+            # names, which the replay's comparison with the disk reports.
+            parent, name = os.path.split(path)
+            path = os.path.join(os.path.realpath(parent), name)
+        return path
 
     def _emit(self, kind: str, **fields: Any) -> None:
         self.ops.append((self.wire, Op(-1, kind, **fields)))
 
+    def _opened(self, ret: int, entry: list) -> None:
+        """Descriptor ``ret`` now names ``entry``; what it named before is closed (dup2 over an open fd)."""
+        old = self.fds.get(ret)
+        if old is not None and old is not entry:
+            self._closed(ret)
+        self.fds[ret] = entry
+
+    def _closed(self, fd: int) -> None:
+        entry = self.fds.pop(fd, None)
+        # A file stays open while any descriptor dup()ed from the same open names it.
+        if entry is not None and entry[1] and not entry[4] and not any(e is entry for e in self.fds.values()):
+            self._emit("close", api="close", path=entry[0], handle=entry[2])
+
+    def _is_dir(self, path: str, flags: str) -> Optional[bool]:
+        """Whether an open's file is a folder: O_DIRECTORY says so; else, in the box's own folder (the same
+        files inside and out), the judge looks; elsewhere (the box's own /tmp) it cannot, and says None."""
+        if "O_DIRECTORY" in flags:
+            return True
+        if path == self.root or path.startswith(self.root + os.sep):
+            return os.path.isdir(path)
+        return None
+
+    def _mmap(self, args: list) -> None:
+        """``mmap(addr, len, PROT_..., MAP_..., fd<path>, off)``: a shared, writable map of a file changes
+        it with no system call the trace could show (a marker, refused on a watched file)."""
+        if "<" not in args[4] or "MAP_SHARED" not in args[3] or "PROT_WRITE" not in args[2]:
+            return
+        fd, path = _annotation(args[4])
+        entry = self.fds.get(fd)
+        self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
+
     def _call(self, pid: str, name: str, args: list, ret: int, ret_path: Optional[str]) -> None:
-        if name in ("open", "openat", "creat"):
+        if name in _OPENS:
             path = os.fsdecode(_unescape(ret_path)) if ret_path else ""
             if self.name in path:
                 # The trace has no name: only a descriptor's link under /proc/<pid>/fd reopens it.
                 self._tamper("it opened the trace itself through /proc")
-            flags = "O_WRONLY|O_CREAT|O_TRUNC" if name == "creat" else args[2 if name == "openat" else 1]
+            flags = "O_WRONLY|O_CREAT|O_TRUNC" if name == "creat" else args[1 if name == "open" else 2]
             writable = any(f in flags for f in _WRITE_FLAGS)
-            handle = self.next_handle
-            self.next_handle += 1
-            is_dir = "O_DIRECTORY" in flags
-            self.fds[ret] = [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir]
+            handle = next(_HANDLES)
+            is_dir = self._is_dir(path, flags)
+            self._opened(ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir])
             if writable and not is_dir:
                 named = {"O_CREAT": "create", "O_TRUNC": "trunc", "O_APPEND": "append", "O_EXCL": "excl",
                          "O_SYNC": "sync", "O_DSYNC": "sync", "O_TMPFILE": "tmpfile"}
                 self._emit("open", api=name, path=path, handle=handle,
                            flags=frozenset(v for k, v in named.items() if k in flags))
+            return
+        if name in _DUPS:
+            if name == "fcntl" and not args[1].startswith("F_DUPFD"):
+                return
+            entry = self.fds.get(_annotation(args[0])[0])
+            if entry is not None:
+                self._opened(ret, entry)
             return
         if name in _WRITES:
             target = args[2] if name == "copy_file_range" else args[0]
@@ -353,17 +431,22 @@ class KernelTrace:
             elif name in ("writev", "pwritev", "pwritev2"):
                 data, cut = _iovecs(args[1])
             else:
-                data, cut = b"", True
+                data, cut = b"", True  # copied inside the kernel: strace prints none of the bytes
             data = data[:ret]
             entry = self.fds.get(fd)
             if name.startswith("pwrite"):
                 offset = int(args[-2] if name == "pwritev2" else args[-1])
+                if name == "pwritev2" and offset == -1 and entry is not None and entry[3] is not None:
+                    offset = entry[3]  # -1: at the file's own position, which it then moves
+                    entry[3] += ret
             else:
                 offset = entry[3] if entry is not None and entry[3] is not None else -1
                 if entry is not None and entry[3] is not None:
                     entry[3] += ret
-            self._emit("write", api=name, path=path, handle=entry[2] if entry else None, offset=offset,
-                       data=data, size=ret, flags=frozenset({"cut"}) if cut else frozenset())
+            # Named by the path it was opened at (the recorder's convention too): the handle says which
+            # file it is, whatever it has been renamed to since.
+            self._emit("write", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
+                       offset=offset, data=data, size=ret, flags=frozenset({"cut"}) if cut else frozenset())
             return
         if name == "lseek":
             entry = self.fds.get(_annotation(args[0])[0])
@@ -373,22 +456,23 @@ class KernelTrace:
         if name in ("fsync", "fdatasync"):
             fd, path = _annotation(args[0])
             entry = self.fds.get(fd)
-            is_dir = entry[4] if entry is not None and entry[0] == path else os.path.isdir(path)
-            self._emit("fsync", api=name, path=path, handle=entry[2] if entry else None, is_dir=is_dir)
+            is_dir = entry[4] if entry is not None else self._is_dir(path, "")
+            # Outside the box's folder only the recorder can say whether it was a folder (a label: the
+            # file it names is the kernel's, and no fsync of a folder makes a file durable).
+            self._emit("fsync", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
+                       is_dir=bool(is_dir), flags=frozenset({UNSURE}) if is_dir is None else frozenset())
             return
         if name == "ftruncate":
             fd, path = _annotation(args[0])
             entry = self.fds.get(fd)
-            self._emit("truncate", api=name, path=path, handle=entry[2] if entry else None, size=int(args[1]))
+            self._emit("truncate", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
+                       size=int(args[1]))
             return
         if name == "truncate":
             self._emit("truncate", api=name, path=self._path(pid, args[0]), size=int(args[1]))
             return
         if name == "close":
-            fd, path = _annotation(args[0])
-            entry = self.fds.pop(fd, None)
-            if entry is not None and entry[1] and not entry[4]:
-                self._emit("close", api=name, path=entry[0], handle=entry[2])
+            self._closed(_annotation(args[0])[0])
             return
         if name in ("rename", "link"):
             self._emit(name, api=name, path=self._path(pid, args[0]), dest=self._path(pid, args[1]))
@@ -397,7 +481,12 @@ class KernelTrace:
             source = self._path(pid, args[1], args[0])
             by_fd = _PROC_FD.match(source)
             if name == "linkat" and by_fd and int(by_fd.group(1)) in self.fds:
-                source = self.fds[int(by_fd.group(1))][0]  # linkat of an open (O_TMPFILE) file by descriptor
+                # linkat of an open (O_TMPFILE) file by descriptor: the handle says which file
+                entry = self.fds[int(by_fd.group(1))]
+                self._emit("link", api=name, path=entry[0], dest=self._path(pid, args[3], args[2]),
+                           handle=entry[2], flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0]
+                           else frozenset())
+                return
             self._emit("rename" if name.startswith("rename") else "link", api=name,
                        path=source, dest=self._path(pid, args[3], args[2]))
             return
@@ -410,6 +499,9 @@ class KernelTrace:
             return
         if name == "mkdirat":
             self._emit("mkdir", api=name, path=self._path(pid, args[1], args[0]))
+            return
+        if name in ("symlink", "symlinkat"):
+            self._emit("symlink", api=name, path=self._path(pid, args[-1], args[1] if name == "symlinkat" else None))
             return
         if name in ("sync", "syncfs"):
             self._emit("sync", api=name)
@@ -435,15 +527,18 @@ class KernelTrace:
         del self.ops[:n]
         return taken
 
-    def check(self, recorded: Iterable[Any], wire_bytes: int, watch: Iterable[str],
-              since: int = 0) -> Optional[str]:
-        """Compare ``recorded`` (the worker's operations up to one of its messages) with the kernel's.
+    def settle(self, recorded: Iterable[Any], wire_bytes: int, watch: Iterable[str], since: int = 0,
+               keep: Optional[Callable[[Op], Op]] = None) -> Optional[str]:
+        """Hand the judge the kernel's operations up to one of the worker's messages, labelled by the
+        recorder's operations sent with it (``recorded``); returns why the run cannot be trusted, or None.
 
         ``wire_bytes``: how many bytes the judge had read from the worker when that message ended.
         ``since``: where the recorded call began on the pipe; what the kernel saw before it belongs to
-        calls made without a recorder, and is dropped (an ``os.sync()`` there names no folder that
-        would keep it out of the comparison).
-        Returns None when they agree, else a sentence for the learner (beginning with :data:`MISMATCH`).
+        calls made without a recorder, and is dropped. ``keep(op)`` stores one operation where the crash
+        states are built from (the judge's recorder) and returns the stored one: every operation the
+        kernel saw, in its order, goes there, whether or not the recorder saw it. A recorded operation
+        may come in a later message than the kernel's (a thread racing the message), so the kernel's
+        operations no recorded one has claimed wait for one until the call ends (:attr:`pool`).
         """
         if not self.catch_up(wire_bytes):
             return (f"{MISMATCH}: " + (f"the trace was interfered with ({self.tampered})" if self.tampered else
@@ -451,14 +546,29 @@ class KernelTrace:
         if self.tampered:
             return f"{MISMATCH}: the trace was interfered with ({self.tampered})"
         self.take(since)
-        kernel = self.take(wire_bytes)
-        roots = [os.path.realpath(w) for w in watch]
-        if not roots:
-            return None
-        return compare([op for op in recorded if isinstance(op, Op)], kernel, roots)
+        if self.pool_since != since:
+            self.pool, self.pool_since = [], since
+        roots = [os.fspath(w) for w in watch]
+        fresh, problem = translate(self.take(wire_bytes), roots)
+        stored = {id(op): (keep(op) if keep is not None else op) for op in fresh}
+        claimable = self.pool + [op for op in fresh if claimable_by_recorder(op, roots)]
+        forged, unclaimed = label([op for op in recorded if isinstance(op, Op)], claimable, roots)
+        # keep() stored copies of the fresh operations before label() named them: the copies take the labels.
+        for op in fresh:
+            copy = stored[id(op)]
+            if copy is not op:
+                copy.api, copy.flags, copy.data, copy.offset = op.api, op.flags, op.data, op.offset
+        # Later labels must reach what keep() stored.
+        self.pool = [stored.get(id(op), op) for op in unclaimed]
+        return problem or forged
 
 
-# -- comparing ------------------------------------------------------------------------------------
+# -- the kernel's account, labelled ----------------------------------------------------------------
+
+# A Python-level name the recorder may give an operation (os.replace, write, pathlib...): anything else
+# it sends is not shown to a learner.
+_API = re.compile(r"^[A-Za-z_][\w.]{0,39}$")
+
 
 def _inside(path: Optional[str], roots: list) -> bool:
     return path is not None and any(path == r or path.startswith(r + os.sep) for r in roots) \
@@ -485,77 +595,119 @@ def _nameless(path: Optional[str]) -> Optional[str]:
     return path
 
 
-_OPEN_FLAGS = frozenset({"create", "trunc", "append", "excl", "sync", "tmpfile"})
+def _left_out(path: Optional[str]) -> bool:
+    """Files no crash state holds: byte-code caches, and devices (but /dev/shm holds ordinary files)."""
+    return path is not None and ("__pycache__" in path or path.endswith((".pyc", ".pyo"))
+                                 or (path.startswith("/dev/") and not path.startswith("/dev/shm/")))
 
 
-def _key(op: Op, real: Any) -> tuple:
-    path, dest = _nameless(real(op.path)), _nameless(real(op.dest))
-    if op.kind == "open":
-        # "sync" too: a claimed O_SYNC would make every write durable on return for the power-cut models.
-        return ("open", path, frozenset(op.flags) & _OPEN_FLAGS)
-    if op.kind == "write":
-        return ("write", path)
-    if op.kind == "truncate":
-        return ("truncate", path, op.size)
-    if op.kind in ("rename", "link"):
-        return (op.kind, path, dest)
-    return (op.kind, path)
+def translate(kernel: list, roots: list) -> tuple[list, Optional[str]]:
+    """The kernel's operations as the judge names them, and why the run cannot be graded (or None).
+
+    ``roots``: the watched folders as the judge names them (it may reach them through a link; the
+    kernel names them by their real path). A path inside one is renamed back to the judge's name;
+    others keep the kernel's. Byte-code caches and devices are left out; a marker (:data:`MARKERS`)
+    becomes the reason: a file in a watched folder written through a shared memory map, a symbolic
+    link made there, or any use of io_uring.
+    """
+    pairs = [(os.path.realpath(r), r) for r in roots]
+    real_roots = [r for r, _ in pairs]
+
+    def judge_name(path: Optional[str]) -> Optional[str]:
+        if path is None:
+            return None
+        for real, given in pairs:
+            if path == real or path.startswith(real + os.sep):
+                return given + path[len(real):]
+        return path
+
+    out, problem = [], None
+    for op in kernel:
+        if op.kind in MARKERS:
+            if problem is None and (op.kind == "io_uring" or _inside(op.path, real_roots)):
+                problem = _refusal(op, judge_name(op.path))
+            continue
+        if _left_out(op.path) or _left_out(op.dest):
+            continue
+        op.path, op.dest = judge_name(op.path), judge_name(op.dest)
+        out.append(op)
+    return out, problem
 
 
-def _same_write(mine: Op, kernel: Op) -> bool:
-    if ELIDED in mine.flags:  # the worker sent only the size: the bytes are the kernel's to give
-        same = mine.size == kernel.size and "cut" not in kernel.flags
-    elif "cut" in kernel.flags:  # strace printed only the first bytes (or none: sendfile)
-        same = len(mine.data) == kernel.size and mine.data.startswith(kernel.data)
-    else:
-        same = mine.data == kernel.data
-    return same and (kernel.offset < 0 or mine.offset == kernel.offset)
+def _refusal(op: Op, path: Optional[str]) -> str:
+    name = short_name(path)
+    if op.kind == "mmap":
+        return (f"your code mapped {name} into memory for writing (mmap with MAP_SHARED): bytes stored there "
+                "reach the file with no system call, so the grader cannot tell when they land or rebuild what a "
+                "crash would leave, and it does not grade such a run. Write the checkpoint with write() calls")
+    if op.kind == "symlink":
+        return (f"your code made a symbolic link, {name}, in the checkpoint folder: the crash models do not "
+                "follow links, so the grader does not grade such a run. Save plain files")
+    return ("your code set up io_uring, which changes files with no system call the grader can trace, so it "
+            "does not grade such a run. Use ordinary write, fsync and rename calls")
 
 
-def _take_kernel_bytes(mine: Op, kernel: Op) -> None:
-    """The crash states are built from what the kernel was asked to write: the recorded write keeps
-    its place in the loop (save point, tool) and takes the kernel's bytes."""
-    if "cut" not in kernel.flags:
-        mine.data, mine.size = kernel.data, len(kernel.data)
-        if ELIDED in mine.flags:
-            mine.flags = mine.flags - {ELIDED}
+def claimable_by_recorder(op: Op, roots: list) -> bool:
+    """Whether a recorded operation could be this one: the kinds compared, in a watched folder (or sync)."""
+    return op.kind in COMPARED and not (op.kind == "write" and not op.data and not op.size) \
+        and (op.kind == "sync" or _inside(op.path, roots) or _inside(op.dest, roots))
 
 
-def compare(recorded: list, kernel: list, roots: list) -> Optional[str]:
-    """The first difference between two accounts of the same run, in a learner's words (None: none).
+def label(recorded: list, kernel: list, roots: list) -> tuple[Optional[str], list]:
+    """Give the kernel's operations the recorder's labels: returns why a recorded one is forged (or
+    None), and the operations of ``kernel`` no recorded one claimed.
 
-    Each recorded write that agrees with the kernel's takes the kernel's bytes (in place), so what
-    the crash states are built from is the kernel's account; the recorder's list only names where in
-    the loop each operation happened. A write the worker sent without its bytes (:data:`ELIDED`)
-    agrees by size and offset, and gets its bytes only here.
+    Each recorded operation in a watched folder (or ``os.sync()``) must be one the kernel saw: the
+    first of ``kernel`` not yet claimed of the same kind that names the same file (its folders' links
+    followed; a file with no name yet matches the recorder's placeholder), or failing that the first of
+    the same kind (and, for a write, the same size): the two accounts may name a file differently (a
+    descriptor's file renamed while open) or order two calls differently (threads), and the kernel is
+    right. A recorded operation with no such counterpart is refused as forged. The labels are only
+    words: the Python function that made the call (``os.replace``), whether the file existed before an
+    open, and the bytes of a copy made inside the kernel (``sendfile``, whose bytes strace cannot
+    print; the replay is compared with the disk after each call). What the kernel saw that the recorder
+    did not is kept as it is, named by its system call.
     """
     cache: dict = {}
 
     def real(path: Optional[str]) -> Optional[str]:
-        return _real(path, cache)
+        return _nameless(_real(path, cache))
 
-    def kept(ops: list) -> list:
-        # A write of nothing changes nothing (shutil.copyfile's last sendfile returns 0 at the end of
-        # its source, and the recorder has no operation for it).
-        # os.sync() names no file but makes every one durable, so it is compared wherever it happens.
-        return [op for op in ops if op.kind in COMPARED and not (op.kind == "write" and not op.data and not op.size)
-                and (op.kind == "sync" or _inside(real(op.path), roots) or _inside(real(op.dest), roots))]
-
-    mine, theirs = kept(recorded), kept(kernel)
-    for i in range(max(len(mine), len(theirs))):
-        a = mine[i] if i < len(mine) else None
-        b = theirs[i] if i < len(theirs) else None
-        if a is not None and b is not None and _key(a, real) == _key(b, real) \
-                and (a.kind != "write" or _same_write(a, b)):
-            if a.kind == "write":
-                _take_kernel_bytes(a, b)
+    mine = [op for op in recorded if claimable_by_recorder(op, roots) or (op.kind in COMPARED and (
+        _inside(_real(op.path, cache), roots) or _inside(_real(op.dest, cache), roots)))]
+    free = list(kernel)
+    for op in mine:
+        if op.kind == "write" and not op.data and not op.size:
             continue
-        if a is None:
-            return f"{MISMATCH}: the kernel saw {_told(b)}, which is missing from the recorded operations"
-        if b is None:
-            return f"{MISMATCH}: the recorded operations include {_told(a)}, which the kernel never saw"
-        return f"{MISMATCH}: the kernel saw {_told(b)} where the recorded operations have {_told(a)}"
-    return None
+        size = op.size if ELIDED in op.flags else len(op.data)
+        same_kind = [k for k in free if k.kind == op.kind and (op.kind != "write" or k.size == size)]
+        named = real(op.path), real(op.dest)
+        match = next((k for k in same_kind if (real(k.path), real(k.dest)) == named), None) \
+            or (same_kind[0] if same_kind else None)
+        if match is None:
+            return f"{MISMATCH}: the recorded operations include {_told(op)}, which the kernel never saw", free
+        free.remove(match)
+        if op.api and _API.match(op.api):
+            match.api = op.api
+        if UNSURE in match.flags:
+            match.is_dir, match.flags = bool(op.is_dir), match.flags - {UNSURE}
+        if op.kind == "open" and "existed" in op.flags:
+            match.flags = match.flags | {"existed"}
+        if op.kind == "write" and "cut" in match.flags and ELIDED not in op.flags and len(op.data) == match.size:
+            match.data = op.data
+            match.flags = match.flags - {"cut"}
+        if op.kind == "write" and match.offset < 0 and isinstance(op.offset, int) and op.offset >= 0:
+            match.offset = op.offset  # only words: an appending handle's writes land at the end in the replay
+    return None, free
+
+
+def reconcile(recorded: list, kernel: list, roots: list) -> tuple[list, Optional[str]]:
+    """One stretch of a run: the operations the crash states are built from (the kernel's, as the judge
+    names them, labelled by the recorder's), and why the run cannot be graded, or None (see :func:`label`,
+    :func:`translate`). :meth:`KernelTrace.settle` is the same, message by message."""
+    ops, problem = translate(kernel, roots)
+    forged, _ = label(recorded, [op for op in ops if claimable_by_recorder(op, roots)], roots)
+    return ops, problem or forged
 
 
 def _told(op: Op) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -223,6 +224,12 @@ class RemoteSubmission:
         return read
 
 
+def _keep(rec: Any, op: Op) -> Op:
+    """Store one of the kernel's operations in the judge's recorder (the crash states' source)."""
+    return rec.add(op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset, data=op.data,
+                   size=op.size, flags=op.flags, is_dir=op.is_dir)
+
+
 def _empty(folder: Path) -> None:
     """Remove what an earlier run of a check left in ``folder`` (never following a link)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -426,13 +433,14 @@ class RemoteFunction:
                 op = message.get("op")
                 if op in ("ops", "callback", "return", "raise"):
                     if rec is not None and worker.kernel is not None:
-                        # The kernel's account of the same stretch of the run (grader.grading.kernel_trace),
-                        # first: each write that agrees takes the kernel's bytes before it is kept.
-                        differs = worker.kernel.check(message.get("ops") or (), worker.consumed, rec.watch,
-                                                      since=started_at)
-                        if differs and differs not in rec.unseen:
-                            rec.unseen.append(differs)
-                    self._take_ops(rec, message.get("ops"), objects, handle_base)
+                        # What happened on disk is what the kernel saw (grader.grading.kernel_trace): its
+                        # operations are kept, in its order; the worker's recorded ones only label them.
+                        refused = worker.kernel.settle(message.get("ops") or (), worker.consumed, rec.watch,
+                                                       since=started_at, keep=functools.partial(_keep, rec))
+                        if refused and refused not in rec.unseen:
+                            rec.unseen.append(refused)
+                    else:
+                        self._take_ops(rec, message.get("ops"), objects, handle_base)
                 if op == "callback":
                     self._serve_callback(worker, message, objects, what)
                     continue
@@ -449,7 +457,9 @@ class RemoteFunction:
             box.output_dropped += dropped - worker.dropped_output
             worker.dropped_output = dropped
         if rec is not None:
-            unseen = message.get("unseen")
+            # What the worker's recorder says it missed is the kernel's to tell, where there is a kernel trace:
+            # a call it did not see is still in the kernel's account, and is judged on its effect.
+            unseen = message.get("unseen") if worker.kernel is None else None
             if isinstance(unseen, list):
                 rec.unseen.extend(str(u)[:500] for u in unseen[:50])
             rec.compare_with_disk()

@@ -1,5 +1,6 @@
 """Hostile: writes checkpoint.json in place (a crash can tear it) with the grader's recorder switched
-off, hoping no write is seen and so nothing is found torn. The files left on disk give it away."""
+off, hoping no write is seen and so nothing is found torn. Under grade the kernel saw the writes, so
+they are crash points all the same (in a learner's own pytest, the files left on disk give it away)."""
 
 import json
 import os

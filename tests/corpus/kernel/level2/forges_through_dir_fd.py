@@ -1,0 +1,85 @@
+"""Hostile: saves in place through a descriptor of the folder (dir_fd=), and tells the recorder the
+file it opened was a temp file that a claimed rename then put in place.
+
+With FORGE = False the file is its own honest twin: crashcourse grade must give both the same
+score (tests/test_grade_kernel.py), since what happened on disk is what the kernel saw.
+"""
+
+import json
+import os
+
+
+FORGE = True
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    import grader.engine.recorder as spy
+    rec = spy._active
+    before = len(rec.ops) if rec is not None else 0
+    os.makedirs(directory, exist_ok=True)
+    folder = os.open(directory, os.O_RDONLY)
+    try:
+        fd = os.open("checkpoint.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+    finally:
+        os.close(folder)
+    if rec is None or not FORGE:
+        return
+    real = os.path.abspath(os.path.join(directory, "checkpoint.json"))
+    tmp = real + ".tmp"
+    for op in rec.ops[before:]:
+        if op.path == real:
+            op.path = tmp
+    rec.add("rename", api="os.replace", path=tmp, dest=real)
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        # Save point A: the model has named a tool and it has not run yet. If the process dies
+        # while the tool runs, this record is the only trace that the call was ever made.
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        # Save point B: the result is in messages, so nothing is pending any more. Without this
+        # save, a crash during the next model call would leave a finished tool marked unfinished.
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    # The final answer goes on disk too, so a finished task's checkpoint says it is finished.
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state

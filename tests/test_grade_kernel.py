@@ -1,0 +1,140 @@
+"""One source of truth: under ``crashcourse grade`` what happened on disk is what the kernel saw
+(grader.grading.kernel_trace), and the recorder only labels it.
+
+``tests/corpus/kernel`` holds two kinds of submission, graded in one batch per level:
+
+- correct code written every way a learner might (pathlib in a class, tempfile, os.open with
+  writev or pwrite, a folder's descriptor with dir_fd=, oddly spelled paths, fsyncs on a worker
+  thread, the folder opened twice per save or before the write): full marks under ``grade`` AND
+  under the learner's own pytest. Level 2's rename inside the ``with`` block (a real mistake)
+  gets the same 6 of 10 from both, not 0 for a "forgery".
+- hostile code: a wrong loop that edits what the recorder wrote down (the same file named another
+  way, through dir_fd=, outside the watched folder, an fsync of another file credited to the temp
+  file). Each has an honest twin (``FORGE = False``), graded in the same batch: the forgery earns
+  exactly what the twin earns, which is less than full marks, or, where it claims an operation the
+  kernel never saw (a rename, an ``os.sync()``), is refused as forged and earns nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.grading import bubblewrap, kernel_trace
+
+KIT = Path(__file__).resolve().parent.parent
+CORPUS = KIT / "tests" / "corpus" / "kernel"
+W04 = KIT / "tests" / "corpus" / "level2" / "w04_replace_inside_with.py"
+
+pytestmark = pytest.mark.skipif(kernel_trace.problem() is not None or bubblewrap.check() is not None,
+                                reason="needs strace and a bubblewrap box")
+
+
+def _cases(level: int) -> dict:
+    """name -> source file, for the level's kernel corpus (level 2 also holds w04)."""
+    out = {p.stem: p for p in sorted((CORPUS / f"level{level}").glob("*.py"))}
+    if level == 2:
+        out["w04_replace_inside_with"] = W04
+    return out
+
+
+def _verdict(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return doc.splitlines()[0]
+
+
+def _grade(folder: Path, level: int, report: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", str(level),
+                           "--examples", "1", "--output", str(report), "--fresh"],
+                          capture_output=True, text=True, cwd=KIT, timeout=900)
+    assert report.exists(), done.stderr[-3000:]
+    return {s["id"]: s for s in json.loads(report.read_text())["submissions"]}
+
+
+def _pytest_score(folder: Path, level: int) -> tuple:
+    """(points earned, points in all) of the learner's own pytest run on ``folder``."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"exercises/level{level}",
+                           "--submission", str(folder)], capture_output=True, text=True, cwd=KIT, timeout=600)
+    found = re.search(r"(\d+(?:\.\d+)?) of (\d+(?:\.\d+)?) points", done.stdout)
+    assert found, done.stdout[-2000:]
+    return float(found.group(1)), float(found.group(2))
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def graded(request, tmp_path_factory):
+    level = request.param
+    tmp = tmp_path_factory.mktemp(f"kernel{level}")
+    subs = tmp / "subs"
+    for name, source in _cases(level).items():
+        (subs / name).mkdir(parents=True)
+        text = source.read_text(encoding="utf-8")
+        (subs / name / "agent.py").write_text(text, encoding="utf-8")
+        if "\nFORGE = True\n" in text:
+            (subs / f"{name}_twin").mkdir()
+            (subs / f"{name}_twin" / "agent.py").write_text(text.replace("\nFORGE = True\n", "\nFORGE = False\n"),
+                                                            encoding="utf-8")
+    return level, subs, _grade(subs, level, tmp / "report.json")
+
+
+def _failures(submission: dict) -> str:
+    return "\n".join(f"{t['name']}: {t['output'][:700]}" for t in submission["tests"]
+                     if t["status"] not in ("passed", "manual review"))
+
+
+def test_correct_code_earns_full_marks_under_grade_and_its_own_pytest(graded):
+    level, subs, report = graded
+    right = [name for name, path in _cases(level).items() if _verdict(path).startswith("VERDICT: pass")]
+    if not right:
+        pytest.skip(f"no correct-code case for level {level} yet")
+    for name in right:
+        got = report[name]
+        assert got["score"] == got["max_score"] > 0, (name, _failures(got))
+        earned, total = _pytest_score(subs / name, level)
+        assert earned == total == got["max_score"], name
+
+
+def test_a_rename_inside_the_with_block_earns_the_same_under_grade_as_under_pytest(graded):
+    level, subs, report = graded
+    if level != 2:
+        pytest.skip("a level-2 case")
+    got = report["w04_replace_inside_with"]
+    assert (got["score"], _pytest_score(subs / "w04_replace_inside_with", 2)[0]) == (6.0, 6.0), _failures(got)
+    assert kernel_trace.MISMATCH not in _failures(got)
+    assert "renamed checkpoint.json.tmp over checkpoint.json while its" in _failures(got)
+
+
+def test_a_forged_account_earns_what_the_same_code_earns_honestly(graded):
+    level, subs, report = graded
+    twins = [name for name in report if name.endswith("_twin")]
+    assert twins
+    for twin in twins:
+        forged, honest = report[twin[:-len("_twin")]], report[twin]
+        assert honest["score"] < honest["max_score"], (twin, "the honest twin is a wrong loop")
+        assert kernel_trace.MISMATCH not in _failures(honest)
+        # Relabelled operations earn the twin's score; a claimed one the kernel never saw is refused.
+        if forged["score"] != honest["score"]:
+            assert forged["score"] == 0.0 and "which the kernel never saw" in _failures(forged), twin
+
+
+def test_operations_the_kernel_never_saw_are_refused_as_forged(graded):
+    level, subs, report = graded
+    if level != 2:
+        pytest.skip("a level-2 case")
+    got = report["forges_fake_events"]
+    assert got["score"] == 0.0
+    assert f"{kernel_trace.MISMATCH}: the recorded operations include os.sync()" in _failures(got)
+
+
+def test_the_corpus_is_what_the_test_says(graded):
+    """Every file's first docstring line says what it is: a VERDICT for correct code, or Hostile."""
+    level, _, _ = graded
+    for name, path in _cases(level).items():
+        assert _verdict(path).startswith(("VERDICT: pass", "VERDICT: fail", "Hostile")), name
+    assert shutil.which("strace")
