@@ -33,10 +33,10 @@ What that buys:
 * lying about file operations (speaking the worker's wire protocol directly): after each recorded
   call the judge replays the trace and compares it with the files really on disk; a mismatch
   makes the run "unseen", which fails. A lie that leaves the same final files (a submission that
-  edits the recorder's list from inside its own process) is caught by the kernel's account: the
-  worker runs under strace, and the operations it reports up to each message must be the system
-  calls it made (:mod:`grader.grading.kernel_trace`); where they differ the run is not trusted,
-  and where they agree the crash states are built from the bytes the kernel saw written.
+  edits the recorder's list from inside its own process) gains nothing: the worker runs under
+  strace, and the crash states are built from the system calls it made
+  (:mod:`grader.grading.kernel_trace`), which the recorder's operations only label; a recorded
+  operation the kernel never saw is refused as forged.
 
 The worker's data is decoded as JSON with a few tagged forms and checked (kinds of operation,
 types of fields); written bytes travel raw after the JSON, by offset. Nothing it sends is

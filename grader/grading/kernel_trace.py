@@ -8,15 +8,37 @@ byte of every write) to a file that has no name anywhere (created and unlinked b
 strace reaches it through the descriptor it was handed, and the worker closes that descriptor
 before any of the submission's code runs).
 
-After each message from the worker that carries recorded operations, the judge waits until the
-trace has caught up with that message (the kernel saw the worker write every byte of it to the
-judge's pipe), takes the system calls made before it, and compares them with the recorded
-operations on the watched folders (:func:`compare`). Where they differ, the run's verdict is not
-trusted: the difference is added to the recorder's list of things it could not see, so the
-tests built on that run fail with the reason. Where they agree, each recorded write takes the
-kernel's bytes (the worker sends only the sizes of its writes in the watched folders), so the crash
-states are built from the kernel's account; the recorder only says where in the loop each
-operation happened (save point A or B, which tool).
+What happened on disk is what the kernel says happened (as in ALICE and CrashMonkey). After each
+message from the worker, the judge waits until the trace has caught up with it (the kernel saw the
+worker write every byte of it to the judge's pipe) and takes the system calls made before it
+(:meth:`KernelTrace.settle`). Those become the operations the crash states are built from, in the
+kernel's order: each file named by the path the kernel resolved (``-y`` prints the path behind each
+descriptor; a path argument is made absolute against the working folder or the ``dir_fd`` folder,
+``.``, ``..`` and doubled slashes folded, links to folders followed), each open file by the
+kernel's descriptor (a ``dup`` shares it), with the kernel's bytes, offsets and flags, inside the
+watched folders and out. The recorder's operations sent with the message only label them
+(:func:`label`): the Python function that made the call, whether a file existed before its open.
+A recorded operation with no counterpart in the kernel's account is refused as forged; a kernel
+operation the recorder did not see (``pwritev2``, a write through ``ctypes``, a library's own
+writes, another process's ``mv``) is still a crash point, named by its system call, and fails
+nothing on its own. The labels of the crash points that matter for a level (save point A or B,
+which tool, a model call) are the judge's own events, placed between the kernel's operations by
+the order of the messages.
+
+What the trace cannot see, and is refused when it touches a watched folder, with the reason
+(:func:`translate`): bytes stored through a shared, writable memory map (``mmap`` is traced, the
+stores are not), and a symbolic link (the crash models do not follow links); io_uring, which
+changes files with no system call per change, is refused outright (the tracer makes
+``io_uring_setup`` fail, and a run that tried is not graded). Bytes copied inside the kernel
+(``sendfile``, ``copy_file_range``) are not printed by strace: their sizes and offsets are the
+kernel's, their bytes the recorder's, and the replay is compared with the files on disk after each
+call. A path argument is resolved when the judge reads the trace (a moment after the call): a link
+made and removed between two messages of the worker may be missed, and the replay's comparison
+with the disk then reports the difference.
+
+The parsing half (:class:`KernelTrace` reading strace's ``-f -y -x`` lines into
+:class:`~grader.engine.ops.Op`; :func:`translate`, :func:`label` and :func:`reconcile`) knows nothing
+of levels or workers, so any program's trace can be read the same way.
 
 What the tracer costs, and why it is outside the worker's Python but inside today's box: see
 ``benchmarks/README.md`` and the README's section on why a submission cannot grade itself. A
