@@ -14,10 +14,18 @@ import sys
 
 import pytest
 
-from grader.engine.crash_models import crash_states, final_listing
+from grader.engine.crash_models import FileSystem, crash_states
 from grader.engine.ops import Op
 from grader.grading import kernel_trace, wire
 from grader.grading.kernel_trace import MISMATCH, KernelTrace, reconcile
+
+
+def final_listing(ops: list, initial: dict, folder: str) -> dict:
+    """The folder after every operation: what an uncrashed run leaves."""
+    fs = FileSystem(initial)
+    for op in ops:
+        fs.apply(op)
+    return fs.listing(folder)
 
 
 def hx(text) -> str:
