@@ -934,7 +934,13 @@ def write_lesson_pictures(folder: Optional[str] = None) -> list:
     """Draw every lesson picture into ``folder`` (the lesson's ``pictures/``); return the paths written."""
     from pathlib import Path
 
-    folder = Path(folder) if folder else Path(__file__).resolve().parents[2] / "lessons" / "pictures"
+    if folder is None:
+        lessons = Path(__file__).resolve().parents[2] / "lessons"
+        if not lessons.is_dir():  # an installed kit: its lessons are a copy, not the source to redraw
+            raise SystemExit("no lessons/ folder beside the grader: run this in a checkout of the kit, or name "
+                             "the folder to draw into")
+        folder = lessons / "pictures"
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name in LESSON_PICTURES:
