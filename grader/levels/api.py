@@ -6,7 +6,8 @@ module imports anything else of ``grader``, and when a name here has no type hin
 may use is therefore listed once, below, grouped by what it is for; a change to one of these
 names is a change to every level, and is made here on purpose.
 
-- **The level itself**: :class:`LevelModule` (subclass it, set ``LEVEL``), the manifest's
+- **The level itself**: :class:`LevelModule` (subclass it, set ``LEVEL``; or
+  :class:`NamedChecksLevel` for a level judged by named checks), :class:`Drive`, the manifest's
   :class:`Level`, and the column a level draws (:class:`Column`, :class:`ColumnMeaning`,
   :class:`NamedChecks`, :func:`column`, :func:`failed_column`, :func:`load_module`).
 - **Its checks and causes**: :class:`Check`, :func:`declare` (a namespace of checks and the cell
@@ -56,6 +57,7 @@ from grader.levels.columns import (Column, ColumnMeaning, NamedChecks, column, f
                                    row_key)
 from grader.levels.interface import Drive, LevelModule
 from grader.levels.manifest import Level
+from grader.levels.named import NamedChecksLevel
 from grader.levels.registry import Check, checks, declare, declare_causes, qualified, words
 
 # The words of a matrix cell that are no check's: nothing wrong, no such point, code that got stuck.
@@ -80,7 +82,7 @@ NON_IDEMPOTENT_TOOLS: frozenset = _scripted.NON_IDEMPOTENT_TOOLS
 
 __all__ = [
     # the level and its column
-    "LevelModule", "Drive", "Level", "Column", "ColumnMeaning", "NamedChecks", "column", "failed_column", "load_module",
+    "LevelModule", "NamedChecksLevel", "Drive", "Level", "Column", "ColumnMeaning", "NamedChecks", "column", "failed_column", "load_module",
     "models_line", "row_key", "NOWHERE", "OK", "STUCK",
     # checks and causes
     "Check", "declare", "declare_causes", "checks", "words", "qualified",
