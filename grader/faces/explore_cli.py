@@ -246,7 +246,7 @@ def _report(args, run, models, table, verdicts, total, points, counts, seconds, 
     # Fold neighbouring points whose verdicts agree (ok or broken per model) into stretches.
     stretches: list = []
     for k, op, cells in rows:
-        shape = tuple(c.split(" ")[0] for c in cells.values())
+        shape = tuple(c.startswith("broken") for c in cells.values())  # "-" (no state there) folds with ok
         if stretches and stretches[-1]["shape"] == shape:
             stretches[-1]["last"], stretches[-1]["last_op"] = k, op
             for m, c in cells.items():
@@ -321,6 +321,8 @@ def _report(args, run, models, table, verdicts, total, points, counts, seconds, 
 
 def _add(a: str, b: str) -> str:
     """Two cells of one stretch added up: ``broken 1/2`` and ``broken 2/3`` give ``broken 3/5``."""
+    if a == "-" or b == "-":
+        return b if a == "-" else a
     if not a.startswith("broken") or not b.startswith("broken"):
         return a
     x, y = a.split(" ")[1].split("/"), b.split(" ")[1].split("/")
@@ -338,7 +340,7 @@ def render(r: dict, width: int = 100) -> str:
     lines.append(f"  the program ran once ({r['program_seconds']:.2f} s, exit {r['program_exit']}): "
                  f"{r['operations']:,} file operations under the folder, {r['crash_points']:,} crash points{sampled}; "
                  f"{r['states']:,} crash states, {r['distinct_states']:,} distinct, checked in {r['seconds']:.1f} s "
-                 f"({r['jobs']} at a time)")
+                 f"({r['jobs']} at a time, {r['states_per_second'] or 0:g} states/s)")
     for note in r["notes"]:
         lines.extend(textwrap.wrap("note: " + note, width, initial_indent="  ", subsequent_indent="    "))
     lines.append("")
@@ -368,7 +370,7 @@ def render(r: dict, width: int = 100) -> str:
                 lines.append(f"       {what}")
             said = "timed out" if fb["timed_out"] else f"exit {fb['exit']}"
             lines.append(f"     the checker said ({said}):")
-            out = fb["output"].strip().splitlines() or ["(nothing)"]
+            out = [line for line in fb["output"].strip().splitlines() if line.strip()] or ["(nothing)"]
             lines.extend(f"       | {line[:width - 10]}" for line in out[:8])
             if len(out) > 8:
                 lines.append(f"       | ... ({len(out) - 8} more lines)")
