@@ -290,3 +290,12 @@ def test_stacks_name_the_native_frame_of_each_call(tmp_path, capsys):
                             PY_CHECK, "M1", "--stacks")
     assert code == 1 and report["stacks"]
     assert all(" in " in s["first_op"] for s in report["stretches"][1:]), report["stretches"]
+
+
+@needs_box
+def test_a_shared_writable_map_in_the_folder_is_said_to_be_unseen(tmp_path, capsys):
+    _state(tmp_path)
+    program = [sys.executable, "-c", "import mmap, os, sys\nfd = os.open(sys.argv[1] + '/save.json', os.O_RDWR)\n"
+               "m = mmap.mmap(fd, 0)\nm[0:1] = b'['\nm.flush()", "{dir}"]
+    code, report = _explore(tmp_path, capsys, program, "true", "M1")
+    assert any("mmap" in note and "save.json" in note for note in report["notes"]), report["notes"]

@@ -42,6 +42,8 @@ from grader.engine.ops import Op
 
 # Versions of one file's unsynced data kept as power-cut options (the oldest and newest are kept).
 VERSIONS = 6
+# ... and at most this many bytes of them (a file of 8 MB keeps 4 versions).
+VERSION_BYTES = 32 * 1024 * 1024
 # Unsynced writes of one file that M4 may lose one of (the latest ones).
 UNDO = 16
 
@@ -318,7 +320,8 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
                     seen = versions.setdefault(id(inode), [])
                     if not seen or seen[-1] is not inode.snap():
                         seen.append(inode.snap())
-                    if len(seen) > 4 * VERSIONS:  # bounded: a file written a million times keeps a sample
+                    # Bounded: a file written a million times keeps a sample, and a large one fewer.
+                    if len(seen) > max(2, min(4 * VERSIONS, VERSION_BYTES // max(1, len(inode.snap())))):
                         seen[:] = seen[::2]
         if "M1" in models:
             files, dirs = listing()

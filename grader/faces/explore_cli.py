@@ -134,10 +134,13 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
         raise UsageError(f"the program could not be started: {run.output.decode('utf-8', 'replace').strip()[:300]}")
     folder = run.folder
 
-    def ops():
-        return program_trace.operations(run.trace_path, run.cwd if run.box else run.cwd, folder)
+    unseen: list = []
 
-    total = sum(1 for _ in ops())
+    def ops(notes=None):
+        return program_trace.operations(run.trace_path, run.cwd, folder, notes)
+
+    total = sum(1 for _ in ops(unseen))
+    run.notes.extend(dict.fromkeys(unseen))
     points = None
     if total + 1 > args.max_points:
         rng = random.Random(args.seed)

@@ -73,6 +73,12 @@ if _spec is not None and _spec.loader is not None:
     _mod = _util.module_from_spec(_spec)
     _spec.loader.exec_module(_mod)
 """
+_UNSEEN = {
+    "mmap": "the program mapped {name} into memory for writing (mmap, MAP_SHARED): what it stored there "
+            "changes the file with no system call, so no crash state shows it",
+    "symlink": "the program made a symbolic link, {name}: crash states do not rebuild links",
+    "io_uring": "the program tried io_uring, which was refused (its writes would be invisible to the trace)",
+}
 _NAME = re.compile(r"^\d+ +(?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _MARK_LINE = re.compile(r'^(\d+) +write\(-1, "' + re.escape(MARK) + r'((?:[^"\\]|\\.)*)"')
 _FRAME = re.compile(r"^ > (\S+?)\(([^)]*)\) \[(0x[0-9a-f]+)\]")
@@ -272,13 +278,17 @@ class TracedOp(Op):
         return out
 
 
-def operations(trace_path: str, cwd: str, folder: str) -> Iterator[TracedOp]:
+def operations(trace_path: str, cwd: str, folder: str, unseen: Optional[list] = None) -> Iterator[TracedOp]:
     """The trace's file-system operations on ``folder`` (and every ``sync``), in order, one at a time.
 
     Each carries ``note`` = the process id, ``index`` = how many calls of its name (``api``) on its
     path that process had made, this one included (what ``strace -P PATH -e inject=NAME:when=N``
-    counts, so a real kill can be aimed at it), and ``payload`` = the program's own line (Python) or the first frame of its
-    stack outside the C library (``strace -k``), or None.
+    counts, so a real kill can be aimed at it), ``cwd`` = the folder it was made from, and
+    ``payload`` = the program's own line (Python) or the first frame of its stack outside the C
+    library (``strace -k``), or None.
+
+    What the trace cannot follow (a shared writable ``mmap`` of a file in the folder, a symbolic
+    link made there, ``io_uring``) is not an operation: each is added to ``unseen`` in words.
     """
     # The kernel trace's reader, without its memfd: lines are fed to it one at a time from the file.
     reader = kernel_trace.KernelTrace(tempfile.gettempdir())
@@ -312,7 +322,7 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[TracedOp]:
             call = _NAME.match(line)
             if call and not line.endswith(" <unfinished ...>"):
                 name = call.group(1) or call.group(2)
-                for path in _paths(line, reader.cwd):
+                for path in _paths(line, reader.cwd, name not in _DATA_CALLS):
                     counts[(pid, name, path)] = counts.get((pid, name, path), 0) + 1
             reader._line(line)  # noqa: SLF001 - the kernel trace's own reader, fed line by line
             if reader.tampered:
@@ -320,6 +330,10 @@ def operations(trace_path: str, cwd: str, folder: str) -> Iterator[TracedOp]:
             new = [op for _, op in reader.ops[before:]]
             del reader.ops[:]
             for op in (TracedOp.of(op, reader.cwd) for op in new):
+                if op.kind in kernel_trace.MARKERS:
+                    if unseen is not None and (op.kind == "io_uring" or (op.path or "").startswith(prefix)):
+                        unseen.append(_UNSEEN[op.kind].format(name=os.path.relpath(op.path or folder, folder)))
+                    continue
                 if op.kind == "sync" or (op.path or "").startswith(prefix) or (op.dest or "").startswith(prefix) \
                         or op.path == folder:
                     op.note = f"pid {pid}"
@@ -334,13 +348,18 @@ _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ANNOTATED = re.compile(r"<(/[^>]*)>")
 
 
-def _paths(line: str, cwd: str) -> set:
-    """Every file a trace line names (its descriptors' paths and its path arguments), as strace's -P sees them."""
+_DATA_CALLS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2", "read", "pread64"})
+
+
+def _paths(line: str, cwd: str, strings: bool = True) -> set:
+    """Every file a trace line names (its descriptors' paths and, with ``strings``, its path arguments),
+    as strace's -P sees them. A write's data is never taken for a path (nor kept: a million writes of
+    distinct records would each add a name)."""
     out = set()
     head = line.split(") = ", 1)
-    for m in _ANNOTATED.finditer(line):
+    for m in _ANNOTATED.finditer(head[0] if not strings else line):
         out.add(m.group(1))
-    if len(head) == 2 and len(head[0]) < 8192:  # a write's data is not a path
+    if strings and len(head) == 2 and len(head[0]) < 8192:
         for m in _QUOTED.finditer(head[0]):
             text = m.group(1)
             if "\\" not in text and len(text) < 4096:
