@@ -11,6 +11,27 @@ from grader.engine.loader import import_file
 
 pytest_plugins = ["pytester"]
 
+# What a test needs of the machine beyond Python. Each such test carries its marker, and also gets
+# "system", so `pytest -m "not system"` is the fast inner loop (CONTRIBUTING.md says how fast).
+SYSTEM_MARKERS = {
+    "bubblewrap": "needs the bubblewrap box (bwrap) that crashcourse grade runs each submission in",
+    "strace": "needs strace: the kernel's account of a run, or faults injected by the kernel",
+    "notebook": "runs a notebook in a fresh Jupyter kernel (nbclient, ipykernel)",
+    "wheel": "builds the sdist and the wheel",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, why in SYSTEM_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {why}")
+    config.addinivalue_line("markers", "system: needs one of " + ", ".join(SYSTEM_MARKERS) + " (added for you)")
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SYSTEM_MARKERS):
+            item.add_marker(pytest.mark.system)
+
 
 @pytest.fixture
 def load_module():

@@ -147,6 +147,8 @@ PY_CHECK = f"{sys.executable} -c 'import json,sys; json.load(open(sys.argv[1] + 
 
 
 @needs_box
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 def test_a_shell_echo_over_a_file_is_broken_by_a_kill_and_the_real_folder_is_untouched(tmp_path, capsys):
     _state(tmp_path)
     code, report = _explore(tmp_path, capsys, ["sh", "-c", 'echo \'{"turn": 1}\' > "$1/save.json"', "sh", "{dir}"],
@@ -174,6 +176,8 @@ os.close(fd)
 
 
 @needs_box
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 def test_python_temp_fsync_rename_fsync_folder_is_clean_under_every_model(tmp_path, capsys):
     _state(tmp_path)
     (tmp_path / "save.py").write_text(ATOMIC_PY)
@@ -184,6 +188,8 @@ def test_python_temp_fsync_rename_fsync_folder_is_clean_under_every_model(tmp_pa
 
 
 @needs_box
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 def test_python_without_the_folder_fsync_is_broken_under_m5_only(tmp_path, capsys):
     _state(tmp_path)
     (tmp_path / "save.py").write_text(ATOMIC_PY.split("fd = os.open")[0])
@@ -201,6 +207,8 @@ NODE_CHECK = "node -e 'JSON.parse(require(\"fs\").readFileSync(process.argv[1] +
 
 
 @needs_box
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 @needs_node
 def test_node_write_file_sync_in_place_is_broken_and_temp_rename_is_clean_under_m1(tmp_path, capsys):
     _state(tmp_path)
@@ -220,6 +228,7 @@ def test_node_write_file_sync_in_place_is_broken_and_temp_rename_is_clean_under_
 
 
 @needs_strace
+@pytest.mark.strace
 @pytest.mark.skipif(os.geteuid() != 0, reason="without a box, only root can mount the copy over the folder")
 def test_no_box_runs_on_a_copy_and_says_so(tmp_path, capsys, monkeypatch):
     _state(tmp_path)
@@ -232,6 +241,7 @@ def test_no_box_runs_on_a_copy_and_says_so(tmp_path, capsys, monkeypatch):
 
 
 @needs_strace
+@pytest.mark.strace
 def test_sampling_a_long_run_is_bounded_and_repeatable(tmp_path, capsys):
     _state(tmp_path)
     program = [sys.executable, "-c", "import os,sys\nfd=os.open(sys.argv[1]+'/log', os.O_WRONLY|os.O_CREAT|os.O_APPEND)\n"
@@ -251,6 +261,8 @@ def test_usage_errors_exit_2(tmp_path, capsys):
 
 
 @needs_box
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 def test_a_checker_that_rejects_the_finished_run_is_a_run_error(tmp_path, capsys):
     _state(tmp_path)
     code, report = _explore(tmp_path, capsys, ["true"], "false", "M1")
@@ -284,6 +296,8 @@ def test_a_python_programs_own_line_names_the_calls_after_it(tmp_path):
 
 
 @needs_box
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 def test_stacks_name_the_native_frame_of_each_call(tmp_path, capsys):
     _state(tmp_path)
     code, report = _explore(tmp_path, capsys, ["sh", "-c", 'echo \'{"turn": 1}\' > "$1/save.json"', "sh", "{dir}"],

@@ -33,6 +33,8 @@ from grader.grading.faults import Fault
 from grader.grading.kernel_trace import Call, KernelTrace
 
 KIT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.strace  # see tests/conftest.py: SYSTEM_MARKERS
 CORPUS = KIT / "tests" / "corpus" / "level3"
 HOSTILE = KIT / "tests" / "corpus" / "hostile" / "level3" / "fools_the_fault_checks.py"
 THREADED = KIT / "tests" / "corpus" / "hostile" / "level3" / "folder_fsync_in_a_thread.py"

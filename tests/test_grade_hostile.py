@@ -35,6 +35,8 @@ from grader.grading import reports
 from grader.grading import sandbox
 
 KIT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.bubblewrap  # see tests/conftest.py: SYSTEM_MARKERS
 CORPUS = KIT / "tests" / "corpus" / "hostile"
 ESCAPES = [Path("/tmp/crashcourse-escaped.txt"), KIT / "escaped.txt"]
 

@@ -33,8 +33,9 @@ KIT = Path(__file__).resolve().parent.parent
 CORPUS = KIT / "tests" / "corpus" / "kernel"
 W04 = KIT / "tests" / "corpus" / "level2" / "w04_replace_inside_with.py"
 
-pytestmark = pytest.mark.skipif(kernel_trace.problem() is not None or bubblewrap.check() is not None,
-                                reason="needs strace and a bubblewrap box")
+pytestmark = [pytest.mark.strace, pytest.mark.bubblewrap,
+              pytest.mark.skipif(kernel_trace.problem() is not None or bubblewrap.check() is not None,
+                                 reason="needs strace and a bubblewrap box")]
 
 
 def _cases(level: int) -> dict:

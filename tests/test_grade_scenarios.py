@@ -18,6 +18,8 @@ from grader.grading import sandbox
 
 KIT = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.bubblewrap  # see tests/conftest.py: SYSTEM_MARKERS
+
 
 @pytest.fixture
 def scenario_file(tmp_path):

@@ -253,6 +253,7 @@ def test_the_crash_states_take_the_kernels_bytes():
 
 
 @needs_strace
+@pytest.mark.strace
 def test_a_real_trace_agrees_with_what_the_child_did(tmp_path):
     folder = tmp_path / "ck"
     r, w = os.pipe()
@@ -319,6 +320,7 @@ def _traced(tmp_path, code: str) -> list:
 
 
 @needs_strace
+@pytest.mark.strace
 def test_one_file_has_one_name_however_the_code_spells_it(tmp_path):
     """``ck/./x``, ``ck//x``, a relative and an absolute path, a folder's descriptor with dir_fd=, a
     link to the folder and a dup()ed descriptor all name the one file the kernel resolved."""
@@ -349,6 +351,7 @@ os.fsync(d)
 
 
 @needs_strace
+@pytest.mark.strace
 def test_an_fsync_of_another_file_is_never_credited_to_the_temp_file(tmp_path):
     """The recorder may claim the fsync was of the temp file: the kernel says which descriptor it was,
     and a power cut can still empty the checkpoint."""
@@ -378,6 +381,7 @@ os.rename('ck/c.tmp', 'ck/checkpoint.json')
 
 
 @needs_strace
+@pytest.mark.strace
 def test_writes_the_recorder_never_saw_are_crash_points_named_by_their_call(tmp_path):
     """pwritev2 (os.pwritev with flags), writev and a write through ctypes: each is in the kernel's
     account, a crash point of its own, and nothing is refused for it."""
@@ -399,6 +403,7 @@ os.close(fd)
 
 
 @needs_strace
+@pytest.mark.strace
 def test_an_appending_descriptor_writes_at_the_end_in_the_replay(tmp_path):
     code = """import os
 os.mkdir('ck')
@@ -416,6 +421,7 @@ os.close(fd)
 
 
 @needs_strace
+@pytest.mark.strace
 @pytest.mark.parametrize("how, words", [
     ("import mmap\nm = mmap.mmap(fd, 2)\nm[:2] = b'{}'\nm.close()", "mapped ck/checkpoint.json into memory"),
     ("os.symlink('checkpoint.json', 'ck/latest.json')", "symbolic link, ck/latest.json"),

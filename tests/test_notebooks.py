@@ -206,6 +206,7 @@ def executed():
     return out
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_from_a_fresh_kernel(executed, path):
     nb = executed[path.name]
@@ -214,6 +215,7 @@ def test_notebook_runs_from_a_fresh_kernel(executed, path):
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code")
 
 
+@pytest.mark.notebook
 def test_walkthrough_draws_its_pictures(executed):
     nb = executed[WALKTHROUGH.name]
     images = [c.id for c in nb.cells if c.cell_type == "code"
@@ -224,6 +226,7 @@ def test_walkthrough_draws_its_pictures(executed):
     assert "crash states over four rows; bad ones: none" in text
 
 
+@pytest.mark.notebook
 def test_the_walkthrough_counts_what_pytest_and_check_count(executed):
     """The notebook crashes the loop in the folder the level's tests use, so its counts for the
     starter (section 4, and 7b on the shipped agent.py) are the ones pytest and check print."""
@@ -300,6 +303,7 @@ def test_legends_explain_bands_colours_and_power_cuts(by_turns):
 
 # -- the setup cells do not depend on the learner's file -------------------------------------------
 
+@pytest.mark.notebook
 def test_a_syntax_error_in_agent_py_breaks_only_the_cell_that_loads_it(tmp_path):
     missing = _missing_execution_deps()
     if missing:

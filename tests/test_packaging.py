@@ -334,6 +334,7 @@ def test_the_learners_commands_import_nothing_posix_only(ws, tmp_path):
 # --- the release files -----------------------------------------------------------------------------
 
 
+@pytest.mark.wheel
 def test_the_sdist_holds_exactly_what_a_release_needs_and_the_wheel_carries_the_kit(tmp_path):
     tracked = subprocess.run(["git", "ls-files"], cwd=KIT, capture_output=True, text=True)
     if tracked.returncode != 0:

@@ -20,7 +20,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STRACE = shutil.which("strace")
-pytestmark = pytest.mark.skipif(STRACE is None, reason="strace is not installed on this machine")
+pytestmark = [pytest.mark.strace,
+              pytest.mark.skipif(STRACE is None, reason="strace is not installed on this machine")]
 
 CALLS = ("openat,open,creat,write,pwrite64,writev,sendfile,copy_file_range,rename,renameat,renameat2,unlink,"
          "unlinkat,fsync,fdatasync,ftruncate,truncate,mkdir,mkdirat,close")

@@ -389,6 +389,22 @@ def test_selfcheck_passes_a_kit_in_order(kit, capsys, monkeypatch):
     assert "level 2: starter tests fail as they should" in out and "level 2: solution tests pass" in out
 
 
+def test_selfcheck_of_one_level_checks_that_level_alone(kit, capsys, monkeypatch):
+    ran = []
+
+    def runs(level, folder, **options):
+        ran.append(level.number)
+        return fake_test_runs(1, 0)(level, folder, **options)
+
+    monkeypatch.setattr(testrun, "run_tests", runs)
+    code, out = run_cli(capsys, "selfcheck", "--level", "2")
+    assert code == 0, out
+    assert "level 2: starter breaks PARSE, TRACE; solution clean" in out and "level 1" not in out
+    assert ran == [2, 2]  # its starter and its solution, nothing else
+    code, out = run_cli(capsys, "selfcheck", "--level", "9")
+    assert code == 2 and "There is no level 9" in out
+
+
 @pytest.mark.parametrize("starter_code, solution_code, complaint", [
     (0, 0, "the starter passes every test; it should fail"),
     (1, 1, "the solution fails test_a"),

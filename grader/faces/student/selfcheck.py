@@ -109,11 +109,17 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
         say(f"selfcheck checks the kit itself, solutions included; {kit.root} is a learner's workspace, which has "
              "none. Run it outside this folder (it then checks the installed kit).")
         return 2
+    if args.level is not None and all(level.number != args.level for level in kit.levels):
+        say(f"There is no level {args.level} in {kit.root / 'exercises' / 'manifest.json'}; its levels are "
+            + ", ".join(str(level.number) for level in kit.levels) + ".")
+        return 2
     paint = matrix.Painter()
     problems = [f"manifest: {p}" for p in manifest_mod.problems(kit)]
     notes = []
     jobs = []
     for level in kit.levels:
+        if args.level is not None and level.number != args.level:
+            continue  # --level N: that level alone (the manifest is still checked as a whole)
         if not level.exists():
             line = f"level {level.number}: {level.folder}/ is not there yet"
             (problems if args.strict else notes).append(line)
@@ -165,6 +171,7 @@ def register(sub: Any) -> None:
                                    "present has its files, README tasks and three hints per task; each starter breaks "
                                    "exactly what it is planted to break; each solution passes its tests.",
                        formatter_class=fmt)
+    p.add_argument("--level", type=int, metavar="N", help="check level N alone (the manifest is checked whole)")
     p.add_argument("--strict", action="store_true", help="count levels that are not there yet as problems")
     p.add_argument("--no-tests", action="store_true", help="skip running the level tests (faster)")
     p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
