@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import grader.engine.fresh  # noqa: F401 - its fork server starts before the first learner file is imported
 from grader.engine.loader import import_file
 
 pytest_plugins = ["pytester"]

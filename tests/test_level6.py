@@ -73,6 +73,9 @@ EXPECTED = {
     "wrong/journal_ignores_directory.py": ({"TRACE", "ERROR"}, None),
     "wrong/snapshot_temp_opened_exclusively.py": ({"RERUN"}, None),
     "wrong/loader_refuses_a_fresh_snapshot.py": ({"PARSE"}, None),
+    # A ticket on disk and the state in memory: each crash state is loaded in a process that never saw the run.
+    "wrong/ticket_on_disk_state_in_sys.py": ({"PARSE"}, None),
+    "wrong/ticket_on_disk_state_in_builtins.py": ({"PARSE"}, None),
 }
 
 
@@ -173,8 +176,8 @@ def test_the_reader_asks_the_loader_again_only_when_what_it_read_changed(tmp_pat
 
 
 
-def test_the_reader_reuses_its_last_answer_only_when_it_is_exactly_the_same(tmp_path):
-    """Equal under == is not enough: True is not 1 to the protocol, and key order shows in the bytes."""
+def test_the_reader_gives_each_answers_own_bytes(tmp_path):
+    """Equal under == is not the same answer: True is not 1 to the protocol, and key order shows in the bytes."""
     answers = iter([{"version": 1, "turns": [1.5]}, {"version": 1, "turns": [1.5]}, {"version": True, "turns": [1.5]},
                     {"turns": [1.5], "version": 1}, {"version": 1.0, "turns": [1.5]}, {"version": 1, "turns": (1.5,)}])
 
@@ -186,75 +189,12 @@ def test_the_reader_reuses_its_last_answer_only_when_it_is_exactly_the_same(tmp_
     outs = [reader(CrashState(i, "M1", {"a": str(i).encode()})) for i in range(6)]
     assert outs == [b'{"version": 1, "turns": [1.5]}', b'{"version": 1, "turns": [1.5]}', b'{"version": true, "turns": [1.5]}',
                     b'{"turns": [1.5], "version": 1}', b'{"version": 1.0, "turns": [1.5]}', b'{"version": 1, "turns": [1.5]}']
-    assert outs[1] is outs[0] and reader.calls == 6  # the loader ran each time; the second answer was not encoded again
+    assert reader.calls == 6
     assert check_loaded(outs[2], None).invariant == "FIELDS"
 
     loop = {"version": 1}
     loop["self"] = loop
     assert isinstance(LoaderReader(lambda d: loop, str(tmp_path / "b"))(CrashState(0, "M1", {})), LoaderFailure)
-
-
-def test_the_reader_encodes_only_the_new_messages_and_gets_the_bytes_a_whole_encoding_gets(tmp_path):
-    """Each answer along a journal is usually the last one with a message or two added; the reader
-    encodes and decodes only those, and must still give exactly what json.dumps and parse give:
-    with True where 1 was, a key order changed, a tuple, a str subclass, a lone surrogate, a
-    message dict of over 1,000 keys, an empty one that grows, messages taken away or edited."""
-    import copy
-    import random
-
-    from grader.engine.invariants import parse
-    from grader.engine.checkpoint import plain_pickle as _plain_pickle
-
-    class Name(str):
-        pass
-
-    rng = random.Random(2)
-
-    def message(i):
-        roll = rng.random()
-        odd = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": ("x", i)}]},
-               {"content": f"m{i}", "role": "assistant"}, {"role": Name("user"), "content": "s"},
-               {"role": "user", "content": "bad \ud800"}, {"role": "user", 1: "int key"},
-               {"role": "user", "n": True}, {"role": "user", "n": 1.0}, {f"k{j}": j for j in range(1001)}, {}]
-        if roll < 0.27:
-            return odd[int(roll * 33)]
-        return {"role": rng.choice(["user", "assistant"]), "content": [{"type": "text", "text": "é" * (i % 4)}], "n": 1}
-
-    answers, extended = 0, [0]
-
-    class Counting(LoaderReader):
-        def _extend(self, loaded):
-            out = super()._extend(loaded)
-            extended[0] += out is not None
-            return out
-
-    for _ in range(150):
-        reader = Counting(lambda d: None, str(tmp_path))
-        messages = [message(0), message(1)]
-        for step in range(12):
-            roll = rng.random()
-            if roll < 0.6:
-                messages = messages + [message(10 * step + j) for j in range(rng.randint(0, 3))]
-            elif roll < 0.65:
-                messages = messages[:-1]
-            elif roll < 0.7 and messages:  # the last message grows a key: its pickle may begin like the old one
-                messages = messages[:-1] + [dict(messages[-1], more=1)]
-            elif roll < 0.85 and messages:
-                messages = copy.deepcopy(messages)
-                i = rng.randrange(len(messages))
-                messages[i] = dict(reversed(list(messages[i].items()))) if roll < 0.78 else dict(messages[i], n=True)
-            loaded = {"version": 1, "task": "t", "turns": step, "tokensUsed": rng.choice([1, 1.5, True]),
-                      "messages": copy.deepcopy(messages), "pendingToolUse": None}
-            got = reader._encode(loaded)
-            try:
-                want = json.dumps(loaded, ensure_ascii=False, check_circular=False).encode("utf-8")
-            except ValueError:
-                assert isinstance(got, LoaderFailure)
-                continue
-            assert got == want
-            assert _plain_pickle(reader._decoded[got]) == _plain_pickle(parse(want))
-            answers += 1
-    assert answers > 1000 and extended[0] > answers // 5
 
 
 def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_writes(tmp_path):

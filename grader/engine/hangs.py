@@ -32,8 +32,8 @@ try:  # signal.signal without its enum wrapping, which was half the cost of a li
 except ImportError:  # pragma: no cover - an interpreter without the C module
     _set_handler = signal.signal
 
-__all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "current_hangs", "forget_hangs", "hang_mark",
-           "hangs_since", "loop_timeout", "on_slow_loop", "refusing", "time_limit"]
+__all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "absorb", "adopt", "current_hangs", "forget_hangs", "hang_mark",
+           "hangs_since", "loop_timeout", "on_slow_loop", "refusing", "reset_after_fork", "time_limit"]
 
 # A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
 # the grader's batch runs many submissions at once on a busy machine and sets a longer one.
@@ -115,6 +115,25 @@ def current_hangs() -> list:
 def forget_hangs() -> None:
     """Forget every hang (a fresh check of files that may have been fixed)."""
     _HANGS.clear()
+
+
+def reset_after_fork() -> None:
+    """In a child forked to run one job (grader.engine.fresh): no limit is running, nobody is shown progress."""
+    _timing.clear()
+    _progress_sinks.clear()
+
+
+def adopt(known: list) -> None:
+    """Take ``known`` (another process's :func:`current_hangs`) as this process's hangs."""
+    _HANGS[:] = list(known)
+
+
+def absorb(events: list) -> None:
+    """Take the ``(kind, Hang)`` events another process met (:func:`hangs_since`) as met here."""
+    for kind, hang in events:
+        _EVENTS.append((kind, hang))
+        if kind == "stopped" and hang.codes and hang not in _HANGS:
+            _HANGS.append(hang)
 
 
 def hang_mark() -> int:

@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 import pytest
 
+from grader.engine import fresh as _fresh  # noqa: F401 - its fork server must start before a learner file is imported
 from grader.engine import hangs
 from grader.engine import loader
 from grader.engine.explore import explore_writes

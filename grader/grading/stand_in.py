@@ -399,9 +399,18 @@ class RemoteClass:
 class RemoteFunction:
     """One of the student's functions. Calling it runs it in the worker and returns what it returned."""
 
+    fresh = False  # each call run by the worker in a process that never ran the submission's code
+
     def __init__(self, module: RemoteModule, name: str):
         self.module, self.__name__ = module, name
         self.__qualname__ = name
+
+    def in_a_fresh_process(self) -> "RemoteFunction":
+        """This function, each call of it made afresh: the worker imports the file again in a child of a
+        process that never ran any of it (grader.engine.fresh), so nothing in memory carries over."""
+        twin = RemoteFunction(self.module, self.__name__)
+        twin.fresh = True
+        return twin
 
     def __repr__(self) -> str:
         return f"<function {self.__name__} from {self.module._filename}, run in the sandbox>"
@@ -422,7 +431,7 @@ class RemoteFunction:
         what = f"running {self.__name__}"
         request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
                    "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None,
-                   "forward": forwarded_patches()}
+                   "forward": forwarded_patches(), "fresh": self.fresh}
         handle_base = 1_000_000 * box.calls
         worker.sent_messages = {}  # the worker forgets them too when a call starts
         started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)

@@ -27,9 +27,10 @@ import os
 import pickle
 import sys
 import threading
+import types
 from typing import Any, Optional
 
-from grader.engine import loader
+from grader.engine import fresh, loader
 from grader.engine.forwarded import FORWARDED, PLATFORMS, MisbehavingOs
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
@@ -121,6 +122,7 @@ class Session:
         # the tracer, a second time. Only their sizes go.
         self.bytes_from_kernel = bytes_from_kernel
         self.modules: dict[int, tuple[Any, str]] = {}
+        self.overrides: dict[int, dict] = {}  # module -> the values the judge set in it, for a fresh copy
         self.recorder: Optional[Recorder] = None
         self.sent = 0
         self.exception_types: dict[tuple, type] = {}
@@ -271,10 +273,29 @@ class Session:
         """A module-level value a check sets before it calls the code (``MAX_TURNS = 2``)."""
         try:
             module, _ = self.modules[request["module"]]
-            setattr(module, str(request["name"]), self.rebuild(request.get("value")))
+            value = self.rebuild(request.get("value"))
+            setattr(module, str(request["name"]), value)
+            self.overrides.setdefault(request["module"], {})[str(request["name"])] = value
         except BaseException as exc:  # noqa: BLE001 - a module whose __setattr__ misbehaves
             return {"op": "error", "error": describe_exception(exc)}
         return {"op": "ok"}
+
+    def call_fresh(self, request: dict) -> Optional[dict]:
+        """``call``, in a child of the fork server that never ran anything of the submission's
+        (grader.engine.fresh): it imports the file afresh, sets the judge's values, answers the judge
+        itself, and exits. None when it answered; else what to tell the judge."""
+        module, filename = self.modules[request["module"]]
+        fn = getattr(module, str(request.get("name")), None)
+        try:
+            fresh.run_fresh(_fresh_call, fn, dict(request, fresh=False), self.folder, self.bytes_from_kernel,
+                            filename, module=module, module_name=module.__name__,
+                            settings=self.overrides.get(request["module"]), timeout=FRESH_LIMIT)
+        except fresh.FreshProcessDied as exc:
+            return {"op": "raise", "error": {"type": "SystemExit", "module": "builtins",
+                                             "mro": ["SystemExit", "BaseException", "object"],
+                                             "message": f"the process running it ended before it returned: {exc}",
+                                             "where": "", "code": None}}
+        return None
 
     def call(self, request: dict) -> dict:
         module, filename = self.modules[request["module"]]
@@ -317,6 +338,17 @@ class Session:
         outcome["args"] = encode(args)
         outcome["kwargs"] = encode(kwargs)
         return outcome
+
+
+FRESH_LIMIT = 60.0  # a fresh call still running after twice this (and a grace) is killed; the judge's limit is less
+
+
+def _fresh_call(fn: Any, request: dict, folder: str, bytes_from_kernel: bool, filename: str) -> str:
+    """In the fresh child: make the call as ``Session.call`` does, and answer the judge on its pipe."""
+    session = Session(folder, bytes_from_kernel)
+    session.modules[request["module"]] = (types.SimpleNamespace(**{request["name"]: fn}), filename)
+    send(session.call(request))
+    return "answered"
 
 
 def pad(calls: object) -> None:
@@ -389,7 +421,9 @@ def serve(folder: str, bytes_from_kernel: bool = False) -> None:
         if op == "load":
             send(session.load(request))
         elif op == "call":
-            send(session.call(request))
+            reply = session.call_fresh(request) if request.get("fresh") else session.call(request)
+            if reply is not None:
+                send(reply)
         elif op == "setattr":
             send(session.set_value(request))
         elif op == "pad":

@@ -16,7 +16,9 @@ names is a change to every level, and is made here on purpose.
 - **Running the learner's code**: :func:`time_limit`, :func:`loop_timeout`, :class:`LoopTimeout`,
   :class:`Hang`, :func:`hang_mark`, :func:`hangs_since`, :func:`working_in`, :func:`scratch_root`,
   :func:`folder_in`, :func:`parent_exists`, :func:`short_traceback`, :func:`free_fsync`, and laying
-  out a crash state's files safely (:class:`Layout`, :func:`lay_out`, :func:`check_names`).
+  out a crash state's files safely (:class:`Layout`, :func:`lay_out`, :func:`check_names`), and
+  running one resume or load of a crash state in a process that never saw the run
+  (:func:`run_fresh`, :class:`FreshProcessDied`, :func:`served_here`; after a crash only the files are left).
 - **Recording and crashing a loop**: :func:`explore_loop`, :func:`record_run`, :func:`recorded_run`,
   :func:`check_trace`, :func:`rerun_after_crashes`, :func:`crash_states`, :func:`windows_for`,
   :class:`Exploration`, :class:`Violation`, :func:`at_point`, :func:`describe_bytes`, and the
@@ -45,7 +47,8 @@ from grader.engine.explore import (Exploration, Violation, at_point, check_trace
                                    folder_in, parent_exists, record_run, recorded_run, rerun_after_crashes,
                                    scratch_root, short_traceback, windows_for, working_in)
 from grader.engine.forwarded import free_fsync
-from grader.engine.hangs import Hang, LoopTimeout, hang_mark, hangs_since, loop_timeout, time_limit
+from grader.engine.fresh import FreshProcessDied, run_fresh, served_here
+from grader.engine.hangs import Hang, KnownHang, LoopTimeout, hang_mark, hangs_since, loop_timeout, time_limit
 from grader.engine.invariants import Finding, Window, check, no_checkpoint, parse, parse_cached, shape_finding
 from grader.engine.layout import Layout, UnsafeName, check_names, lay_out
 from grader.engine.recorder import active as active_recorder
@@ -88,7 +91,9 @@ __all__ = [
     "Check", "declare", "declare_causes", "checks", "words", "qualified",
     # running the learner's code
     "time_limit", "loop_timeout", "LoopTimeout", "Hang", "hang_mark", "hangs_since", "working_in", "scratch_root",
-    "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder",
+    "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder", "KnownHang",
+    # a process that never saw the run, for each resume or load of a crash state
+    "run_fresh", "FreshProcessDied", "served_here",
     # laying out a crash state's files safely (plain names inside one folder)
     "Layout", "UnsafeName", "check_names", "lay_out",
     # recording and crashing a loop

@@ -33,9 +33,11 @@ try. ``exercises/level1/test_checkpoint.py`` turns each into one test; the kit's
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import json
 import os
+import pickle
 import tempfile
 import time
 import zlib
@@ -43,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from grader.levels import api
-from grader.levels.api import (CHECKPOINT_NAME, field_problems, FIELDS, from_turns, Hang, hang_mark, hangs_since,
+from grader.levels.api import (CHECKPOINT_NAME, field_problems, FIELDS, FreshProcessDied, from_turns, Hang, hang_mark,
+                               hangs_since, KnownHang, run_fresh, served_here,
                                initial_state, LevelModule, loop_timeout, LoopTimeout, pending_record, read_or_none,
                                reference_saves, Scenario, ScriptedModelError, ScriptedToolError, snapshot, spend,
                                support_tickets, time_limit, tool_result_message, tool_use_blocks, working_in)
@@ -239,21 +242,75 @@ class Resume:
     stuck: Optional[Hang] = None               # load_checkpoint got stuck (or was not run again)
 
 
+def _load_job(load_checkpoint: Callable, workdir: str, directory: str) -> tuple:
+    """``load_checkpoint(directory)`` in ``workdir``, as plain data (it runs in a fresh process)."""
+    with working_in(workdir), time_limit(loop_timeout(), owner=load_checkpoint):
+        try:
+            state = load_checkpoint(directory)
+        except LoopTimeout as exc:
+            return ("stuck", type(exc).__name__, str(exc), exc.where, exc.hang)
+        except Exception as exc:  # noqa: BLE001 - refusing is the loader's job; what it raised is reported
+            return ("raised", type(exc).__name__, [c.__name__ for c in type(exc).__mro__], str(exc))
+    try:
+        pickle.dumps(state)
+    except Exception:  # noqa: BLE001 - an object of the learner's own class: only its name can travel
+        return ("opaque", type(state).__name__)
+    return ("returned", state)
+
+
+def _load_after_crash(load_checkpoint: Callable, workdir: str, directory: str,
+                      ) -> tuple[Any, Optional[BaseException], Optional[LoopTimeout]]:
+    """``(state, raised, stopped)``: what ``load_checkpoint`` made of the folder a crashed run left.
+
+    After a real crash only the files are left, so the loader runs in a process that never saw the
+    run (:func:`grader.engine.fresh.run_fresh`): a state kept in memory by the save is gone. What it
+    raised is rebuilt here as the learner's own exception class of that name, where there is one.
+    """
+    try:
+        answer = run_fresh(_load_job, load_checkpoint, workdir, directory)
+    except FreshProcessDied as exc:
+        return None, RuntimeError(f"load_checkpoint ended the process it ran in ({exc})"), None
+    if answer[0] == "stuck":
+        kind, message, where, hang = answer[1:]
+        return None, None, (KnownHang if kind == "KnownHang" else LoopTimeout)(message, where, hang)
+    if answer[0] == "raised":
+        return None, _rebuilt(load_checkpoint, *answer[1:]), None
+    if answer[0] == "opaque":
+        name = answer[1] if str(answer[1]).isidentifier() else "object"
+        return type(name, (), {"__module__": "checkpoint"})(), None, None
+    return answer[1], None, None
+
+
+def _rebuilt(load_checkpoint: Callable, name: str, mro: list, message: str) -> BaseException:
+    """An exception named ``name`` raised in another process, as the learner's class of that name if
+    their module has one, else a builtin one (or a new class on the nearest builtin base)."""
+    space = getattr(getattr(load_checkpoint, "__func__", load_checkpoint), "__globals__", None) or {}
+    cls = space.get(name)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
+                     and issubclass(getattr(builtins, n), Exception)), Exception)
+        cls = base if base.__name__ == name else type(name, (base,), {"__module__": "checkpoint"})
+    try:
+        return cls(message)
+    except Exception:  # noqa: BLE001 - a class whose constructor wants other arguments
+        exc = cls.__new__(cls)
+        exc.args = (message,)
+        return exc
+
+
 def resume_run(load_checkpoint: Callable, run: CrashedRun, *, max_turns: int = 50,
                compact_at: Optional[int] = None) -> Resume:
     """Resume ``run`` from its checkpoint with the student's ``load_checkpoint`` (see the module docstring)."""
     out = Resume()
     scenario = run.scenario
     model, tools = scenario.model(), run.tools
-    with working_in(run.workdir), time_limit(loop_timeout(), owner=load_checkpoint):
-        try:
-            state = load_checkpoint(run.directory)
-        except LoopTimeout as exc:
-            out.error, out.stuck = str(exc), exc.hang
-            return out
-        except Exception as exc:  # noqa: BLE001 - refusing is the loader's job; what it raised is reported
-            out.refused = exc
-            return out
+    state, refused, stopped = _load_after_crash(load_checkpoint, run.workdir, run.directory)
+    if stopped is not None:
+        out.error, out.stuck = str(stopped), stopped.hang
+        return out
+    if refused is not None:
+        out.refused = refused
+        return out
     out.loaded = state
     if not isinstance(state, dict):
         out.error = f"load_checkpoint returned {type(state).__name__}, not the checkpoint's dict"

@@ -30,10 +30,10 @@ from typing import Any, Callable, Iterable, Optional
 
 from grader.levels import api
 from grader.levels.api import (check, check_names, clone, compute_reference_saves, Exploration, explore_loop, Finding,
-                               from_turns, hang_mark, hangs_since, Layout, LevelModule, loop_timeout, parse,
-                               parse_cached, plain_pickle, record_run, Scenario, scratch_root, ScriptedModel,
-                               support_tickets, time_limit, tool_result_message, tool_use_blocks, UnsafeName,
-                               Violation, windows_for)
+                               FreshProcessDied, from_turns, hang_mark, hangs_since, KnownHang, Layout, LevelModule,
+                               loop_timeout, LoopTimeout, parse_cached, record_run, run_fresh, Scenario, scratch_root,
+                               ScriptedModel, support_tickets, time_limit, tool_result_message, tool_use_blocks,
+                               UnsafeName, Violation, windows_for)
 
 LONG_TURNS = 200
 AMPLIFICATION_LIMIT = 10.0
@@ -280,6 +280,49 @@ def _note_reads(event: str, args: tuple) -> None:
         _touched[0] = True
 
 
+def _load_once(load: Callable[[str], Any], directory: str, timeout: Optional[float]) -> tuple:
+    """Call the learner's loader on ``directory`` once: ``(answer, files opened, touched, stopped)``.
+
+    ``answer``: the JSON bytes of what it returned, None when it found no checkpoint, or a
+    :class:`LoaderFailure`. ``touched``: it may have changed a file. ``stopped``: ``(kind, message,
+    where, hang)`` when it got stuck (or was refused as stuck before), else None. Plain data: this
+    runs in a fresh process (see :meth:`LoaderReader.__call__`).
+    """
+    global _hooked, _reading
+    if not _hooked:
+        sys.addaudithook(_note_reads)
+        _hooked = True
+    out: Any = None
+    loaded: Any = None
+    _reading = []
+    _touched[0] = False
+    try:
+        with time_limit(timeout, owner=load):
+            loaded = load(directory)
+    except FileNotFoundError:
+        loaded = None
+    except LoopTimeout as exc:
+        return None, [], _touched[0], (type(exc).__name__, str(exc), exc.where, exc.hang)
+    except Exception as exc:  # noqa: BLE001 - a learner's loader may raise anything; that is the finding
+        loaded, out = None, LoaderFailure(f"{type(exc).__name__}: {exc}"[:300])
+    finally:
+        opened, _reading = _reading, None
+    if loaded is not None:
+        out = _as_json(loaded)
+    return out, opened, _touched[0], None
+
+
+def _as_json(loaded: Any) -> Any:
+    """The JSON bytes of what the loader returned (a LoaderFailure if it is not JSON data)."""
+    try:
+        try:
+            return json.dumps(loaded, ensure_ascii=False, check_circular=False).encode("utf-8")
+        except RecursionError:  # a cycle, or very deep: encoded again as before, to fail as before
+            return json.dumps(loaded, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        return LoaderFailure(f"it returned something that is not JSON data ({exc})")
+
+
 class LoaderReader:
     """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
 
@@ -303,44 +346,30 @@ class LoaderReader:
         # has changed anything in it (a loader that ever opened a file for writing is never trusted).
         self._exact = False
         self._loader_writes = False
-        # The loader's last answer: [its JSON bytes, what parse() makes of them, a pickle of that or None].
-        self._last: Optional[list] = None
-        self._decoded: dict = {}  # the JSON bytes of recent answers -> what parse() makes of them
-        # The last answer's messages: (a pickle of them but its two closing opcodes, their JSON in
-        # UTF-8, what JSON gives back of them), when the answer was a plain dict with a "messages"
-        # list. See _extend.
-        self._messages: Optional[tuple] = None
 
     def __call__(self, state: Any) -> Any:
-        global _hooked, _reading
         names = frozenset(state.files) | frozenset(os.path.join(d, "") for d in getattr(state, "dirs", ()))
         for read in self.reads.get(names, ()):
             answer = self.memo[(names, read)].get(tuple(state.files[n] for n in read), self)
             if answer is not self:
                 return answer
         self._materialise(state.files, getattr(state, "dirs", ()))
-        if not _hooked:
-            sys.addaudithook(_note_reads)
-            _hooked = True
         self.calls += 1
-        out: Any = None
-        _reading = []
-        _touched[0] = False
         try:
-            with time_limit(self.timeout, owner=self.load):
-                loaded = self.load(self.directory)
-        except FileNotFoundError:
-            loaded = None
-        except Exception as exc:  # noqa: BLE001 - a learner's loader may raise anything; that is the finding
-            loaded, out = None, LoaderFailure(f"{type(exc).__name__}: {exc}"[:300])
-        finally:
-            opened, _reading = _reading, None
-        self._loader_writes = self._loader_writes or _touched[0]
+            # After a real crash only the files are left: the loader runs in a process that never saw
+            # the run nor an earlier crash state (grader.engine.fresh), so what it kept in memory is gone.
+            out, opened, touched, stopped = run_fresh(_load_once, self.load, self.directory, self.timeout,
+                                                      timeout=self.timeout)
+        except FreshProcessDied as exc:
+            out, opened, touched, stopped = LoaderFailure(f"SystemExit: it ended the process it ran in ({exc})"), \
+                [], True, None
+        if stopped is not None:
+            kind, message, where, hang = stopped
+            raise (KnownHang if kind == "KnownHang" else LoopTimeout)(message, where, hang)
+        self._loader_writes = self._loader_writes or touched
         self._exact = not self._loader_writes
         if not self._exact:
             self._forget_changes()
-        if loaded is not None:
-            out = self._encode(loaded)
         prefix = self.directory + os.sep
         read = tuple(sorted({os.path.abspath(p)[len(prefix):] for p in opened
                              if os.path.abspath(p).startswith(prefix)} & names))
@@ -350,116 +379,8 @@ class LoaderReader:
         self.memo.setdefault((names, read), {})[tuple(state.files[n] for n in read)] = out
         return out
 
-    def _encode(self, loaded: Any) -> Any:
-        """The JSON bytes of what the loader returned (a LoaderFailure if it is not JSON data).
-
-        Most crash states of a journal differ from the one before only in a line the crash cut
-        short, which a loader leaves out: it gives back the state it gave last time. That state is
-        compared with the last answer (==, then a pickle, which tells True from 1 and 1.0 and keeps
-        the order of keys) and its bytes reused, instead of encoding the whole history again.
-        """
-        last = self._last
-        if last is not None and last[1][1] is None and type(loaded) is dict:
-            try:
-                same = loaded == last[1][0]
-            except Exception:  # noqa: BLE001 - a value whose == raises is simply not the same
-                same = False
-            if same:
-                if last[2] is None:
-                    last[2] = plain_pickle(last[1][0])  # decoded JSON: it always pickles
-                try:
-                    if plain_pickle(loaded) == last[2]:
-                        return last[0]
-                except Exception:  # noqa: BLE001 - a cycle, or something pickle cannot carry: not the same
-                    pass
-        extended = self._extend(loaded)
-        if extended is not None:
-            return extended
-        self._messages = None
-        try:
-            try:
-                out = json.dumps(loaded, ensure_ascii=False, check_circular=False).encode("utf-8")
-            except RecursionError:  # a cycle, or very deep: encoded again as before, to fail as before
-                out = json.dumps(loaded, ensure_ascii=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            return LoaderFailure(f"it returned something that is not JSON data ({exc})")
-        decoded = self._decoded.get(out)
-        if decoded is None:
-            if len(self._decoded) >= 64:
-                self._decoded.clear()
-            decoded = self._decoded[out] = parse(out)
-        self._last = [out, decoded, None]
-        messages = decoded[0].get("messages") if decoded[1] is None and type(decoded[0]) is dict else None
-        if type(messages) is list and type(loaded) is dict and type(loaded.get("messages")) is list:
-            try:
-                self._messages = (plain_pickle(loaded["messages"])[:-2],
-                                  json.dumps(loaded["messages"], ensure_ascii=False, check_circular=False).encode("utf-8"),
-                                  messages)
-            except Exception:  # noqa: BLE001 - nothing to build the next answer on
-                self._messages = None
-        return out
-
-    def _extend(self, loaded: Any) -> Optional[bytes]:
-        """The JSON bytes of ``loaded`` when its messages are the last answer's plus some more (None otherwise).
-
-        Along a journal, each answer is usually the one before with a message or two added. The
-        messages they share are taken from the last answer, encoded and decoded, and only the new
-        ones go through JSON: the bytes and the decoded value are exactly what encoding and
-        decoding the whole answer gives. "Shared" means equal (==) and pickled to the same bytes, so
-        True is not taken for 1, nor 1.0 for 1, and the order of keys is the same.
-        """
-        known = self._messages
-        if known is None or type(loaded) is not dict or type(loaded.get("messages")) is not list:
-            return None
-        pickled, encoded, decoded = known
-        messages = loaded["messages"]
-        k = len(decoded)
-        try:
-            # Two messages at least: a list of one pickles without the opcodes that longer lists begin with.
-            if k < 2 or len(messages) < k or not all(type(key) is str for key in loaded):
-                return None
-            mine = plain_pickle(messages)
-            # The k shared messages pickle to the same opcodes as before (``pickled`` is the old
-            # pickle but its closing two). Each of them but the last is closed by the opcodes of the
-            # next, so they are the same; the last could go on in this pickle (an empty dict that
-            # gained keys, a dict of over 1,000 keys pickles in batches), which == rules out.
-            if not mine.startswith(pickled) or messages[k - 1] != decoded[k - 1]:
-                return None
-            tail = messages[k:]
-            tail_text = json.dumps(tail, ensure_ascii=False, check_circular=False)
-            # Built as bytes, the shared part straight from the last answer's: one copy in all.
-            pieces: list = [b"{"]
-            size, value = 1, {}
-            for key, item in loaded.items():
-                head = (b", " if len(pieces) > 1 else b"") + json.dumps(key, ensure_ascii=False).encode("utf-8") + b": "
-                if key == "messages":
-                    part = [encoded[:-1], b", ", tail_text.encode("utf-8")[1:]] if tail else [encoded]
-                    value[key] = decoded + json.loads(tail_text) if tail else list(decoded)
-                else:
-                    item_text = json.dumps(item, ensure_ascii=False, check_circular=False)
-                    part = [item_text.encode("utf-8")]
-                    value[key] = json.loads(item_text)
-                start = size + len(head)
-                size = start + sum(map(len, part))
-                if key == "messages":
-                    span = (start, size)  # where the messages' JSON sits in the bytes, for the next answer
-                pieces += [head, *part]
-            pieces.append(b"}")
-            out = b"".join(pieces)
-        except Exception:  # noqa: BLE001 - anything unusual goes the whole way round, and fails as it would there
-            return None
-        if out not in self._decoded:
-            if len(self._decoded) >= 64:
-                self._decoded.clear()
-            self._decoded[out] = (value, None)
-        self._last = [out, self._decoded[out], None]
-        self._messages = (mine[:-2], memoryview(out)[span[0]:span[1]], value["messages"])
-        return out
-
     def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:
-        """:func:`check_loaded`, reusing the reader's own decoding of the answers it gave."""
-        if isinstance(raw, bytes) and raw not in parsed and raw in self._decoded:
-            parsed[raw] = self._decoded[raw]
+        """:func:`check_loaded` (the checker explore_loop is given with this reader)."""
         return check_loaded(raw, window, parsed)
 
     def _materialise(self, files: dict, dirs: tuple = ()) -> None:

@@ -39,13 +39,13 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from grader.levels import api
 from grader.levels.api import (assistant_turns, at_point, check_messages, CHECKPOINT_NAME, crash_states,
-                               describe_bytes, exactly_saved, FIELDS, folder_in, free_fsync, Hang, lay_out,
+                               describe_bytes, exactly_saved, FIELDS, folder_in, free_fsync, FreshProcessDied, Hang, lay_out,
                                LevelModule, loop_timeout, LoopTimeout, MODEL_NAMES, read_or_none, record_run,
-                               reference_saves, run_reference, Scenario, scratch_root, ScriptedModel,
+                               reference_saves, run_fresh, run_reference, Scenario, scratch_root, ScriptedModel,
                                ScriptedModelError, ScriptedToolError, ScriptedTools, short_traceback, snapshot,
                                support_tickets, time_limit, tool_use_blocks, windows_for, working_in)
 
@@ -644,57 +644,54 @@ def _escaped(text: str, b: int) -> bool:
     return run % 2 == 0
 
 
-# -- the whole exploration -------------------------------------------------------------------------------
+# -- one crash state, resumed in a process that never saw the run -----------------------------------------
 
-def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: type = Exception,
-                   writer: Callable = reference_writer, models: Iterable[str] = ("M1",),
-                   directory: str = "checkpoints", timeout: Optional[float] = 20,
-                   max_failures: int = 100) -> ResumeExploration:
-    """Crash ``writer`` on ``scenario`` at every point under ``models``; resume from each state with ``resume``."""
-    name = getattr(writer, "__name__", "writer")
-    result = ResumeExploration(scenario.name, name)
-    with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-", dir=scratch_root()) as work:
-        work = os.path.realpath(work)
-        recorder, returned, error, _ = record_run(writer, scenario, work, folder_in(work, directory), timeout=timeout)
-    if error is not None:
-        result.error = f"the crashed run itself failed (a grader problem, not yours): {error}"
-        return result
-    final = snapshot(returned)
-    ops = recorder.ops
-    windows = windows_for(ops, scenario.task)
+@dataclass
+class Resumed:
+    """What resume made of one crash state, as plain data (it comes back from a fresh process)."""
+
+    findings: list                  # (check, detail) for each check broken, as judge_all gives them
+    did: str                        # what resume did, in words
+    refused: Optional[str] = None   # the message of the CheckpointError it raised
+    error: Optional[str] = None     # what it raised otherwise, or where it got stuck
+    error_type: str = ""
+    stuck: Optional[Hang] = None
+    runs: dict = field(default_factory=dict)   # the script's tool_use id -> how many times it took effect
+
+
+def _resume_and_judge(resume: Callable, checkpoint_error: type, scenario: Scenario, files: dict, carried: list,
+                      raw: Optional[bytes], want: Optional[dict], directory: str, timeout: Optional[float],
+                      received: int, watch: bool) -> Resumed:
+    """Run ``resume`` once on ``files`` (:func:`run_resume`) and judge it against ``want`` (:func:`judge_all`)."""
+    outcome = run_resume(resume, scenario, files, carried, checkpoint_error=checkpoint_error, directory=directory,
+                         timeout=timeout, watch=watch, received=received)
+    if outcome.stuck is not None:
+        return Resumed([], "", error=outcome.error, error_type=outcome.error_type, stuck=outcome.stuck)
+    findings = judge_all(outcome, raw, want, scenario)
     blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
-    ckpt_dir = os.path.join(work, folder_in(work, directory))
-    starts, received = [0], [0]
-    for op in ops:
-        starts.append(starts[-1] + (op.kind == "tool_start"))
-        received.append(received[-1] + (op.kind == "model_end"))
-    seen: dict = {}
-    for state in crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, tuple(models), recorder.initial_dirs):
-        started = starts[state.point]
-        raw = state.read(CHECKPOINT_NAME)
-        # One resume per distinct situation: what checkpoint.json holds, which other files lie
-        # beside it (a leftover temp file, whatever its bytes), which calls had started, and how
-        # many responses had come back.
-        key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started, received[state.point])
-        if key in seen:
-            continue
-        seen[key] = True
-        result.states += 1
-        carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
-        outcome = run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=checkpoint_error,
-                             directory=directory, timeout=timeout, received=received[state.point])
-        if outcome.stuck is not None:
-            # Stuck (or refused, having got stuck before): every other state would only meet the same.
-            result.error, result.stuck, result.failures = outcome.error, outcome.stuck, []
-            break
-        where = windows[state.point].words()
-        if state.point:
-            where += ", after " + ops[state.point - 1].describe()
-        for check, detail in judge_all(outcome, raw, final if raw is not None else None, scenario):
-            if len(result.failures) < max_failures:
-                result.failures.append(ResumeFailure(check, where, state.model, _describe_file(raw),
-                                                     _describe_outcome(outcome), detail))
-    return result
+    runs = {b["id"]: outcome.tools.runs_of(b["id"]) for b in blocks} if outcome.tools is not None else {}
+    return Resumed(findings, _describe_outcome(outcome), None if outcome.refused is None else str(outcome.refused),
+                   outcome.error, outcome.error_type, None, runs)
+
+
+def resume_once(resume: Callable, scenario: Scenario, files: dict, carried: Iterable[tuple], raw: Optional[bytes],
+                want: Optional[dict], *, checkpoint_error: type = Exception, directory: str = "checkpoints",
+                timeout: Optional[float] = 20, received: int = 0, watch: bool = True,
+                settings: Optional[dict] = None) -> Resumed:
+    """Resume from one crash state and judge what resume did: the one step every check of this level takes.
+
+    After a real crash only the files are left, so ``resume`` runs in a process that never saw the
+    crashed run nor any earlier crash state (:func:`grader.engine.fresh.run_fresh`): what it
+    remembered in memory is gone, as it would be. ``settings``: module-level values for that fresh
+    copy of the learner's module (``MAX_TURNS``).
+    """
+    try:
+        return run_fresh(_resume_and_judge, resume, checkpoint_error, scenario, dict(files), list(carried), raw,
+                         want, directory, timeout, received, watch, settings=settings, timeout=timeout)
+    except FreshProcessDied as exc:
+        outcome = _Outcome(error=f"SystemExit: it ended the process it ran in ({exc})", error_type="SystemExit")
+        return Resumed(judge_all(outcome, raw, want, scenario), _describe_outcome(outcome), error=outcome.error,
+                       error_type=outcome.error_type)
 
 
 # -- files resume must refuse ------------------------------------------------------------------------------
@@ -739,22 +736,22 @@ def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
     problems = []
     for what, raw in untrustworthy_files(scenario):
         files = {} if raw is None else {CHECKPOINT_NAME: raw}
-        outcome = run_resume(resume, scenario, files, (), checkpoint_error=checkpoint_error, directory=directory,
-                             timeout=timeout, watch=False)
-        if outcome.stuck is not None:
+        resumed = resume_once(resume, scenario, files, (), raw, None, checkpoint_error=checkpoint_error,
+                              directory=directory, timeout=timeout, watch=False)
+        if resumed.stuck is not None:
             # One stuck resume says all there is to say: the other files would only wait as long. Only a
             # resume stopped on this very file is pinned on it; one refused as stuck before is not.
-            if outcome.error_type == "KnownHang":
-                return [outcome.error]
-            first, _, rest = outcome.error.partition("\n")
+            if resumed.error_type == "KnownHang":
+                return [resumed.error]
+            first, _, rest = resumed.error.partition("\n")
             return [f"{first}\n  It had been given a checkpoint it should refuse: {what}.\n{rest}"]
-        finding = judge(outcome, raw, None, scenario)
-        if finding is None and "version" in what and "2" in what and "2" not in str(outcome.refused):
+        finding = resumed.findings[0] if resumed.findings else None
+        if finding is None and "version" in what and "2" in what and "2" not in str(resumed.refused):
             finding = ("REFUSE", "the message should name the version found (2), so the user knows which "
                                  "format the file is in")
         if finding is not None:
             detail = _sentence(finding[1])
-            problems.append(f"{what}: resume_agent {_sentence(_describe_outcome(outcome))} {detail[:1].upper()}{detail[1:]}")
+            problems.append(f"{what}: resume_agent {_sentence(resumed.did)} {detail[:1].upper()}{detail[1:]}")
     return problems
 
 
@@ -765,65 +762,83 @@ class CapProblem(str):
     cause: str = ""
 
 
-def _last_turn_run(outcome: _Outcome, blocks: list) -> int:
-    """The number of the last tool turn whose call resume ran (0: none)."""
-    ran = [i + 1 for i, b in enumerate(blocks) if outcome.tools and outcome.tools.runs_of(b["id"])]
-    return max(ran, default=0)
+@dataclass
+class _CapCheck:
+    """One turn-cap check: resume from saves of a correct run with ``MAX_TURNS = cap``."""
 
+    resume: Callable
+    module: Any
+    scenario: Scenario
+    cap: int
+    checkpoint_error: type
+    directory: str
+    timeout: Optional[float]
 
-def _past_the_cap(resume: Callable, scenario: Scenario, module: Any, raw: bytes, carried: list, cap: int,
-                  label: str, begun: int, outcome: _Outcome, blocks: list, checkpoint_error: type,
-                  directory: str, timeout: Optional[float]) -> CapProblem:
-    """Why resume ran past the cap, told apart by one more resume from the same file with a cap one
-    lower: a loop that counts from zero stops one turn earlier, a loop with no cap check runs just as far."""
-    last = _last_turn_run(outcome, blocks)
-    ran_here = last - begun   # turns this resume began itself (a pending call is answered, not begun)
-    lower = None
-    if cap > 1:
-        module.MAX_TURNS = cap - 1
+    @property
+    def blocks(self) -> list:
+        return [b for r in self.scenario.responses for b in tool_use_blocks(r.get("content"))]
+
+    def resume_from(self, raw: bytes, carried: list, want: dict, cap: int) -> Resumed:
+        """Resume from ``raw`` with ``MAX_TURNS = cap`` (set in the fresh module, and in ``module`` for a
+        resume that runs here or in the sandbox)."""
+        old = self.module.MAX_TURNS
+        self.module.MAX_TURNS = cap
         try:
-            lower = _last_turn_run(run_resume(resume, scenario, {CHECKPOINT_NAME: raw}, carried,
-                                              checkpoint_error=checkpoint_error, directory=directory,
-                                              timeout=timeout), blocks)
+            return resume_once(self.resume, self.scenario, {CHECKPOINT_NAME: raw}, carried, raw, want,
+                               checkpoint_error=self.checkpoint_error, directory=self.directory,
+                               timeout=self.timeout, settings={"MAX_TURNS": cap})
         finally:
-            module.MAX_TURNS = cap
-    name = blocks[cap]["name"]
-    head = (f"CAP broken: {CHECKS['CAP']}.\n  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, your resume_agent ran `{name}`, "
-            f"turn {cap + 1}: one turn past the cap.")
-    pending = ", and a call pending" if label == "A" else ""
-    disk = (f"  On disk: checkpoint.json said turns = {json.loads(raw)['turns']}{pending}: {begun} of the {cap} "
-            f"turns the task may take {'was' if begun == 1 else 'were'} already begun before the crash.")
-    if lower is not None and lower == last:
-        problem = CapProblem("\n".join([
-            head, disk,
-            f"  What resume did: it went on to turn {last}, and with MAX_TURNS = {cap - 1} it went just as far, so "
-            "the loop never stops at the cap: nothing compares the turn count with MAX_TURNS, or the comparison "
-            "reads a copy taken before the grader set it.",
-            "  What to try: where in your loop does it check the cap before calling the model again, and does "
-            "that check read MAX_TURNS and the `turns` from the file?"]))
-        problem.cause = "cap-not-enforced"
-    elif label == "A" and json.loads(raw)["turns"] == 0:
-        # The only turn begun before the crash is the pending call: a count from zero and a count that
-        # leaves the answered call out stop at the same turn, so both are put to the learner.
-        problem = CapProblem("\n".join([
-            head, disk,
-            f"  What resume did: it began {ran_here} turn{'s' if ran_here != 1 else ''} of its own after the "
-            "crash, as many as a task that starts from nothing may take: its cap did not count the turn begun "
-            "before the crash, the pending call it answered.",
-            "  What to try: did the count restart at zero after the crash, or does answering the pending call "
-            "add no turn? Compare the cap with `state[\"turns\"]`, which carries on from the file and counts "
-            "every result recorded, not with a counter that starts in resume."]))
-        problem.cause = "cap-restarted"
-    else:
-        problem = CapProblem("\n".join([
-            head, disk,
-            f"  What resume did: it began {ran_here} turn{'s' if ran_here != 1 else ''} of its own after the "
-            f"crash, as many as a task that starts from nothing may take, so its cap counted from zero and "
-            "forgot the turns already in the file.",
-            "  What to try: did the count restart at zero after the crash? Compare the cap with "
-            "`state[\"turns\"]`, which carries on from the file, not with a counter that starts in resume."]))
-        problem.cause = "cap-restarted"
-    return problem
+            self.module.MAX_TURNS = old
+
+    def last_turn_run(self, resumed: Resumed) -> int:
+        """The number of the last tool turn whose call resume ran (0: none)."""
+        return max((i + 1 for i, b in enumerate(self.blocks) if resumed.runs.get(b["id"])), default=0)
+
+    def past_the_cap(self, raw: bytes, carried: list, want: dict, label: str, begun: int,
+                     resumed: Resumed) -> CapProblem:
+        """Why resume ran past the cap, told apart by one more resume from the same file with a cap one
+        lower: a loop that counts from zero stops one turn earlier, a loop with no cap check runs just as far."""
+        cap = self.cap
+        last = self.last_turn_run(resumed)
+        ran_here = last - begun   # turns this resume began itself (a pending call is answered, not begun)
+        lower = self.last_turn_run(self.resume_from(raw, carried, want, cap - 1)) if cap > 1 else None
+        name = self.blocks[cap]["name"]
+        head = (f"CAP broken: {CHECKS['CAP']}.\n  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, "
+                f"your resume_agent ran `{name}`, turn {cap + 1}: one turn past the cap.")
+        pending = ", and a call pending" if label == "A" else ""
+        disk = (f"  On disk: checkpoint.json said turns = {json.loads(raw)['turns']}{pending}: {begun} of the {cap} "
+                f"turns the task may take {'was' if begun == 1 else 'were'} already begun before the crash.")
+        if lower is not None and lower == last:
+            problem = CapProblem("\n".join([
+                head, disk,
+                f"  What resume did: it went on to turn {last}, and with MAX_TURNS = {cap - 1} it went just as far, "
+                "so the loop never stops at the cap: nothing compares the turn count with MAX_TURNS, or the "
+                "comparison reads a copy taken before the grader set it.",
+                "  What to try: where in your loop does it check the cap before calling the model again, and does "
+                "that check read MAX_TURNS and the `turns` from the file?"]))
+            problem.cause = "cap-not-enforced"
+        elif label == "A" and json.loads(raw)["turns"] == 0:
+            # The only turn begun before the crash is the pending call: a count from zero and a count that
+            # leaves the answered call out stop at the same turn, so both are put to the learner.
+            problem = CapProblem("\n".join([
+                head, disk,
+                f"  What resume did: it began {ran_here} turn{'s' if ran_here != 1 else ''} of its own after the "
+                "crash, as many as a task that starts from nothing may take: its cap did not count the turn begun "
+                "before the crash, the pending call it answered.",
+                "  What to try: did the count restart at zero after the crash, or does answering the pending call "
+                "add no turn? Compare the cap with `state[\"turns\"]`, which carries on from the file and counts "
+                "every result recorded, not with a counter that starts in resume."]))
+            problem.cause = "cap-restarted"
+        else:
+            problem = CapProblem("\n".join([
+                head, disk,
+                f"  What resume did: it began {ran_here} turn{'s' if ran_here != 1 else ''} of its own after the "
+                f"crash, as many as a task that starts from nothing may take, so its cap counted from zero and "
+                "forgot the turns already in the file.",
+                "  What to try: did the count restart at zero after the crash? Compare the cap with "
+                "`state[\"turns\"]`, which carries on from the file, not with a counter that starts in resume."]))
+            problem.cause = "cap-restarted"
+        return problem
 
 
 def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, *, checkpoint_error: type,
@@ -841,44 +856,117 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
     if cap < 1 or cap >= len(b_saves):
         raise ValueError(f"choose a cap between 1 and {len(b_saves) - 1} for {scenario.name}")
     want = b_saves[cap - 1]
-    blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
-    problems = []
-    old = module.MAX_TURNS
-    module.MAX_TURNS = cap
-    try:
-        for label, save in saves:
-            begun = save["turns"] + (1 if save["pendingToolUse"] else 0)
-            if label == "final" or begun > cap:
-                continue
-            for started in sorted({save["turns"], begun}):
-                raw = json.dumps(save).encode("utf-8")
+    check = _CapCheck(resume, module, scenario, cap, checkpoint_error, directory, timeout)
+    blocks = check.blocks
+    for label, save in saves:
+        begun = save["turns"] + (1 if save["pendingToolUse"] else 0)
+        if label == "final" or begun > cap:
+            continue
+        for started in sorted({save["turns"], begun}):
+            raw = json.dumps(save).encode("utf-8")
+            carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
+            resumed = check.resume_from(raw, carried, want, cap)
+            if resumed.stuck is not None:
+                return [resumed.error]
+            if any(resumed.runs.get(b["id"]) for b in blocks[cap:]):
+                return [check.past_the_cap(raw, carried, want, label, begun, resumed)]
+            if resumed.findings:
+                check_id, detail = resumed.findings[0]
+                return [CapProblem("\n".join([
+                    f"CAP broken: {CHECKS['CAP']}.",
+                    f"  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, your resume_agent "
+                    f"{_sentence(resumed.did)}",
+                    f"  On disk: {_sentence(_describe_file(raw))}",
+                    f"  What is wrong: {check_id} broken: {_sentence(detail)}",
+                    "  What to try: this check resumes from the saves of a correct run, so whatever tasks 1 to 4 "
+                    "report goes wrong here too; make those pass, then see whether the cap holds."]))]
+    return []
+
+
+# -- the pipeline: record a correct run, crash it at every point, resume from each state ------------------
+
+@dataclass
+class CrashedRun:
+    """A correct writer's run, recorded once, and the crash states it can leave."""
+
+    scenario: Scenario
+    ops: list
+    initial: Any
+    initial_dirs: Any
+    folder: str          # the checkpoint folder the run wrote (its crash states are laid out like it)
+    final: dict          # the state the uncrashed run ends with
+    windows: list        # each crash point in the loop's words
+
+    @classmethod
+    def record(cls, writer: Callable, scenario: Scenario, directory: str = "checkpoints",
+               timeout: Optional[float] = 20) -> "tuple[Optional[CrashedRun], Optional[str]]":
+        """The run, or None and why it failed (a grader problem: the writers are the kit's)."""
+        with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-", dir=scratch_root()) as work:
+            work = os.path.realpath(work)
+            recorder, returned, error, _ = record_run(writer, scenario, work, folder_in(work, directory),
+                                                      timeout=timeout)
+        if error is not None:
+            return None, error
+        ops = recorder.ops
+        return cls(scenario, ops, recorder.initial, recorder.initial_dirs,
+                   os.path.join(work, folder_in(work, directory)), snapshot(returned),
+                   windows_for(ops, scenario.task)), None
+
+    def resumed(self, resume: Callable, *, checkpoint_error: type, models: Iterable[str] = ("M1",),
+                directory: str = "checkpoints", timeout: Optional[float] = 20) -> Iterator[tuple]:
+        """``(state, raw, resumed, first)`` for every crash state: what ``checkpoint.json`` held, and what
+        ``resume`` made of it (:func:`resume_once`). A situation met before is resumed once (``first``
+        is True that time): the same checkpoint bytes, the same other files beside it (a leftover temp
+        file, whatever its bytes), the same calls started and responses received."""
+        scenario = self.scenario
+        blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
+        starts, received = [0], [0]
+        for op in self.ops:
+            starts.append(starts[-1] + (op.kind == "tool_start"))
+            received.append(received[-1] + (op.kind == "model_end"))
+        seen: dict = {}
+        for state in crash_states(self.ops, self.initial, self.folder, CHECKPOINT_NAME, tuple(models),
+                                  self.initial_dirs):
+            started = starts[state.point]
+            raw = state.read(CHECKPOINT_NAME)
+            key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started, received[state.point])
+            first = key not in seen
+            if first:
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
-                outcome = run_resume(resume, scenario, {CHECKPOINT_NAME: raw}, carried,
-                                     checkpoint_error=checkpoint_error, directory=directory, timeout=timeout)
-                if outcome.stuck is not None:
-                    return [outcome.error]
-                finding = judge(outcome, raw, want, scenario)
-                over = [b for b in blocks[cap:] if outcome.tools and outcome.tools.runs_of(b["id"])]
-                if over:
-                    problems.append(_past_the_cap(resume, scenario, module, raw, carried, cap, label, begun,
-                                                  outcome, blocks, checkpoint_error, directory, timeout))
-                elif finding is not None:
-                    problems.append(CapProblem("\n".join([
-                        f"CAP broken: {CHECKS['CAP']}.",
-                        f"  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, your resume_agent "
-                        f"{_sentence(_describe_outcome(outcome))}",
-                        f"  On disk: {_sentence(_describe_file(raw))}",
-                        f"  What is wrong: {finding[0]} broken: {_sentence(finding[1])}",
-                        "  What to try: this check resumes from the saves of a correct run, so whatever tasks 1 to 4 "
-                        "report goes wrong here too; make those pass, then see whether the cap holds."])))
-                if problems:
-                    return problems
-    finally:
-        module.MAX_TURNS = old
-    return problems
+                seen[key] = resume_once(resume, scenario, dict(state.files), carried, raw,
+                                        self.final if raw is not None else None, checkpoint_error=checkpoint_error,
+                                        directory=directory, timeout=timeout, received=received[state.point])
+            yield state, raw, seen[key], first
 
 
-# -- the level plug-in ---------------------------------------------------------------------------------
+def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: type = Exception,
+                   writer: Callable = reference_writer, models: Iterable[str] = ("M1",),
+                   directory: str = "checkpoints", timeout: Optional[float] = 20,
+                   max_failures: int = 100) -> ResumeExploration:
+    """Crash ``writer`` on ``scenario`` at every point under ``models``; resume from each state with ``resume``."""
+    result = ResumeExploration(scenario.name, getattr(writer, "__name__", "writer"))
+    run, error = CrashedRun.record(writer, scenario, directory, timeout)
+    if run is None:
+        result.error = f"the crashed run itself failed (a grader problem, not yours): {error}"
+        return result
+    for state, raw, resumed, first in run.resumed(resume, checkpoint_error=checkpoint_error, models=models,
+                                                  directory=directory, timeout=timeout):
+        if not first:
+            continue
+        result.states += 1
+        if resumed.stuck is not None:
+            # Stuck (or refused, having got stuck before): every other state would only meet the same.
+            result.error, result.stuck, result.failures = resumed.error, resumed.stuck, []
+            break
+        where = run.windows[state.point].words()
+        if state.point:
+            where += ", after " + run.ops[state.point - 1].describe()
+        for check, detail in resumed.findings:
+            if len(result.failures) < max_failures:
+                result.failures.append(ResumeFailure(check, where, state.model, _describe_file(raw), resumed.did,
+                                                     detail))
+    return result
+
 
 class ResumeLevel(LevelModule):
     """Level 4: a correct run crashed at each point, then resumed with the learner's ``resume_agent``."""
@@ -886,7 +974,7 @@ class ResumeLevel(LevelModule):
     namespace = "resume"
 
     def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
-        """The same steps as :func:`explore_resume`, kept per crash point so each row of the matrix can
+        """The pipeline of :func:`explore_resume`, kept per crash point so each row of the matrix can
         say what resume made of the file that crash left."""
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
@@ -898,43 +986,25 @@ class ResumeLevel(LevelModule):
                                                "`class CheckpointError(Exception)`")
         cells = {c.id: c.cell for c in api.checks(self.namespace)}
         scenario = support_tickets(seed)
-        with tempfile.TemporaryDirectory(prefix="crashcourse-crashed-", dir=scratch_root()) as work:
-            work = os.path.realpath(work)
-            recorder, returned, err, _ = record_run(reference_writer, scenario, work, "checkpoints")
-        if err is not None:
+        run, err = CrashedRun.record(reference_writer, scenario)
+        if run is None:
             return api.failed_column(title, f"the crashed run failed (a grader problem): {err}")
-        ops, final = recorder.ops, snapshot(returned)
-        windows = windows_for(ops, scenario.task)
-        blocks = [b for r in scenario.responses for b in tool_use_blocks(r.get("content"))]
-        starts, received = [0], [0]
-        for op in ops:
-            starts.append(starts[-1] + (op.kind == "tool_start"))
-            received.append(received[-1] + (op.kind == "model_end"))
         col = api.Column(title, namespace=self.namespace, meaning=RESUME_COLUMN)
-        seen: dict = {}
-        for state in crash_states(ops, recorder.initial, os.path.join(work, "checkpoints"), CHECKPOINT_NAME,
-                                  ("M1",), recorder.initial_dirs):
-            raw = state.read(CHECKPOINT_NAME)
-            started = starts[state.point]
-            key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started,
-                   received[state.point])
-            if key not in seen:
-                carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
-                outcome = run_resume(resume, scenario, dict(state.files), carried, checkpoint_error=error,
-                                     received=received[state.point], timeout=loop_timeout())
-                if outcome.stuck is not None:
-                    col.stuck = col.stuck or outcome.stuck
-                    seen[key] = [("STUCK", outcome.error)]  # no verdict: the cell says so
-                else:
-                    seen[key] = judge_all(outcome, raw, final if raw is not None else None, scenario)
-                for check, detail in (f for f in seen[key] if f[0] != "STUCK"):
+        for state, raw, resumed, first in run.resumed(resume, checkpoint_error=error, timeout=loop_timeout()):
+            if resumed.stuck is not None:
+                col.stuck = col.stuck or resumed.stuck
+                found = [("STUCK", resumed.error)]  # no verdict: the cell says so
+            else:
+                found = resumed.findings
+            if first:
+                for check, detail in (f for f in found if f[0] != "STUCK"):
                     col.problems.setdefault(check, ResumeFailure(
-                        check, windows[state.point].words(), state.model, _describe_file(raw),
-                        _describe_outcome(outcome), detail))
-            row, phase_words, step = api.row_key(windows[state.point], ops, state.point)
+                        check, run.windows[state.point].words(), state.model, _describe_file(raw), resumed.did,
+                        detail))
+            row, phase_words, step = api.row_key(run.windows[state.point], run.ops, state.point)
             col.labels[row] = (phase_words, step)
             cell = col.cells.setdefault(row, [])
-            for word in [cells.get(c) or c.lower() for c, _ in seen[key]] or [api.OK]:
+            for word in [cells.get(c) or c.lower() for c, _ in found] or [api.OK]:
                 if word not in cell:
                     cell.append(word)
             col.states += 1

@@ -1,0 +1,136 @@
+"""Only the files survive a crash: every resume or load of a crash state runs in a process that never
+saw the run (grader.engine.fresh), in pytest as under ``crashcourse grade``.
+
+The corpus cases that keep their state in memory (tests/corpus/level4/wrong_reruns_hidden_*,
+tests/corpus/level6/wrong/ticket_on_disk_*, tests/corpus/level1/w13_*) are graded in-process by
+test_level1/4/6; here the mechanism itself, and the same cases through ``crashcourse grade``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader.engine import fresh, hangs
+from grader.engine.loader import import_file
+
+KIT = Path(__file__).resolve().parent.parent
+
+
+def _call(fn, *args):
+    return fn(*args)
+
+
+def _stuck(fn, *args):
+    try:
+        with hangs.time_limit(0.5, owner=fn):
+            fn(*args)
+    except hangs.LoopTimeout as exc:
+        return "stopped: " + exc.where
+    return "returned"
+
+
+@pytest.fixture
+def learner(tmp_path):
+    path = tmp_path / "learner.py"
+    path.write_text(textwrap.dedent("""\
+        import os
+        import sys
+
+        counter = 0
+
+        def remember():
+            global counter
+            counter += 1
+            sys.__dict__["_remembered"] = sys.__dict__.get("_remembered", 0) + 1
+            os.environ["REMEMBERED"] = str(sys.__dict__["_remembered"])
+            return counter, sys.__dict__["_remembered"], os.environ["REMEMBERED"]
+
+        def open_a_pipe():
+            r, w = os.pipe()
+            os.write(w, b"kept")
+            return r
+
+        def inode(fd):
+            try:
+                return os.fstat(fd).st_ino
+            except OSError:
+                return None
+
+        def spin():
+            while True:
+                pass
+        """), encoding="utf-8")
+    return import_file(path, "fresh")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_nothing_in_memory_reaches_a_fresh_process(learner):
+    # In this process the memory builds up, in the module, in sys and in the environment...
+    assert learner.remember() == (1, 1, "1")
+    assert learner.remember() == (2, 2, "2")
+    # ...and each fresh process starts from none of it, not even the last fresh process's.
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+    # A descriptor opened here is not open there.
+    fd = learner.open_a_pipe()
+    try:
+        assert learner.inode(fd) is not None
+        assert fresh.run_fresh(_call, learner.inode, fd) != learner.inode(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_hang_in_a_fresh_process_is_known_here(learner):
+    mark = hangs.hang_mark()
+    assert fresh.run_fresh(_stuck, learner.spin).startswith("stopped: learner.py, line")
+    stopped = hangs.hangs_since(mark)
+    assert [kind for kind, _ in stopped] == ["stopped"] and stopped[0][1].function == "spin"
+    # A later fresh process is told too: the stuck function is refused at once.
+    assert "was not run again" in fresh.run_fresh(_stuck, learner.spin) or hangs.hangs_since(mark)[-1][0] == "refused"
+    hangs.forget_hangs()
+
+
+def test_a_kit_function_is_not_a_learners():
+    assert fresh.origin(_call) is None
+    assert fresh.run_fresh(_call, os.getpid) == os.getpid()  # nothing to start afresh: run here
+
+
+def _grade(tmp_path, level: int, files: dict) -> dict:
+    subs = tmp_path / "subs"
+    for name, (source, target) in files.items():
+        (subs / name).mkdir(parents=True)
+        shutil.copy(source, subs / name / target)
+    report = tmp_path / "report.json"
+    from grader.grading import bubblewrap
+    subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--level", str(level), "--examples", "2",
+                    "--output", str(report)] + ([] if bubblewrap.check() is None else ["--no-box"]),
+                   capture_output=True, text=True, cwd=KIT, timeout=600, check=True)
+    data = json.loads(report.read_text())
+    entries = data if isinstance(data, list) else data.get("submissions") or data.get("results")
+    return {e.get("id") or e.get("name"): {t["name"] for t in e.get("tests", []) if t.get("status") == "failed"}
+            for e in entries}
+
+
+def test_memory_hides_nothing_under_grade_either(tmp_path):
+    """The same cases, graded in the sandbox: each resume runs in a fresh child of the worker's fork server."""
+    corpus = KIT / "tests" / "corpus" / "level4"
+    failed = _grade(tmp_path / "4", 4, {
+        "memory": (corpus / "wrong_reruns_hidden_by_memory" / "resume.py", "resume.py"),
+        "environ": (corpus / "wrong_reruns_hidden_in_environ" / "resume.py", "resume.py"),
+        "solution": (KIT / "solutions" / "level4" / "resume.py", "resume.py")})
+    assert failed["memory"] == failed["environ"] == {"test_the_pending_call_is_answered_once"}
+    assert failed["solution"] == set()
+    corpus = KIT / "tests" / "corpus" / "level6" / "wrong"
+    failed = _grade(tmp_path / "6", 6, {"sys": (corpus / "ticket_on_disk_state_in_sys.py", "agent.py"),
+                                        "solution": (KIT / "solutions" / "level6" / "agent.py", "agent.py")})
+    assert "test_every_crash_state_loads_as_one_whole_save" in failed["sys"]
+    assert failed["solution"] == set()
