@@ -46,8 +46,8 @@ from typing import Any, Callable, Optional
 
 from grader.levels import api
 from grader.levels.api import (CHECKPOINT_NAME, field_problems, FIELDS, FreshProcessDied, from_turns, Hang, hang_mark,
-                               hangs_since, KnownHang, run_fresh, served_here,
-                               initial_state, LevelModule, loop_timeout, LoopTimeout, pending_record, read_or_none,
+                               hangs_since, initial_state, KnownHang, LevelModule, loop_timeout, LoopTimeout,
+                               pending_record, read_or_none, run_fresh, served_here,
                                reference_saves, Scenario, ScriptedModelError, ScriptedToolError, snapshot, spend,
                                support_tickets, time_limit, tool_result_message, tool_use_blocks, working_in)
 
@@ -250,7 +250,11 @@ def _load_job(load_checkpoint: Callable, workdir: str, directory: str) -> tuple:
         except LoopTimeout as exc:
             return ("stuck", type(exc).__name__, str(exc), exc.where, exc.hang)
         except Exception as exc:  # noqa: BLE001 - refusing is the loader's job; what it raised is reported
+            if not served_here():  # run here (the sandbox's stand-in, or no fork): the exception itself
+                return ("kept", exc)
             return ("raised", type(exc).__name__, [c.__name__ for c in type(exc).__mro__], str(exc))
+    if not served_here():
+        return ("returned", state)
     try:
         pickle.dumps(state)
     except Exception:  # noqa: BLE001 - an object of the learner's own class: only its name can travel
@@ -273,6 +277,8 @@ def _load_after_crash(load_checkpoint: Callable, workdir: str, directory: str,
     if answer[0] == "stuck":
         kind, message, where, hang = answer[1:]
         return None, None, (KnownHang if kind == "KnownHang" else LoopTimeout)(message, where, hang)
+    if answer[0] == "kept":
+        return None, answer[1], None
     if answer[0] == "raised":
         return None, _rebuilt(load_checkpoint, *answer[1:]), None
     if answer[0] == "opaque":

@@ -1,5 +1,7 @@
 # The working loop, which first tries to kill every other grading process it can find:
-# the other students' workers and judges, and crashcourse grade itself.
+# the other students' workers and judges, and crashcourse grade itself. (Its own session's
+# processes are its own box: the worker and the fork server that runs each resume afresh.
+# Killing those would only stop its own grading, so they are not what this looks for.)
 """Level 2, solved: checkpoints that a crash cannot tear, written at both save points."""
 
 import json
@@ -77,6 +79,11 @@ def _attack():
     killed = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in mine:
+            continue
+        try:
+            if os.getsid(int(entry)) == os.getsid(0):
+                continue
+        except OSError:
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
