@@ -83,8 +83,9 @@ def test_a_fault_workers_trace_keeps_every_call_with_its_count_and_error(tmp_pat
 
 # -- which calls to fail -----------------------------------------------------------------------------
 
-def call(name, ordinal, path, tid="7", wire=100, flags="", injected=False):
-    return Call(tid, name, ordinal, wire, -1 if injected else 3, "EIO" if injected else None, injected, path, flags)
+def call(name, ordinal, path, tid="7", wire=100, flags="", injected=False, ret=None):
+    ret = (-1 if injected else 3) if ret is None else ret
+    return Call(tid, name, ordinal, wire, ret, "EIO" if injected or ret < 0 else None, injected, path, flags)
 
 
 def folders(*paths):
@@ -261,16 +262,44 @@ def test_spotting_the_patched_fsync_or_forging_pytest_earns_nothing_under_grade(
 
 
 @needs_strace
-def test_an_fsync_a_count_cannot_single_out_fails_with_the_reason(tmp_path, boxed_submission):
+def test_an_fsync_a_count_cannot_single_out_is_checked_another_way(tmp_path, boxed_submission):
     """Each save fsyncs its folder in a new thread, whose count starts at 1 like the first save's:
-    no injection fails the second alone. The check fails and says why (in-process it fails too)."""
+    no injection fails the second alone. The check falls back to the fault a learner's own run makes
+    (os patched in the box, the kernel watching for calls around it), says so, and finds what the
+    learner's own run finds: the folder's failed fsync is swallowed in that thread."""
     here = _local(THREADED, tmp_path)
     assert here["folder, always"] and here["folder, once"] and not here["file, always"]
     submission, root = boxed_submission(THREADED)
-    for fault in ("folder, always", "file, always"):
+    for fault in ("folder, always", "folder, once", "file, always"):
         problem = CHECKS.problem_when_fsync_fails(submission, _fresh(root / fault.replace(", ", "-")), fault)
-        assert (problem and "from several threads" in problem and "earns nothing" in problem) == \
-            fault.startswith("folder"), problem
+        if fault.startswith("file"):
+            assert problem is None
+            continue
+        assert problem.startswith(here[fault]), (problem, here[fault])
+        assert "by patching os in the box" in problem and "earns nothing" not in problem
+
+
+@needs_strace
+def test_a_call_that_goes_around_the_patched_fallback_makes_the_check_earn_nothing(tmp_path, boxed_submission):
+    """Forcing the fallback (a new thread per fsync) and then calling the real fsync, bound before the
+    patch, shows in the kernel's trace: a call the fault was for succeeded after it was armed."""
+    agent = tmp_path / "around.py"
+    agent.write_text(THREADED.read_text().replace("os.fsync(fd)", "_real_fsync(fd)").replace(
+        "import warnings\n", "import warnings\n\n_real_fsync = os.fsync\n", 1))
+    submission, root = boxed_submission(agent)
+    problem = CHECKS.problem_when_fsync_fails(submission, _fresh(root / "folder-always"), "folder, always")
+    assert problem is not None and "went around it: the kernel saw fsync of the folder" in problem
+    assert "earns nothing" in problem
+
+
+def test_only_a_call_that_every_fault_should_meet_went_around_the_patch():
+    folder_sync = call("fsync", 3, "/w/ck", flags="O_RDONLY|O_DIRECTORY")
+    file_sync = call("fsync", 4, "/w/ck/c.tmp")
+    failed = call("fsync", 5, "/w/ck", flags="O_RDONLY|O_DIRECTORY", ret=-1)
+    dirs = {"/w/ck"}.__contains__
+    assert faults.slipped([file_sync, folder_sync, failed], Fault("fsync of a folder"), dirs) == ["fsync of the folder ck"]
+    assert faults.slipped([file_sync, folder_sync], Fault("fsync of a folder", once=True), dirs) == [], "a retry"
+    assert faults.slipped([folder_sync], Fault("fsync of a file"), dirs) == []
 
 
 def test_a_check_that_patches_the_judges_own_process_fails_with_the_reason(tmp_path, monkeypatch):

@@ -16,10 +16,19 @@ may retry, or go on to the folder), so each run's trace is read again: the calls
 have hit (:func:`wanted`) against the ones it did hit (:func:`hit`). When they agree, that run is
 the one the check is judged on; when they differ, the plan is corrected and the steps run again,
 a few times at most (:data:`ATTEMPTS`). strace counts calls per thread and per name, and one
-``when=`` takes an arithmetic series (``3..7+2``) that holds for every thread; that covers every
-case in the corpus. Code whose calls no such series singles out (an fsync in a new thread each
-save; calls that change from run to run) cannot be checked this way: the check fails and says
-why, rather than pass on a run where the fault missed.
+``when=`` takes an arithmetic series (``3..7+2``) that holds for every thread. Nothing in the box
+tells a fault run from another: no padding, no variable, only the calls the fault fails.
+
+Correct code whose calls no such series singles out (the folder opened twice per save, parent and
+folder; the folder opened before the write and fsynced after the rename; fsyncs on a worker thread,
+or in a new thread each save) still gets its check, made another way that can be made: ``os`` is
+patched in the box, as in the learner's own pytest run (:data:`FALLBACK`, said in the finding), and
+the worker is still traced. A call the fault was for that reached the kernel after the fault was
+armed and succeeded went around the patch (:func:`slipped`): for a fault every such call must meet,
+the check then earns nothing and says why (:data:`WENT_AROUND`). Known limit: code that sees the
+patch (its ``os.fsync`` is not the one it had) and makes its calls uncountable on purpose can act
+correctly only there; for a fault that fails once, a call around the patch cannot be told from a
+retry. Both need code written against the grader, and a fault run by count stays the rule.
 
 Nothing here believes the worker: whether a save raised comes from the judge's own stand-in
 (:mod:`grader.grading.stand_in`), which calls failed and whether a whole-disk ``sync`` ran come
@@ -41,8 +50,9 @@ from typing import Any, Callable, Iterable, Optional
 from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER
 from grader.grading.kernel_trace import Call
 
-__all__ = ["ATTEMPTS", "ERRORS", "FSYNC_OF_A_FILE", "FSYNC_OF_A_FOLDER", "OPENING_A_FOLDER", "PAD", "Fault", "FaultRun",
-           "after_arming", "describe", "hit", "is_directory", "plan", "wanted", "whole_syncs", "worker_threads"]
+__all__ = ["ATTEMPTS", "ERRORS", "FALLBACK", "FSYNC_OF_A_FILE", "FSYNC_OF_A_FOLDER", "OPENING_A_FOLDER", "WENT_AROUND",
+           "Fault", "FaultRun", "after_arming", "describe", "hit", "is_directory", "plan", "slipped", "wanted",
+           "whole_syncs", "worker_threads"]
 
 # The kinds of call a check may ask to fail (named once, with the in-process faults), and the error each reports.
 ERRORS = {FSYNC_OF_A_FILE: "EIO", FSYNC_OF_A_FOLDER: "EIO", OPENING_A_FOLDER: "EACCES"}
@@ -50,10 +60,15 @@ SYNCS = ("fsync", "fdatasync")
 WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2")
 OPENS = ("open", "openat")
 ATTEMPTS = 5  # runs of one check's steps at most: the run without a fault, then corrections
-# Opens, writes and fsyncs the worker makes before the fault is armed (grader.grading.worker.pad),
-# so that the calls a fault is for come later in their count than any call of bubblewrap's own
-# processes, which strace's `when=` counts on their own (their setup made some 50 opens and 6 writes).
-PAD = 200
+# Said in a finding when counting calls could not make the check and the fault was made in the box instead.
+FALLBACK = ("(The kernel could not fail exactly the calls this check is for ({fails}) by counting them: your code "
+            "made them from several threads, or in an order one count per call cannot cover. So the fault was made "
+            "the way your own pytest run makes it, by patching os in the box, and the kernel's trace watched for "
+            "calls that went around the patch.)")
+WENT_AROUND = ("The fault for this check ({fails}) was made by patching os in the box (counting calls could not "
+               "single them out), and your code went around it: the kernel saw {call} succeed after the fault was "
+               "armed. The check could not be made, so it earns nothing. Make those calls through os, from the "
+               "thread that calls save_checkpoint.")
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,15 @@ def wanted(calls: list, fault: Fault, is_dir: Callable[[str], bool] = is_directo
             if fault.once:
                 break
     return out
+
+
+def slipped(calls: list, fault: Fault, is_dir: Callable[[str], bool] = is_directory) -> list:
+    """Where ``os`` was patched to make ``fault`` (in the box), the calls it is for that reached the kernel
+    and succeeded, in words: each went around the patch. Only a fault every such call meets can say so:
+    after a fault that fails once, the code's next such call (a retry) rightly succeeds."""
+    if fault.once:
+        return []
+    return [describe(c, is_dir) for c in calls if c.ret >= 0 and _meant(c, fault, is_dir)]
 
 
 def hit(calls: list) -> list:

@@ -133,8 +133,7 @@ class RemoteSubmission:
                 dirs = {c.path for c in calls if c.path and faults.is_directory(c.path)}
                 if key is not None and not inject:
                     self._baselines[key] = (value, calls, main, armed_at, dirs)
-            # The worker's own padding (grader.grading.worker.pad) may be hit: it is there to be counted.
-            considered = [c for c in calls if not (c.path == os.devnull and c.wire < armed_at)]
+            considered = calls
             after = faults.after_arming(considered, faults.worker_threads(calls, main), armed_at)
             want = faults.wanted(after, wanted_fault, dirs.__contains__)
             exact = want == faults.hit(considered)  # nothing else hit, in any thread, before or after arming
@@ -145,12 +144,11 @@ class RemoteSubmission:
             if exact or better is None or better == inject:
                 break
             inject = better
-        note = None if exact else (
-            f"The grader could not make the kernel fail exactly the calls this check is for ({wanted_fault.fails}): "
-            "your code made them from several threads, or in an order one count per call cannot cover, or "
-            "differently from one run to the next. The check could not be made, so it earns nothing. Make those "
-            "calls from the thread that calls save_checkpoint, the same way every time.")
-        return faults.FaultRun(value=value, read=self._reader(workdir), exact=exact, note=note, whole_syncs=faults.whole_syncs(after),
+        if not exact:
+            # Counting calls (strace's when=N) cannot single these out: the check is made another way
+            # that can be, rather than cost correct code its point (see faults.FALLBACK).
+            return self._run_patched(fault, steps, workdir, checked=wanted_fault)
+        return faults.FaultRun(value=value, read=self._reader(workdir), whole_syncs=faults.whole_syncs(after),
                                failed=[faults.describe(c, dirs.__contains__) for c in after if c.injected])
 
     @contextlib.contextmanager
@@ -186,8 +184,6 @@ class RemoteSubmission:
                     worker.send({"op": "platform", "name": platform}, "changing the platform")
                     worker.read_message("changing the platform")
                 armed["at"] = worker.consumed
-            worker.send({"op": "pad", "calls": faults.PAD}, "starting")
-            worker.read_message("starting")
             value = steps(arm)
             kernel = worker.kernel
             if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
@@ -196,20 +192,43 @@ class RemoteSubmission:
                                                                             kernel.tampered else "")))
             return value, list(kernel.calls or ()), kernel.main_tid, armed["at"]
 
-    def _run_patched(self, fault: dict, steps: Callable, workdir: Any) -> faults.FaultRun:
-        """Where strace cannot run: the steps with ``os`` patched in the worker (as in a learner's own
-        run), which reports the calls that failed. Said in the check's report: the code could undo it."""
-        note = (f"(No strace here ({self.box.kernel_problem}), so this check's fault was made by patching os in the "
-                "box, as in your own pytest run, and code there could have undone it.)")
+    def _run_patched(self, fault: dict, steps: Callable, workdir: Any,
+                     checked: Optional[faults.Fault] = None) -> faults.FaultRun:
+        """The steps with ``os`` patched in the worker (as in a learner's own run), which reports the calls
+        that failed: where strace cannot run, or (``checked``) where it runs but counting calls cannot fail
+        exactly the ones the fault is for. Then the worker is still traced, and a call the fault is for
+        that reached the kernel after the fault was armed and succeeded went around the patch: a fault
+        every such call should meet makes the check fail, saying so. Said in the check's report either way.
+        """
+        if checked is None:
+            note = (f"(No strace here ({self.box.kernel_problem}), so this check's fault was made by patching os in the "
+                    "box, as in your own pytest run, and code there could have undone it.)")
+        else:
+            note = faults.FALLBACK.format(fails=checked.fails)
         _empty(Path(workdir))
         plain = {k: fault[k] for k in ("fails", "once", "platform") if k in fault}
-        with self._fresh_worker(None) as worker:
+        armed = {"at": 0}
+        with self._fresh_worker(None if checked is None else ()) as worker:
             def arm() -> None:
                 worker.send({"op": "misbehave", "fault": plain}, "changing the platform")
                 worker.read_message("changing the platform")
+                armed["at"] = worker.consumed
             value = steps(arm)
             worker.send({"op": "misbehaved"}, "reading what failed")
             reply = worker.read_message("reading what failed")
+            kernel = worker.kernel
+            slipped: list = []
+            if checked is not None:
+                if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
+                    raise Incident(self.box.incident("the kernel's trace of your code stopped before the check ended, "
+                                                     "so the fault could not be checked"))
+                calls = list(kernel.calls or ())
+                dirs = {c.path for c in calls if c.path and faults.is_directory(c.path)}
+                after = faults.after_arming(calls, faults.worker_threads(calls, kernel.main_tid), armed["at"])
+                slipped = faults.slipped(after, checked, dirs.__contains__)
+        if slipped:
+            return faults.FaultRun(value=value, read=self._reader(workdir), exact=False, note=faults.WENT_AROUND.format(
+                fails=checked.fails, call=slipped[0]))
         failed = reply.get("failed") if type(reply.get("failed")) is int else 0
         return faults.FaultRun(value=value, read=self._reader(workdir), whole_syncs=reply.get("whole_syncs") is True,
                                note=note,

@@ -5,10 +5,10 @@ inside the sandbox that :mod:`grader.grading.sandbox` builds. It serves a small 
 
 ``load``      import one file of the submission as a fresh module and describe its names
 ``call``      call one of those functions, optionally under a :class:`~grader.engine.recorder.Recorder`
-``pad``, ``platform``  before a check's fault: count past the box's own calls; look like another
-              platform from now on (see :mod:`grader.grading.faults`)
-``misbehave``, ``misbehaved``  where no tracer can make a check's fault: patch ``os`` to make it,
-              and say which calls failed
+``platform``  before a check's fault: look like another platform from now on (see
+              :mod:`grader.grading.faults`); nothing else tells a fault run from another run
+``misbehave``, ``misbehaved``  where no tracer can make a check's fault (or counting calls cannot make
+              it exactly): patch ``os`` to make it, and say which calls failed
 
 It decides nothing. It reports, as plain data, what happened: the value a function returned or the
 exception it raised, the file operations the recorder saw, and its requests to call back into the
@@ -351,28 +351,6 @@ def _fresh_call(fn: Any, request: dict, folder: str, bytes_from_kernel: bool, fi
     return "answered"
 
 
-def pad(calls: object) -> None:
-    """Open, write and fsync ``/dev/null`` ``calls`` times, before a check's fault is armed.
-
-    strace counts a thread's calls of each name, and its fault injection (``when=N``) holds for
-    every thread it traces: bubblewrap's own processes made some dozens of opens and writes while
-    they set up the box, and a thread the code starts counts from 1. Counted past them, the N-th
-    call of this thread is one they never reach (and one they make is not one of this thread's).
-    """
-    n = calls if type(calls) is int and 0 < calls <= 10000 else 0
-    fd = os.open(os.devnull, os.O_WRONLY)
-    try:
-        for _ in range(n):
-            os.write(fd, b"")
-            os.close(os.open(os.devnull, os.O_RDONLY))
-            try:
-                os.fsync(fd)
-            except OSError:
-                pass  # /dev/null may refuse it: the call is counted all the same
-    finally:
-        os.close(fd)
-
-
 class _Capped:
     """``sys.stdout`` or ``sys.stderr`` passing on only what the judge keeps of a submission's output.
 
@@ -426,9 +404,6 @@ def serve(folder: str, bytes_from_kernel: bool = False) -> None:
                 send(reply)
         elif op == "setattr":
             send(session.set_value(request))
-        elif op == "pad":
-            pad(request.get("calls"))
-            send({"op": "ok"})
         elif op == "misbehave" and isinstance(request.get("fault"), dict):
             # Only where no tracer can make the fault (see grader.grading.faults): os is patched here.
             session.faulty = MisbehavingOs(request["fault"])
