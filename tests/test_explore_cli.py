@@ -258,6 +258,8 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
     assert cli.main(["explore", "--watch", str(tmp_path), "--check", "true", "--models", "M9", "--", "true"]) == 2
     assert cli.main(["explore", "--watch", str(tmp_path), "--check", "true"]) == 2
+    assert cli.main(["explore", "--watch", str(tmp_path), "--check", "true", "--", "no-such-program-here"]) == 2
+    assert "no such program" in capsys.readouterr().err
 
 
 @needs_box

@@ -100,6 +100,8 @@ def explore(args: argparse.Namespace) -> dict:
         program = program[1:]
     if not program:
         raise UsageError("name the program to run after --, e.g. -- node save.js state")
+    if shutil.which(program[0]) is None:
+        raise UsageError(f"{program[0]}: no such program (not on PATH, or not executable)")
     models = tuple(m.strip().upper() for m in args.models.split(",") if m.strip())
     if not models or set(models) - set(MODELS):
         raise UsageError(f"--models takes a comma-separated list from {', '.join(MODELS)}, not {args.models!r}")
@@ -297,7 +299,8 @@ def _report(args, run, models, table, verdicts, total, points, counts, seconds, 
             any(verdicts[key].broken for key, _, _ in start_point.states["M1"]):
         notes.append("the checker rejects the folder as it was before the program ran")
     if run.returncode:
-        notes.append(f"the program exited with status {run.returncode}")
+        said = [line for line in run.output.decode("utf-8", "replace").splitlines() if line.strip()]
+        notes.append(f"the program exited with status {run.returncode}" + (f"; it said: {said[-1][:200]}" if said else ""))
     if run.initial.skipped:
         notes.append("not rebuilt (links or special files): " + ", ".join(run.initial.skipped[:5]))
     if refused:
