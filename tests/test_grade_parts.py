@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import zipfile
+
+import pytest
 from pathlib import Path
 
 from grader.grading import judge
@@ -93,6 +95,39 @@ def test_a_zip_of_the_folder_is_looked_into(tmp_path):
     assert (tmp_path / "out" / "agent.py").read_text() == "x = 1"
 
 
+@pytest.mark.parametrize("shape", ["folder", "zip"])
+def test_a_whole_workspace_handed_in_is_found_at_any_depth(tmp_path, shape):
+    """student/exercises/level2/agent.py (with level 1's files beside it) grades level 2's file, as a
+    zip with a nested folder already did; answers.md comes from the same folder."""
+    files = {"student/exercises/level2/agent.py": "x = 2", "student/exercises/level2/answers.md": "mine",
+             "student/exercises/level1/checkpoint.py": "x = 1", "student/README.md": "workspace",
+             "student/exercises/level3/agent.py": "x = 3"}
+    if shape == "zip":
+        source = tmp_path / "ada.zip"
+        with zipfile.ZipFile(source, "w") as z:
+            for name, text in files.items():
+                z.writestr(name, text)
+    else:
+        source = tmp_path / "ada"
+        for name, text in files.items():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_text(text)
+    out = tmp_path / "out"
+    assert unpack(source, out, ("agent.py",), "level2") is None
+    assert (out / "agent.py").read_text() == "x = 2" and (out / "answers.md").read_text() == "mine"
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(p.name for p in [source, out])
+
+
+def test_a_submission_with_two_candidates_and_none_named_for_the_level_is_left_as_it_is(tmp_path):
+    source = tmp_path / "bo"
+    for folder in ("a", "b"):
+        (source / folder).mkdir(parents=True)
+        (source / folder / "agent.py").write_text(folder)
+    (source / "notes.txt").write_text("x")
+    assert unpack(source, tmp_path / "out", ("agent.py",), "level2") is None
+    assert not (tmp_path / "out" / "agent.py").exists()  # the tests then say there is no agent.py
+
+
 def test_the_written_part_of_a_readme_is_found(tmp_path):
     (tmp_path / "README.md").write_text("# L\n## 1. Save\ntext\n## 2. Explain why (manual review)\n## 3. Load\n")
     assert judge.written_tasks(tmp_path) == {2}
@@ -113,7 +148,7 @@ def test_the_markdown_report_counts_students_per_invariant():
         {"id": "b", "score": 1.0, "max_score": 1.0, "status": "passed", "error": None, "tests": [ok]}]}
     md = reports.to_markdown(batch)
     assert "| PARSE | 1 (50%) |" in md
-    assert reports.to_csv(batch).splitlines()[1:] == ["a,failed,0,1,,0", "b,passed,1,1,,1"]
+    assert reports.to_csv(batch).splitlines()[1:] == ["a,failed,0,1,,t,t: x,0", "b,passed,1,1,,,,1"]
 
 
 def test_the_gradescope_package_has_its_scripts_and_no_solutions(tmp_path):

@@ -23,6 +23,7 @@ import signal
 import sys
 import sysconfig
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
@@ -32,8 +33,9 @@ try:  # signal.signal without its enum wrapping, which was half the cost of a li
 except ImportError:  # pragma: no cover - an interpreter without the C module
     _set_handler = signal.signal
 
-__all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "absorb", "adopt", "current_hangs", "forget_hangs", "hang_mark",
-           "hangs_since", "loop_timeout", "on_slow_loop", "refusing", "reset_after_fork", "time_limit"]
+__all__ = ["LOOP_TIMEOUT", "Hang", "KnownHang", "LoopTimeout", "absorb", "adopt", "current_hangs", "forget_hangs",
+           "hang_mark", "hangs_since", "limit_told", "loop_timeout", "met_elsewhere", "on_slow_loop",
+           "refused_elsewhere", "refusing", "remaining", "reset_after_fork", "time_limit"]
 
 # A correct loop on the scripted model finishes in well under a second, so a few seconds is plenty;
 # the grader's batch runs many submissions at once on a busy machine and sets a longer one.
@@ -68,6 +70,11 @@ class Hang:
                 return False
         return True
 
+    def summary(self) -> str:
+        """One line: which function got stuck, where, and after how long."""
+        where = f" at {self.place}" if self.place else ""
+        return f"{self.function} got stuck{where} and was stopped after {self.seconds:g} s"
+
     def refusal(self) -> str:
         """What a later call into the stuck code is told instead of running."""
         where = f", at {self.spot}" if self.spot else ""
@@ -97,6 +104,7 @@ _HANGS: list = []        # Hang, in the order they happened
 _EVENTS: list = []       # ("stopped" | "refused", Hang), in order: what hang_mark / hangs_since count
 _progress_sinks: list = []
 _timing: list = []       # the owners of the time limits running now (at most one sets the alarm)
+_deadlines: list = []    # (time.monotonic() when the running limit stops the code, its whole limit in seconds)
 
 
 def on_slow_loop(sink: Callable[[str], None]) -> Callable[[], None]:
@@ -104,6 +112,34 @@ def on_slow_loop(sink: Callable[[str], None]) -> Callable[[], None]:
     shows it live). Returns the function that unregisters it."""
     _progress_sinks.append(sink)
     return lambda: _progress_sinks.remove(sink) if sink in _progress_sinks else None
+
+
+def remaining() -> float:
+    """Seconds left before the running :func:`time_limit` stops the code (0: no limit is running here).
+    A call that runs the learner's code in another process gives that process this budget, so the
+    story of a hang is told there, from the learner's own frames."""
+    if not _deadlines:
+        return 0.0
+    return max(0.0, _deadlines[-1][0] - time.monotonic())
+
+
+def limit_told() -> float:
+    """The whole limit of the running :func:`time_limit`, in seconds (0: none), as its story tells it."""
+    return _deadlines[-1][1] if _deadlines else 0.0
+
+
+def met_elsewhere(function: str, place: str, story: str, seconds: float, spot: str = "") -> Hang:
+    """A hang that happened in another process (the grading sandbox), told there from the learner's
+    frames: counted here as if it had happened here, so the faces tell it once, then say "Not run"."""
+    hang = Hang(function, place, story, seconds, spot=spot)
+    _EVENTS.append(("stopped", hang))
+    return hang
+
+
+def refused_elsewhere(hang: Hang) -> KnownHang:
+    """The refusal of a call into code that got stuck in another process earlier in this run."""
+    _EVENTS.append(("refused", hang))
+    return KnownHang(hang.refusal(), hang.place, hang)
 
 
 def current_hangs() -> list:
@@ -120,6 +156,7 @@ def forget_hangs() -> None:
 def reset_after_fork() -> None:
     """In a child forked to run one job (grader.engine.fresh): no limit is running, nobody is shown progress."""
     _timing.clear()
+    _deadlines.clear()
     _progress_sinks.clear()
 
 
@@ -303,10 +340,12 @@ def refusing(hangs: list) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
+def time_limit(seconds: Optional[float], owner: Any = None, told: Optional[float] = None) -> Iterator[None]:
     """Stop the code under test after ``seconds`` with :class:`LoopTimeout`, saying where it was.
 
     ``owner`` is the learner's function being run: its file decides which frames are the learner's.
+    ``told``: the limit the story names, when it is not ``seconds`` (the grading sandbox stops the
+    code a little before the judge would, and tells the judge's limit).
     Calls into code that got stuck before are refused at once (:class:`KnownHang`). The stop is
     raised again every second for as long as the code keeps catching it.
     """
@@ -337,7 +376,7 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
                     pass
             return
         if state["stop"] is None:
-            hang = _remember(owner, folder, _learner_stack(frame, folder), seconds)
+            hang = _remember(owner, folder, _learner_stack(frame, folder), told or seconds)
             if hang.codes:  # the learner's own code (not a stand-in for code running elsewhere)
                 _EVENTS.append(("stopped", hang))
             state["stop"] = LoopTimeout(hang.story, hang.place, hang)
@@ -348,6 +387,7 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
     previous = _set_handler(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
     _timing.append(owner)
+    _deadlines.append((time.monotonic() + seconds, told or seconds))
     try:
         with refusing(hangs):
             yield
@@ -355,3 +395,4 @@ def time_limit(seconds: Optional[float], owner: Any = None) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         _set_handler(signal.SIGALRM, previous)
         _timing.pop()
+        _deadlines.pop()

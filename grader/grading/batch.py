@@ -71,39 +71,18 @@ def discover(folder: str) -> list[tuple[str, Path]]:
     return out
 
 
-def unpack(source: Path, target: Path) -> Optional[str]:
-    """Copy a folder, or extract a zip safely, into ``target``. Returns a problem, or None."""
+def unpack(source: Path, target: Path, wanted: tuple = (), level_name: str = "") -> Optional[str]:
+    """Copy a folder, or extract a zip safely, into ``target``. Returns a problem, or None.
+
+    ``wanted``: the level's file names. Where they are not at the top but together in one folder
+    further down (a whole workspace handed in: ``exercises/level2/agent.py``, at any depth), that
+    folder becomes the submission; with several, the one named ``level_name`` wins."""
     if source.is_dir():
         shutil.copytree(source, target, symlinks=True)
     else:
-        try:
-            with zipfile.ZipFile(source) as z:
-                members = z.infolist()
-                if len(members) > MAX_FILES or sum(m.file_size for m in members) > MAX_UNZIPPED:
-                    return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB or {MAX_FILES} files"
-                target.mkdir(parents=True)
-                budget = MAX_UNZIPPED
-                for m in members:
-                    name = m.filename.replace("\\", "/")
-                    parts = [p for p in name.split("/") if p not in ("", ".")]
-                    if name.startswith("/") or ".." in parts or (m.external_attr >> 16) & 0o170000 == 0o120000:
-                        return f"{source.name} holds a path the grader will not unpack: {m.filename!r}"
-                    if not parts or parts[0] == "__MACOSX":
-                        continue
-                    dest = target.joinpath(*parts)
-                    if m.is_dir():
-                        dest.mkdir(parents=True, exist_ok=True)
-                        continue
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    with z.open(m) as src, open(dest, "wb") as dst:
-                        # The sizes a zip declares can lie (a zip bomb): count what really comes out.
-                        while chunk := src.read(1 << 20):
-                            budget -= len(chunk)
-                            if budget < 0:
-                                return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB"
-                            dst.write(chunk)
-        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
-            return f"{source.name} is not a zip file the grader can read ({exc})"
+        problem = _extract_zip(source, target)
+        if problem:
+            return problem
     # Links are dropped: one pointing at an instructor's file would let the grader itself read it
     # (answers.md is shown in the report) from outside the sandbox.
     for dirpath, dirnames, filenames in os.walk(target):
@@ -119,7 +98,59 @@ def unpack(source: Path, target: Path) -> Optional[str]:
         for p in list(aside.iterdir()):
             p.rename(target / p.name)
         aside.rmdir()
+    if wanted and not all((target / name).is_file() for name in wanted):
+        _lift(target, wanted, level_name)
     return None
+
+
+def _extract_zip(source: Path, target: Path) -> Optional[str]:
+    """Extract a zip into ``target``, refusing paths outside it, links, and more than the caps allow."""
+    try:
+        with zipfile.ZipFile(source) as z:
+            members = z.infolist()
+            if len(members) > MAX_FILES or sum(m.file_size for m in members) > MAX_UNZIPPED:
+                return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB or {MAX_FILES} files"
+            target.mkdir(parents=True)
+            budget = MAX_UNZIPPED
+            for m in members:
+                name = m.filename.replace("\\", "/")
+                parts = [p for p in name.split("/") if p not in ("", ".")]
+                if name.startswith("/") or ".." in parts or (m.external_attr >> 16) & 0o170000 == 0o120000:
+                    return f"{source.name} holds a path the grader will not unpack: {m.filename!r}"
+                if not parts or parts[0] == "__MACOSX":
+                    continue
+                dest = target.joinpath(*parts)
+                if m.is_dir():
+                    dest.mkdir(parents=True, exist_ok=True)
+                    continue
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(m) as src, open(dest, "wb") as dst:
+                    # The sizes a zip declares can lie (a zip bomb): count what really comes out.
+                    while chunk := src.read(1 << 20):
+                        budget -= len(chunk)
+                        if budget < 0:
+                            return f"{source.name} unpacks to more than {MAX_UNZIPPED // 2**20} MiB"
+                        dst.write(chunk)
+    except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+        return f"{source.name} is not a zip file the grader can read ({exc})"
+    return None
+
+
+def _lift(target: Path, wanted: tuple, level_name: str) -> None:
+    """Make the one folder under ``target`` that holds every wanted file the submission itself."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(target):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("__MACOSX", "__pycache__"))
+        if all(name in filenames for name in wanted):
+            found.append(Path(dirpath))
+    named = [f for f in found if f.name == level_name]
+    chosen = named[0] if len(named) == 1 else found[0] if len(found) == 1 else None
+    if chosen is None or chosen == target:
+        return  # none, or no telling which: the tests then say which file is missing
+    aside = target.with_name(target.name + f".crashcourse-whole-{uuid.uuid4().hex}")
+    target.rename(aside)
+    (aside / chosen.relative_to(target)).rename(target)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int] = None) -> None:
@@ -372,7 +403,8 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, *, seed,
     root = tempfile.mkdtemp(prefix="crashcourse-grade-")
     job = Job(student, source, root)
     try:
-        problem = unpack(source, Path(root) / "submission")
+        wanted = tuple(sorted(p.name for p in level_dir.glob("*.py") if not p.name.startswith("test_")))
+        problem = unpack(source, Path(root) / "submission", wanted, level_dir.name)
     except Exception as exc:  # noqa: BLE001 - one odd folder must not stop the batch
         problem = f"the grader could not copy this submission ({type(exc).__name__}: {exc})"
     if problem:

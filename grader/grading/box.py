@@ -53,6 +53,7 @@ class Box:
         self.generation = 0
         self.expired: Optional[str] = None
         self.incidents: dict[str, str] = {}
+        self.stuck: dict = {}  # the learner's function names on a stack that got stuck in the worker -> its Hang
         self.current = ""
         self.output = bytearray()
         self.output_dropped = 0

@@ -89,6 +89,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from grader.engine import hangs
 from grader.grading import bubblewrap
 from grader.grading.box import Box
 from grader.grading.outcomes import Outcome, Outcomes
@@ -232,6 +233,7 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     stand_ins = StandIns(box)  # the level's `submission` fixture hands out stand-ins (see the plugin's hook)
     args = judge_args(level, os.path.join(box.root, "pytest"), box.folder, seed, examples)
     error = None
+    mark = hangs.hang_mark()
     os.chdir(kit_root)
     remember_pristine()
     try:
@@ -279,12 +281,11 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     if (level / "answers.md").exists():
         # Through O_NOFOLLOW, a regular file only, 64 KiB at most: never a link to someone else's file.
         data, why = bubblewrap.read_box_file(box.root, os.path.relpath(box.folder, box.root) + "/answers.md")
-        if data is not None:
-            text = data.decode("utf-8", "replace")[:OUTPUT_SHOWN]
-        else:
-            text = "(the submission has no answers.md)" if why.startswith("there is no") else f"({why})"
-        tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
-                      "max_score": 0.0, "output": text, "task": None, "reason": None})
+        # Marked for review only where one was handed in (a link or an odd file is shown, with why).
+        if data is not None or not why.startswith("there is no"):
+            text = data.decode("utf-8", "replace")[:OUTPUT_SHOWN] if data is not None else f"({why})"
+            tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
+                          "max_score": 0.0, "output": text, "task": None, "reason": None})
     scored = [t for t in tests if t["status"] != "manual review"]
     score = sum(t["score"] for t in scored)
     max_score = sum(t["max_score"] for t in scored)
@@ -297,6 +298,9 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     if error is None and reasons and not any(t["status"] == "passed" for t in scored):
         error = reasons[0]
     status = "error" if error else ("passed" if all(t["status"] == "passed" for t in scored) else "failed")
+    stuck = next((hang for kind, hang in hangs.hangs_since(mark) if kind == "stopped"), None)
+    if stuck is not None and error is None and status == "failed":
+        error = stuck.summary()  # the report's one line for a hang: the learner's function, file and line
     output = bytes(box.output).decode("utf-8", "replace")
     if box.output_dropped:
         output += f"\n... ({box.output_dropped} more bytes of output were dropped)"

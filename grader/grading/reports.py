@@ -75,9 +75,13 @@ def contract(batch: dict) -> dict:
                           "max_score": float(t["max_score"]), "output": output})
         subs.append({"id": s["id"], "score": float(s["score"]), "max_score": float(s["max_score"]),
                      "status": s["status"], "error": s.get("error"), "tests": tests})
+    out = {"level": batch["level"], "submissions": subs}
     if "isolation" in batch:
-        return {"level": batch["level"], "isolation": batch["isolation"], "submissions": subs}
-    return {"level": batch["level"], "submissions": subs}
+        out = {"level": batch["level"], "isolation": batch["isolation"], "submissions": subs}
+    if isinstance(batch.get("kernel_trace"), str):
+        # Like isolation: said only when it matters, beside level and submissions (which keep their shape).
+        out["not_checked"] = [f"the kernel's account of the file operations ({batch['kernel_trace']})"]
+    return out
 
 
 def to_json(batch: dict) -> str:
@@ -149,6 +153,34 @@ def test_names(batch: dict) -> list[str]:
     return names
 
 
+def failing(submission: dict) -> list:
+    """The names of the tests a submission failed (or that broke), in the report's order."""
+    return [t["name"] for t in submission.get("tests", []) if t["status"] in ("failed", "error")]
+
+
+def _first_line(text: str) -> str:
+    """The first line that says something; one that only introduces a list takes its first item along."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        first = f"{first} {lines[1].lstrip('- ')}"
+    return first[:240]
+
+
+def reason(submission: dict) -> str:
+    """One line on why a submission lost points: the error (a hang, a file that would not import), or
+    the first failing test's first line. Empty for a submission that lost none."""
+    if submission.get("error"):
+        return _first_line(submission["error"])
+    for t in submission.get("tests", []):
+        if t["status"] in ("failed", "error"):
+            line = _first_line(t.get("reason") or "") or _first_line(t.get("output") or "")
+            return f"{t['name']}: {line}" if line else t["name"]
+    return ""
+
+
 def cell(text: str) -> str:
     """A CSV cell a spreadsheet shows as text: one line, and never read as a formula."""
     text = " ".join(str(text).split())
@@ -161,17 +193,22 @@ def to_csv(batch: dict) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     isolation = batch.get("isolation")
-    writer.writerow(["id", "status", "score", "max_score", "error"] + [cell(n) for n in names]
-                    + (["isolation"] if isolation is not None else []))
+    kernel = batch.get("kernel_trace", False)
+    writer.writerow(["id", "status", "score", "max_score", "error", "failing", "reason"] + [cell(n) for n in names]
+                    + (["isolation"] if isolation is not None else [])
+                    + (["kernel_trace"] if kernel is None or isinstance(kernel, str) else []))
     for s in batch["submissions"]:
         by_name = {t["name"]: t for t in s.get("tests", [])}
         row = [cell(s["id"]), s["status"], f"{s['score']:g}", f"{s['max_score']:g}",
-               cell((s.get("error") or "").splitlines()[0]) if s.get("error") else ""]
+               cell((s.get("error") or "").splitlines()[0]) if s.get("error") else "",
+               cell("; ".join(failing(s))), cell(reason(s))]
         for name in names:
             t = by_name.get(name)
             row.append("" if t is None else ("manual review" if t["status"] == "manual review" else f"{t['score']:g}"))
         if isolation is not None:
             row.append(isolation if isolation == BOXED else f"{isolation} (not tamper-proof)")
+        if kernel is None or isinstance(kernel, str):
+            row.append("checked" if kernel is None else cell(f"not checked: {kernel}"))
         writer.writerow(row)
     return out.getvalue()
 
@@ -198,26 +235,35 @@ def tripped(test: dict) -> set:
 
 
 def to_markdown(batch: dict) -> str:
-    """Class-wide: scores, each test's pass rate, and how often each invariant tripped."""
+    """Class-wide: scores, each test's pass rate, how often each invariant tripped, and per student
+    the score, the failing checks and one line of why."""
     subs = batch["submissions"]
     n = len(subs)
     lines = [f"# Level {batch['level']}: {n} submission{'s' if n != 1 else ''}", ""]
-    if "isolation" in batch:
-        lines += [("" if batch["isolation"] == BOXED else "**") + isolation_note(batch["isolation"])
-                  + ("" if batch["isolation"] == BOXED else "**"), ""]
+    for line in checked_lines(batch):
+        loud = line.startswith(("NOT TAMPER-PROOF", "NOT CHECKED"))
+        lines += [("**" if loud else "") + line + ("**" if loud else ""), ""]
     if not n:
         return "\n".join(lines + ["Nothing to grade."]) + "\n"
+    lines += _md_summary(subs) + _md_invariants(subs) + _md_checks(batch) + _md_problems(subs) + _md_students(subs)
+    return "\n".join(lines) + "\n"
+
+
+def _md_summary(subs: list) -> list:
+    n = len(subs)
     status = Counter(s["status"] for s in subs)
     scores = sorted(s["score"] for s in subs)
     top = max((s["max_score"] for s in subs), default=0)
     mean = sum(scores) / n
     median = scores[n // 2] if n % 2 else (scores[n // 2 - 1] + scores[n // 2]) / 2
-    lines += [f"- passed: {status['passed']}, failed: {status['failed']}, could not be graded: {status['error']}",
-              f"- score: mean {mean:.1f}, median {median:g}, out of {top:g}", ""]
+    return [f"- passed: {status['passed']}, failed: {status['failed']}, could not be graded: {status['error']}",
+            f"- score: mean {mean:.1f}, median {median:g}, out of {top:g}", ""]
 
-    lines += ["## Where the class struggles: invariants that tripped", "",
-              "Each count is the number of students with at least one failing check that names the invariant.", "",
-              "| invariant | students | what it guards |", "|---|---|---|"]
+
+def _md_invariants(subs: list) -> list:
+    lines = ["## Where the class struggles: invariants that tripped", "",
+             "Each count is the number of students with at least one failing check that names the invariant.", "",
+             "| invariant | students | what it guards |", "|---|---|---|"]
     per_invariant: Counter = Counter()
     for s in subs:
         seen = set()
@@ -229,31 +275,46 @@ def to_markdown(batch: dict) -> str:
     order = {(ns, c.id): i for i, (ns, c) in enumerate((ns, c) for ns in registry.namespaces()
                                                         for c in registry.checks(ns))}
     for (namespace, check_id), count in sorted(per_invariant.items(), key=lambda kv: (-kv[1], order[kv[0]])):
-        lines.append(f"| {check_id} | {count} ({100 * count / n:.0f}%) | {registry.check(namespace, check_id).words} |")
+        lines.append(f"| {check_id} | {count} ({100 * count / len(subs):.0f}%) | "
+                     f"{registry.check(namespace, check_id).words} |")
     if not per_invariant:
         lines.append("| (none) | 0 | |")
-    lines.append("")
+    return lines + [""]
 
-    lines += ["## Each check", "", "| check | points | passed | failed | manual review |", "|---|---|---|---|---|"]
+
+def _md_checks(batch: dict) -> list:
+    subs = batch["submissions"]
+    refused = sum(1 for s in subs if not s.get("tests"))
+    lines = ["## Each check", "",
+             "Not run: students whose code could not be run at all (listed under \"Could not be graded\").", "",
+             "| check | points | passed | failed | manual review | not run |", "|---|---|---|---|---|---|"]
     for name in test_names(batch):
         results = [t for s in subs for t in s.get("tests", []) if t["name"] == name]
         c = Counter(t["status"] for t in results)
         points = max((t["max_score"] for t in results), default=0)
-        lines.append(f"| {name} | {points:g} | {c['passed']} | {c['failed'] + c['error']} | {c['manual review']} |")
-    lines.append("")
+        lines.append(f"| {name} | {points:g} | {c['passed']} | {c['failed'] + c['error']} | {c['manual review']} "
+                     f"| {refused} |")
+    return lines + [""]
 
+
+def _md_problems(subs: list) -> list:
     problems = [(s["id"], s.get("error")) for s in subs if s["status"] == "error"]
-    if problems:
-        lines += ["## Could not be graded", ""]
-        reasons = Counter((e or "").splitlines()[0][:160] for _, e in problems)
-        for reason, count in reasons.most_common():
-            who = ", ".join(md(i) for i, e in problems if (e or "").splitlines()[0][:160] == reason)
-            lines.append(f"- {count}x {md(reason)} ({who})")
-        lines.append("")
-    lines += ["## Students", "", "| id | status | score |", "|---|---|---|"]
+    if not problems:
+        return []
+    lines = ["## Could not be graded", ""]
+    reasons = Counter((e or "").splitlines()[0][:160] for _, e in problems)
+    for said, count in reasons.most_common():
+        who = ", ".join(md(i) for i, e in problems if (e or "").splitlines()[0][:160] == said)
+        lines.append(f"- {count}x {md(said)} ({who})")
+    return lines + [""]
+
+
+def _md_students(subs: list) -> list:
+    lines = ["## Students", "", "| id | status | score | failing checks | why |", "|---|---|---|---|---|"]
     for s in subs:
-        lines.append(f"| {md(s['id'])} | {s['status']} | {s['score']:g} / {s['max_score']:g} |")
-    return "\n".join(lines) + "\n"
+        lines.append(f"| {md(s['id'])} | {s['status']} | {s['score']:g} / {s['max_score']:g} | "
+                     f"{md(', '.join(failing(s)))} | {md(reason(s))} |")
+    return lines
 
 
 def render(batch: dict, fmt: str) -> str:

@@ -23,7 +23,7 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from grader.engine import loader
+from grader.engine import hangs, loader
 from grader.engine import recorder as recorder_module
 from grader.engine.explore import REMOTE_FRAMES
 from grader.engine.hangs import LoopTimeout
@@ -321,11 +321,15 @@ class RemoteModule(types.ModuleType):
         box = self._box
         worker = box.ensure_worker()
         what = f"importing {self._filename}"
-        worker.send({"op": "load", "filename": self._filename}, what)
+        limit = hangs.loop_timeout()  # as the plugin gives an import in-process
+        worker.send({"op": "load", "filename": self._filename, "limit": limit, "told": limit}, what)
         reply = worker.read_message(what)
         if reply.get("op") != "loaded":
             error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
-            reason = loader.import_problem(self._filename, error)
+            hang = _hang_from(reply.get("hang"))
+            if hang is not None:
+                worker.stop()  # stopped mid-import: its state is unknown
+            reason = hang[0].story if hang is not None else loader.import_problem(self._filename, error)
             box.load_failures[self._filename] = reason
             raise Incident(reason)
         self._ident, self._module_name = reply.get("module"), reply.get("module_name")
@@ -448,9 +452,16 @@ class RemoteFunction:
         rec = recorder_module.active()
         box.calls += 1
         what = f"running {self.__name__}"
+        stuck = box.stuck.get(self.__name__)
+        if stuck is not None:  # it got stuck in the sandbox earlier in this run: it would only again
+            raise hangs.refused_elsewhere(stuck)
         request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
                    "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None,
                    "forward": forwarded_patches(), "fresh": self.fresh}
+        left = hangs.remaining()
+        if left > 0:
+            # The worker stops the code a little before this process would, and says where it was.
+            request["limit"], request["told"] = max(left * 0.9 - 0.2, left / 2), hangs.limit_told()
         handle_base = 1_000_000 * box.calls
         worker.sent_messages = {}  # the worker forgets them too when a call starts
         started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)
@@ -508,6 +519,12 @@ class RemoteFunction:
                 if key in new_kwargs:
                     merge(old, new_kwargs[key])
         if message.get("op") == "raise":
+            hang = _hang_from(message.get("hang"))
+            if hang is not None:
+                for name in hang[1]:
+                    box.stuck.setdefault(name, hang[0])
+                worker.stop()  # it was stopped mid-call: its state is unknown
+                raise hangs.LoopTimeout(hang[0].story, hang[0].place, hang[0])
             error = message.get("error") if isinstance(message.get("error"), dict) else {}
             raise module._exception(error)
         return message.get("value")
@@ -552,6 +569,22 @@ class RemoteFunction:
                          "message": str(exc)}, what)
             return
         worker.send({"op": "value", "value": prepare(value, objects)}, what)
+
+
+def _hang_from(data: Any) -> Optional[tuple]:
+    """``(Hang, names of the learner's functions on the stuck stack)`` from the worker's account of a
+    hang, checked field by field (it comes from beside the learner's code), or None."""
+    if not isinstance(data, dict):
+        return None
+    text = {key: data.get(key) for key in ("function", "place", "story", "spot")}
+    seconds, stuck = data.get("seconds"), data.get("stuck")
+    if not all(isinstance(v, str) for v in text.values()) or not isinstance(seconds, (int, float)) \
+            or not isinstance(stuck, list) or not all(isinstance(n, str) for n in stuck):
+        return None
+    short = {key: value[:4000] for key, value in text.items()}
+    hang = hangs.met_elsewhere(short["function"][:200], short["place"][:500], short["story"], float(seconds),
+                               short["spot"][:200])
+    return hang, [n[:200] for n in stuck[:50]] + [short["function"][:200]]
 
 
 def with_kept_messages(kwargs: Any, before: Optional[list], keep: Any) -> Any:

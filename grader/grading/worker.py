@@ -30,7 +30,7 @@ import threading
 import types
 from typing import Any, Optional
 
-from grader.engine import fresh, loader
+from grader.engine import fresh, hangs, loader
 from grader.engine.forwarded import FORWARDED, PLATFORMS, MisbehavingOs
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
@@ -40,6 +40,19 @@ from grader.grading.wire import ELIDED, Blob, Callback, Stand, encode, frame, pl
 _write_fd = -1
 _read_fd = -1
 _counter = itertools.count()
+
+
+def _seconds(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _with_hang(outcome: dict, exc: BaseException) -> dict:
+    """``outcome`` with the story of a hang stopped here, told from the learner's frames, if it was one."""
+    hang = getattr(exc, "hang", None) if isinstance(exc, hangs.LoopTimeout) else None
+    if hang is not None:
+        outcome["hang"] = {"function": hang.function, "place": hang.place, "story": hang.story,
+                           "seconds": hang.seconds, "spot": hang.spot, "stuck": sorted({code[2] for code in hang.codes})}
+    return outcome
 
 
 def describe_exception(exc: BaseException, filename: str = "") -> dict:
@@ -247,10 +260,13 @@ class Session:
         filename = request["filename"]
         path = os.path.join(self.folder, filename)
         name = f"crashcourse_submission_{os.path.splitext(filename)[0]}_{next(_counter)}"
+        limit = _seconds(request.get("limit"))
         try:
-            module = loader.import_file(path, name=name)
+            with hangs.time_limit(limit, owner=path, told=_seconds(request.get("told"))):  # a top level that never ends
+                module = loader.import_file(path, name=name)
         except BaseException as exc:  # noqa: BLE001 - a student's module may raise anything, SystemExit too
-            return {"op": "load_failed", "error": describe_exception(exc, filename)}
+            failed = {"op": "load_failed", "error": describe_exception(exc, filename)}
+            return _with_hang(failed, exc)
         ident = next(_counter)
         self.modules[ident] = (module, filename)
         names = {}
@@ -316,15 +332,19 @@ class Session:
         for name in request.get("forward") or ():
             if name in FORWARDED:
                 undo.update(FORWARDED[name]())
+        # The judge's time limit, a little shorter: a hang is stopped here, where the learner's own
+        # frames say which function, file and line (the judge only sees itself waiting on a pipe).
+        limit, told = _seconds(request.get("limit")), _seconds(request.get("told"))
         try:
-            if self.recorder is not None:
-                with self.recorder:
+            with hangs.time_limit(limit, owner=fn, told=told):
+                if self.recorder is not None:
+                    with self.recorder:
+                        value = fn(*args, **kwargs)
+                else:
                     value = fn(*args, **kwargs)
-            else:
-                value = fn(*args, **kwargs)
             outcome = {"op": "return", "value": encode(value)}
         except BaseException as exc:  # noqa: BLE001 - reported as data; the judge decides what it means
-            outcome = {"op": "raise", "error": describe_exception(exc, filename)}
+            outcome = _with_hang({"op": "raise", "error": describe_exception(exc, filename)}, exc)
         finally:
             for name, fn in undo.items():
                 setattr(os, name, fn)
