@@ -270,8 +270,10 @@ def test_no_attack_reports_an_escape(batch):
 def test_a_linked_answers_md_does_not_bring_the_secret_into_the_report(batch):
     assert SECRET_TEXT not in json.dumps(batch["report"])
     got = {s["id"]: s for s in batch["report"]["submissions"]}["answers_symlink"]
+    # No answers.md was handed in (the code made the link while it ran), so none is marked for review;
+    # were one there, it would be a manual-review row without the secret.
     answers = [t for t in got["tests"] if t["name"].startswith("answers.md")]
-    assert answers and answers[0]["status"] == "manual review"
+    assert all(a["status"] == "manual review" for a in answers)
 
 
 def test_the_judge_reads_a_box_file_without_following_a_link(tmp_path):
