@@ -399,6 +399,7 @@ os.close(fd)
     assert problem is None
     writes = [(op.api, op.offset, op.data) for op in ops if op.kind == "write"]
     assert writes == [("pwritev2", 0, b'{"a": 1'), ("writev", 7, b"}"), ("write", 8, b"\n")]
+    assert [("sync" in op.flags) for op in ops if op.kind == "write"] == [True, False, False], "RWF_DSYNC: durable"
     assert final_listing(ops, {}, ck) == {"checkpoint.json": b'{"a": 1}\n'}
 
 

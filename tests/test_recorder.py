@@ -107,3 +107,24 @@ def test_fsync_held_in_a_partial_is_named_and_pytest_mark_is_left_alone(tmp_path
         with recorder.Recorder(watch=[str(tmp_path)], namespaces=[namespace]) as rec:
             pass
     assert any("functools.partial" in u and "os.fsync" in u for u in rec.unseen), rec.unseen
+
+
+@pytest.mark.skipif(not hasattr(os, "pwritev"), reason="no os.pwritev here")
+def test_pwritev_is_recorded_and_its_dsync_flag_makes_the_write_durable(tmp_path):
+    """os.pwritev used to go around the recorder (the replay then disagreed with the disk, and correct
+    code failed); with RWF_DSYNC one write is durable on return, as under O_SYNC."""
+    from grader.engine.crash_models import crash_states
+    from grader.engine.recorder import Recorder
+
+    with Recorder(watch=[str(tmp_path)]) as rec:
+        fd = os.open(tmp_path / "checkpoint.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.pwritev(fd, [b'{"a"', b": 1}"], 0, getattr(os, "RWF_DSYNC", 0))
+        os.close(fd)
+    assert rec.unseen == []
+    write = next(op for op in rec.ops if op.kind == "write")
+    assert (write.api, write.data, write.offset) == ("os.pwritev", b'{"a": 1}', 0)
+    if hasattr(os, "RWF_DSYNC"):
+        assert "sync" in write.flags
+        after = [s.files.get("checkpoint.json") for s in crash_states(rec.ops, {}, str(tmp_path), models=("M3",))
+                 if s.point > write.index]
+        assert after and set(after) == {b'{"a": 1}'}, "a power cut after the write keeps it"

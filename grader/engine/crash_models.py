@@ -161,7 +161,7 @@ class FileSystem:
                 inode.data.extend(b"\0" * (offset - len(inode.data)))
             inode.data[offset:end] = data
             inode.changed(self.track)
-            if op.handle in self.sync_handles:
+            if op.handle in self.sync_handles or "sync" in op.flags:  # O_SYNC, or pwritev's RWF_DSYNC
                 self._synced(inode)
             elif self.track:
                 inode.unsynced_writes.append((offset, data))
@@ -398,7 +398,7 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
                 since_any_fsync[:] = [fs.names.get(target)]
                 since_dir_fsync[:] = [fs.names.get(target)]
                 new_dirs.clear()
-            elif op.kind == "write" and op.handle in fs.sync_handles:
+            elif op.kind == "write" and (op.handle in fs.sync_handles or "sync" in op.flags):
                 since_any_fsync[:] = [fs.names.get(target)]  # an O_SYNC write is its own fsync
             elif op.kind == "fsync":
                 since_any_fsync[:] = [fs.names.get(target)]

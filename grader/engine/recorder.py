@@ -37,7 +37,7 @@ _real = {
     "os.replace": os.replace, "os.rename": os.rename, "os.remove": os.remove, "os.unlink": os.unlink,
     "os.truncate": os.truncate, "os.ftruncate": os.ftruncate, "os.mkdir": os.mkdir, "os.rmdir": os.rmdir,
 }
-for _name in ("fdatasync", "pwrite", "writev", "sendfile", "copy_file_range", "link", "symlink", "sync", "syncfs"):
+for _name in ("fdatasync", "pwrite", "pwritev", "writev", "sendfile", "copy_file_range", "link", "symlink", "sync", "syncfs"):
     if hasattr(os, _name):
         _real["os." + _name] = getattr(os, _name)
 
@@ -516,14 +516,14 @@ def _os_close(fd: int) -> None:
             rec.add("close", api="os.close", path=handle.path, handle=handle.id)
 
 
-def _fd_write(api: str, fd: int, data: bytes, offset: Optional[int] = None) -> None:
+def _fd_write(api: str, fd: int, data: bytes, offset: Optional[int] = None, flags: frozenset = frozenset()) -> None:
     rec = _active
     if rec is None or fd <= 2:
         return
     handle = rec._handle_for(fd)
     if handle is None or _ignored(handle.path):
         return
-    rec.add("write", api=api, path=handle.path, handle=handle.id, offset=offset, data=data)
+    rec.add("write", api=api, path=handle.path, handle=handle.id, offset=offset, data=data, flags=flags)
 
 
 def _position(fd: int, append: bool) -> int:
@@ -547,6 +547,20 @@ def _os_pwrite(fd: int, data: Any, offset: int) -> int:
     with _inside():
         n = _real["os.pwrite"](fd, data, offset)
     _fd_write("os.pwrite", fd, bytes(memoryview(data)[:n]), offset)
+    return n
+
+
+# pwritev's flags that make one write durable on return, as a file opened with O_SYNC makes them all.
+_RWF_SYNC = getattr(os, "RWF_DSYNC", 0) | getattr(os, "RWF_SYNC", 0)
+
+
+@_recording("pwritev")
+def _os_pwritev(fd: int, buffers: Any, offset: int, flags: int = 0) -> int:
+    buffers = [bytes(memoryview(b)) for b in buffers]
+    with _inside():
+        n = _real["os.pwritev"](fd, buffers, offset, flags)
+    _fd_write("os.pwritev", fd, b"".join(buffers)[:n], offset,
+              frozenset({"sync"}) if flags & _RWF_SYNC else frozenset())
     return n
 
 
@@ -685,7 +699,8 @@ def _os_ftruncate(fd: int, length: int) -> None:
 
 
 _OS_WRAPPERS = {
-    "open": _os_open, "close": _os_close, "write": _os_write, "pwrite": _os_pwrite, "writev": _os_writev,
+    "open": _os_open, "close": _os_close, "write": _os_write, "pwrite": _os_pwrite, "pwritev": _os_pwritev,
+    "writev": _os_writev,
     "sendfile": _os_sendfile, "copy_file_range": _os_copy_file_range, "fsync": _fsync_like("os.fsync", "os.fsync"),
     "fdatasync": _fsync_like("os.fdatasync", "os.fdatasync"),
     "replace": _path_op("rename", "os.replace", "os.replace", two=True),

@@ -467,8 +467,11 @@ class KernelTrace:
                     entry[3] += ret
             # Named by the path it was opened at (the recorder's convention too): the handle says which
             # file it is, whatever it has been renamed to since.
+            flags = {"cut"} if cut else set()
+            if name == "pwritev2" and ("RWF_DSYNC" in args[-1] or "RWF_SYNC" in args[-1]):
+                flags.add("sync")  # durable on return, as every write to a file opened with O_SYNC
             self._emit("write", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
-                       offset=offset, data=data, size=ret, flags=frozenset({"cut"}) if cut else frozenset())
+                       offset=offset, data=data, size=ret, flags=frozenset(flags))
             return
         if name == "lseek":
             entry = self.fds.get(_annotation(args[0])[0])
