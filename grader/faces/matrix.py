@@ -107,30 +107,24 @@ class Painter:
         return self(text, "1")
 
 
-def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter] = None, legend: bool = True,
-           group: bool = True, heading: str = "crash point", told_below: bool = False) -> str:
-    """The matrix as text at most ``width`` columns wide; ``group`` merges neighbouring rows that agree;
-    ``told_below``: a run that raised is shown in full further down (check's first failure), so here
-    it gets one line."""
-    paint = paint or Painter(enabled=False)
-    shown = [c for c in columns if c.cells]
-    lines: list[str] = []
-    for col in columns:
-        if col not in shown:
-            lines.append(f"  {col.summary()}")
-            # A stuck loop's whole story is told once, with the first failure, not here as well.
-            if col.exploration is not None and (col.exploration.error or col.exploration.unseen) \
-                    and col.stuck is None:
-                if told_below:
-                    said = (col.exploration.raised() if col.exploration.traced() else "") or col.exploration.in_brief()
-                    lines.append(f"    {said}; the first failure below shows it in full")
-                else:
-                    lines.extend("    " + line for line in col.exploration.report().splitlines()[:12])
-    if not shown:
-        return "\n".join(lines)
-    keys = merge_keys(shown)
-    rows = []
-    for key in keys:
+def _unshown_lines(col: Column, told_below: bool) -> list[str]:
+    """A column with no cells to draw: its summary, and why its run could not be drawn."""
+    lines = [f"  {col.summary()}"]
+    # A stuck loop's whole story is told once, with the first failure, not here as well.
+    e = col.exploration
+    if e is not None and (e.error or e.unseen) and col.stuck is None:
+        if told_below:
+            said = (e.raised() if e.traced() else "") or e.in_brief()
+            lines.append(f"    {said}; the first failure below shows it in full")
+        else:
+            lines.extend("    " + line for line in e.report().splitlines()[:12])
+    return lines
+
+
+def _rows(shown: list[Column], group: bool) -> list:
+    """``[first label, last label, cells]`` per row; ``group`` merges neighbouring rows that agree."""
+    rows: list = []
+    for key in merge_keys(shown):
         cells = tuple(cell_text(c.cells[key]) if key in c.cells else NOWHERE for c in shown)
         # A row is named as a save point when any loop shown saved there.
         label = next((c.labels[key] for c in shown if key in c.labels and key not in c.unsaved),
@@ -139,44 +133,73 @@ def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter
             rows[-1][1] = label
         else:
             rows.append([label, label, cells])
-    cell_width = [max([len(c.title)] + [len(r[2][i]) for r in rows]) for i, c in enumerate(shown)]
-    cell_width = [min(w, 30) for w in cell_width]
+    return rows
+
+
+def _row_lines(first: tuple, last: tuple, cells: tuple, label_width: int, cell_width: list,
+               paint: Painter) -> list[str]:
+    """One row, its label and each cell wrapped to their widths, as lines."""
+    wrapped = textwrap.wrap(_range_label(first, last), label_width, subsequent_indent="  ") or [""]
+    cell_lines = [textwrap.wrap(text, w) or [""] for text, w in zip(cells, cell_width)]
+    height = max(len(wrapped), *(len(c) for c in cell_lines))
+    lines = []
+    for i in range(height):
+        text = "  " + (wrapped[i] if i < len(wrapped) else "").ljust(label_width)
+        for j, w in enumerate(cell_width):
+            part = cell_lines[j][i] if i < len(cell_lines[j]) else ""
+            text += "  " + paint.cell(cells[j], part) + " " * (w - len(part)) if part else "  " + " " * w
+        lines.append(text.rstrip())
+    return lines
+
+
+def _note_words(cells: tuple, used: list) -> None:
+    """Add to ``used`` the legend words these cells show (a power cut's trouble, and "+N")."""
+    for text in cells:
+        word = re.sub(r" \(.*\)$", "", text.split(" +")[0])
+        for part in (("power cut:", word.split(": ", 1)[1]) if word.startswith("power cut:") else (word,)):
+            if part not in used:
+                used.append(part)
+        if " +" in text and "+N" not in used:
+            used.append("+N")
+
+
+def _legend_lines(shown: list[Column], used: list, width: int) -> list[str]:
+    """What each word shown means, in the words of the levels drawn."""
+    lines = ["", "  What a resume would find:"]
+    # Cell words and their lines, declared with the checks: the drawn levels' own words first.
+    known = registry.legend_for(c.namespace for c in shown)
+    words = [w for w in known if w in used]
+    pad = max(len(w) for w in words) + 2 if words else 2
+    for word in words:
+        lines.append(textwrap.fill(known[word], width, initial_indent="    " + word.ljust(pad),
+                                   subsequent_indent=" " * (4 + pad)))
+    return lines
+
+
+def render(columns: list[Column], *, width: int = WIDTH, paint: Optional[Painter] = None, legend: bool = True,
+           group: bool = True, heading: str = "crash point", told_below: bool = False) -> str:
+    """The matrix as text at most ``width`` columns wide; ``group`` merges neighbouring rows that agree;
+    ``told_below``: a run that raised is shown in full further down (check's first failure), so here
+    it gets one line."""
+    paint = paint or Painter(enabled=False)
+    shown = [c for c in columns if c.cells]
+    lines: list[str] = [line for col in columns if col not in shown for line in _unshown_lines(col, told_below)]
+    if not shown:
+        return "\n".join(lines)
+    rows = _rows(shown, group)
+    cell_width = [min(max([len(c.title)] + [len(r[2][i]) for r in rows]), 30) for i, c in enumerate(shown)]
     label_width = max(30, width - 2 - sum(w + 2 for w in cell_width))
     header = "  " + heading.ljust(label_width) + "".join("  " + c.title.ljust(w) for c, w in zip(shown, cell_width))
     lines.append(paint.bold(header.rstrip()))
     lines.append("  " + "─" * label_width + "".join("  " + "─" * w for w in cell_width))
     used: list[str] = []
     for first, last, cells in rows:
-        wrapped = textwrap.wrap(_range_label(first, last), label_width, subsequent_indent="  ") or [""]
-        cell_lines = [textwrap.wrap(text, w) or [""] for text, w in zip(cells, cell_width)]
-        height = max(len(wrapped), *(len(c) for c in cell_lines))
-        for i in range(height):
-            text = "  " + (wrapped[i] if i < len(wrapped) else "").ljust(label_width)
-            for j, w in enumerate(cell_width):
-                part = cell_lines[j][i] if i < len(cell_lines[j]) else ""
-                text += "  " + paint.cell(cells[j], part) + " " * (w - len(part)) if part else "  " + " " * w
-            lines.append(text.rstrip())
-        for text in cells:
-            word = re.sub(r" \(.*\)$", "", text.split(" +")[0])
-            for part in (("power cut:", word.split(": ", 1)[1]) if word.startswith("power cut:") else (word,)):
-                if part not in used:
-                    used.append(part)
-            if " +" in text and "+N" not in used:
-                used.append("+N")
+        lines.extend(_row_lines(first, last, cells, label_width, cell_width, paint))
+        _note_words(cells, used)
     lines.append("")
-    for col in shown:
-        lines.append(f"  {col.summary()}")
+    lines.extend(f"  {col.summary()}" for col in shown)
     if legend:
-        lines.append("")
-        lines.append("  What a resume would find:")
-        # Cell words and their lines, declared with the checks: the drawn levels' own words first.
-        known = registry.legend_for(c.namespace for c in shown)
-        words = [w for w in known if w in used]
-        pad = max(len(w) for w in words) + 2 if words else 2
-        for word in words:
-            text = known[word]
-            lines.append(textwrap.fill(text, width, initial_indent="    " + word.ljust(pad),
-                                       subsequent_indent=" " * (4 + pad)))
+        lines.extend(_legend_lines(shown, used, width))
     return "\n".join(lines)
 
 

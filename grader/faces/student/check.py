@@ -45,6 +45,30 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     if missing:
         out(f"\n  There is no {', '.join(missing)} in {rel(folder)}. The level grades a file with exactly that name.")
         return CheckOutcome(level, folder, None, TestRun(2, problem="missing file"))
+    col, tests = _tests_and_column(level, folder, examples, seed, out)
+    outcome = CheckOutcome(level, folder, col, tests)
+    first = _first_failure_text(outcome, tests)
+    if col is not None and col.exploration is None and "\n" in col.note and first \
+            and first.splitlines()[0].strip() == col.note.splitlines()[0].strip():
+        # A file that will not import: its error is shown once, in full, as the first failure below.
+        col.note = col.note.splitlines()[0].rstrip(":") + " (shown in full below)"
+    out("")
+    _show_column(level, col, paint, bool(first), out)
+    out("")
+    _show_tests(level, folder, tests, paint, out)
+    if first:
+        out("")
+        out(paint.bold("The first failure, in full"))
+        out(wrap_block(first, matrix.terminal_width(), "  "))
+    out("")
+    _show_verdict(outcome, paint, out)
+    _remember_status(level, folder, outcome)
+    return outcome
+
+
+def _tests_and_column(level: manifest_mod.Level, folder: Path, examples: Optional[int], seed: Optional[int],
+                      out: Callable[[str], None]) -> tuple[Optional[matrix.Column], TestRun]:
+    """The level's column for ``folder``, drawn here, and its tests, run meanwhile in their own process."""
     # The tests run in their own process while the matrix is drawn here (it needs the main thread
     # for its time limit), so a check takes as long as the slower of the two.
     hangs.forget_hangs()  # a fresh verdict: code that got stuck in an earlier check (in `watch`) runs again
@@ -59,22 +83,23 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
             col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
         finally:
             quiet()
-        tests = pending.result()
-    outcome = CheckOutcome(level, folder, col, tests)
-    first = _first_failure_text(outcome, tests)
-    if col is not None and col.exploration is None and "\n" in col.note and first \
-            and first.splitlines()[0].strip() == col.note.splitlines()[0].strip():
-        # A file that will not import: its error is shown once, in full, as the first failure below.
-        col.note = col.note.splitlines()[0].rstrip(":") + " (shown in full below)"
-    out("")
-    if col is not None:
-        words = engine_words(level)
-        if words:
-            out(textwrap.fill(words, matrix.terminal_width(), initial_indent="  ", subsequent_indent="  "))
-        out(render([col], level, paint, legend=True, told_below=bool(first)))
-    else:
+        return col, pending.result()
+
+
+def _show_column(level: manifest_mod.Level, col: Optional[matrix.Column], paint: matrix.Painter, told_below: bool,
+                 out: Callable[[str], None]) -> None:
+    if col is None:
         out("  (No crash matrix for this kind of level yet; the tests below are the verdict.)")
-    out("")
+        return
+    words = engine_words(level)
+    if words:
+        out(textwrap.fill(words, matrix.terminal_width(), initial_indent="  ", subsequent_indent="  "))
+    out(render([col], level, paint, legend=True, told_below=told_below))
+
+
+def _show_tests(level: manifest_mod.Level, folder: Path, tests: TestRun, paint: matrix.Painter,
+                out: Callable[[str], None]) -> None:
+    """Each test's mark, task, name and points, as ``pytest`` ran them, and the points in all."""
     out(paint.bold("Tests") + f" (the same run as `pytest {rel(level.starter_dir)}"
         + (f" --submission {rel(folder)}`)" if folder.resolve() != level.starter_dir.resolve() else "`)"))
     if tests.problem:
@@ -91,36 +116,34 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     got, total = tests.points()
     if total:
         out(f"  {got:g} of {total:g} points")
-    if first:
-        out("")
-        out(paint.bold("The first failure, in full"))
-        out(wrap_block(first, matrix.terminal_width(), "  "))
-    out("")
+
+
+def _show_verdict(outcome: CheckOutcome, paint: matrix.Painter, out: Callable[[str], None]) -> None:
+    """The level passes (and what is next), or what to run for a nudge."""
+    level, tests, col = outcome.level, outcome.tests, outcome.column
     if outcome.ok:
         out(paint(f"Level {level.number} passes: every test, and every crash state in the matrix.", "32"))
         if level.answers:
-            out(level.answers_reminder(folder))
+            out(level.answers_reminder(outcome.folder))
         later = [lv for lv in manifest_mod.load(level.root).existing() if lv.number > level.number]
         if later:
             out(f"Next: level {later[0].number}, {later[0].title} (crashcourse check {later[0].number}).")
+        return
+    task = (tests.failing_tasks() or [1])[0]
+    hinted = hint_task(level, tests)
+    if stuck_words(tests):
+        out("Not there yet: your code got stuck, and the first failure above says where. Once it returns, "
+            f"crashcourse hint {level.number} finds the first task still failing.")
+    elif hinted is None or hinted == task:
+        out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still "
+            "failing)")
     else:
-        task = (tests.failing_tasks() or [1])[0]
-        hinted = hint_task(level, tests)
-        if stuck_words(tests):
-            out("Not there yet: your code got stuck, and the first failure above says where. Once it returns, "
-                f"crashcourse hint {level.number} finds the first task still failing.")
-        elif hinted is None or hinted == task:
-            out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} is the first still "
-                "failing)")
-        else:
-            cause = cause_words(level, tests.first_causes()[0]) if tests.first_causes() else ""
-            out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} fails first, but the "
-                f"cause is task {hinted}'s: {cause})")
-        if col is not None and tests.passed and col.failed:
-            out("Note: the tests pass, but the crash matrix above shows a crash state that breaks a rule; the "
-                "level counts as failing until both agree.")
-    _remember_status(level, folder, outcome)
-    return outcome
+        cause = cause_words(level, tests.first_causes()[0]) if tests.first_causes() else ""
+        out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} fails first, but the "
+            f"cause is task {hinted}'s: {cause})")
+    if col is not None and tests.passed and col.failed:
+        out("Note: the tests pass, but the crash matrix above shows a crash state that breaks a rule; the "
+            "level counts as failing until both agree.")
 
 
 def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
