@@ -250,10 +250,6 @@ def _why_it_stopped(exc: BaseException, args: argparse.Namespace, verb: str) -> 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from grader.faces import live
-    from grader.engine.checkpoint import spend
-    from grader.engine.scripted import TICKET_TASK
-
     level = level_or_say(args.level)
     if level is None:
         return 2
@@ -262,42 +258,70 @@ def cmd_run(args: argparse.Namespace) -> int:
     if drive is None:
         say(cannot_drive(level))
         return 2
-    resuming = drive.resumes
-    refused = _refuse_run_options(args)
+    refused = _refuse_run_options(args) or _live_unavailable(args)
     if refused:
         say(refused)
         return 2
-    if args.live:
-        try:
-            live.check_available()
-        except live.LiveUnavailable as exc:
-            say(str(exc))
-            return 2
     try:
         module = matrix.load_module(folder / level.files[0], "run")
     except loader.ImportProblem as exc:
         say(str(exc))
         return 1
     directory = Path(args.directory).resolve()
-    if resuming:
-        if not (directory / "checkpoint.json").is_file():
-            loops, _ = drivable_levels()
-            say(f"There is no checkpoint at {rel(directory / 'checkpoint.json')} to resume. Leave one with a run "
-                f"that stops partway, e.g. `crashcourse run {loops[0] if loops else 'N'} --stop-at-tool 2` (add "
-                "--live for the real API), then run this again.")
-            return 2
-    else:
-        problem = _prepare_folder(directory, chosen=args.directory != DEFAULT_RUN_DIR)
-        if problem:
-            say(problem)
-            return 2
-    parallel = drive.several_calls
+    problem = _folder_problem(args, drive, directory)
+    if problem:
+        say(problem)
+        return 2
     setup = _live_driver if args.live else _scripted_driver
     try:
-        driver = setup(args, parallel, rel(folder / level.files[0]))
+        driver = setup(args, drive.several_calls, rel(folder / level.files[0]))
     except Exception as exc:  # noqa: BLE001 - the SDK could not build a client from this environment
         say(f"The live run could not start: {type(exc).__name__}: {exc}")
         return 2
+    state, status = _run_once(args, drive, module, driver, directory)
+    # However the run ended, what it left on disk is the point: show it.
+    print()
+    for line in describe_checkpoint(directory, drive, module, finished=status == 0):
+        print(line)
+    if isinstance(state, dict):
+        print(f"{drive.function} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
+    status = _what_the_model_did(args, drive, driver, status)
+    _, resumers = drivable_levels()
+    if status == 3 and resumers:
+        print(f"To carry the task on from here: crashcourse run {resumers[0]}" + (" --live" if args.live else "")
+              + (f" --directory {args.directory}" if args.directory != DEFAULT_RUN_DIR else ""))
+    print(f"To see what a crash at each point would leave: crashcourse check {level.number}")
+    return status
+
+
+def _live_unavailable(args: argparse.Namespace) -> Optional[str]:
+    """Why --live cannot run here (no SDK, no key), or None."""
+    from grader.faces import live
+
+    if args.live:
+        try:
+            live.check_available()
+        except live.LiveUnavailable as exc:
+            return str(exc)
+    return None
+
+
+def _folder_problem(args: argparse.Namespace, drive: Drive, directory: Path) -> Optional[str]:
+    """A resume needs the checkpoint a run left; a run needs an empty folder (the kit's own is emptied)."""
+    if not drive.resumes:
+        return _prepare_folder(directory, chosen=args.directory != DEFAULT_RUN_DIR)
+    if (directory / "checkpoint.json").is_file():
+        return None
+    loops, _ = drivable_levels()
+    return (f"There is no checkpoint at {rel(directory / 'checkpoint.json')} to resume. Leave one with a run "
+            f"that stops partway, e.g. `crashcourse run {loops[0] if loops else 'N'} --stop-at-tool 2` (add "
+            "--live for the real API), then run this again.")
+
+
+def _run_once(args: argparse.Namespace, drive: Drive, module: Any, driver: _Driver, directory: Path) -> tuple:
+    """Call the level's function once, as its Drive says: ``(the state it returned, exit status)``."""
+    from grader.engine.scripted import TICKET_TASK
+
     started = {"tools": 0}
 
     def execute_tool(name: str, tool_input: Any, **_: Any) -> str:
@@ -308,26 +332,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  tool {name} -> {len(result):,} characters")
         return result
 
-    verb = drive.function
-    state, status = None, 0
+    state = None
     try:
-        if resuming:
+        if drive.resumes:
             print(f"  resuming the task in {rel(directory / 'checkpoint.json')}")
-            state = getattr(module, verb)(driver.tools, driver.call_model, execute_tool, str(directory))
+            state = getattr(module, drive.function)(driver.tools, driver.call_model, execute_tool, str(directory))
         else:
             print(f"  task: {TICKET_TASK}")
-            state = getattr(module, verb)(TICKET_TASK, driver.tools, driver.call_model, execute_tool, str(directory))
+            state = getattr(module, drive.function)(TICKET_TASK, driver.tools, driver.call_model, execute_tool,
+                                                    str(directory))
         for table in driver.desk.published if driver.desk else []:
             print("\nThe table the model published:\n" + textwrap.indent(table.strip(), "  "))
     except (Exception, KeyboardInterrupt, RunStopped) as exc:  # noqa: BLE001 - said in one line, then the disk
-        line, status = _why_it_stopped(exc, args, verb)
+        line, status = _why_it_stopped(exc, args, drive.function)
         print("\n" + line)
-    # However the run ended, what it left on disk is the point: show it.
-    print()
-    for line in describe_checkpoint(directory, drive, module, finished=status == 0):
-        print(line)
-    if isinstance(state, dict):
-        print(f"{verb} returned turns={state.get('turns')}, tokensUsed={state.get('tokensUsed')}.")
+        return state, status
+    return state, 0
+
+
+def _what_the_model_did(args: argparse.Namespace, drive: Drive, driver: _Driver, status: int) -> int:
+    """A live run's token counts, and status 1 when the model stopped for another reason than the end."""
+    from grader.engine.checkpoint import spend
+    from grader.faces import live
+
     last = driver.caller.last_response if driver.caller is not None else None
     if last is not None:
         # The two numbers the lesson keeps apart: how full the context was, and what the run spent.
@@ -337,16 +364,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         spent = sum(spend(r) for r in driver.caller.responses)
         print(f"The last call's input was {context:,} tokens (the context's size then); all "
               f"{len(driver.caller.responses)} calls together spent {spent:,} (what tokensUsed counts).")
-    if status == 0 and driver.caller is not None and not (resuming and last is None):
+    if status == 0 and driver.caller is not None and not (drive.resumes and last is None):
         why = live.unfinished(last, args.max_tokens)
         if why:
             print(f"The run did not finish: {why}. The checkpoint above is what it left.")
-            status = 1
-    _, resumers = drivable_levels()
-    if status == 3 and resumers:
-        print(f"To carry the task on from here: crashcourse run {resumers[0]}" + (" --live" if args.live else "")
-              + (f" --directory {args.directory}" if args.directory != DEFAULT_RUN_DIR else ""))
-    print(f"To see what a crash at each point would leave: crashcourse check {level.number}")
+            return 1
     return status
 
 
