@@ -262,10 +262,28 @@ def _facts_for(messages: list, parsed: Optional[dict]) -> _Facts:
     return facts
 
 
+@dataclass
+class _Read:
+    """One checkpoint as the rules below read it: its fields, what its messages hold, the crash point."""
+
+    data: dict
+    window: Window
+    facts: Any
+
+    @property
+    def messages(self) -> list:
+        return self.data["messages"]
+
+    @property
+    def pending(self) -> Any:
+        return self.data["pendingToolUse"]
+
+
 def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -> Optional[Finding]:
     """The first invariant ``raw`` (the checkpoint's bytes, or None if absent) breaks in ``window``.
 
-    ``parsed`` may carry a cache of ``parse`` results keyed by the raw bytes.
+    ``parsed`` may carry a cache of ``parse`` results keyed by the raw bytes. The rules are tried in
+    order (:data:`_RULES`): the first that finds something names the file's trouble.
     """
     data, error = parse_cached(raw, parsed)
     if error == "missing":
@@ -273,54 +291,69 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
     unreadable = shape_finding(raw, data, error)
     if unreadable is not None:
         return unreadable
-    messages = data["messages"]
-    facts = _facts_for(messages, parsed)
-    answered, results, n_assistant = facts.answered, facts.results, facts.assistants
+    read = _Read(data, window, _facts_for(data["messages"], parsed))
+    return next((found for rule in _RULES if (found := rule(read)) is not None), None)
+
+
+def _counts(read: _Read) -> Optional[Finding]:
+    data, window, results, n_assistant = read.data, read.window, read.facts.results, read.facts.assistants
     if data["turns"] != len(results):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool "
                        f"result{'s' if len(results) != 1 else ''}",
                        f"resume counts on from turn {data['turns']}, so a maximum-turn cap fires "
                        f"{'early' if data['turns'] > len(results) else 'late'}", "counts-turns")
     expected_tokens = _spent(window, n_assistant)
-    if n_assistant <= len(window.responses) and data["tokensUsed"] != expected_tokens:
-        ahead = _spent(window, n_assistant + 1)
-        if n_assistant < len(window.responses) and data["tokensUsed"] == ahead:
-            return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']}, the spend of {n_assistant + 1} model "
-                           f"response{'s' if n_assistant else ''}, but the file's messages hold {n_assistant}: this save ran before the "
-                           "model's latest message was appended",
-                           "resume has paid for a response it cannot see, and asks the model for it again",
-                           "counts-early")
-        return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
-                       f"recorded spent {expected_tokens} (input + output + cache tokens of each, the first included)",
-                       "resume starts from the wrong spend, so a spend budget trips at the wrong moment",
-                       "counts-tokens")
+    if n_assistant > len(window.responses) or data["tokensUsed"] == expected_tokens:
+        return None
+    ahead = _spent(window, n_assistant + 1)
+    if n_assistant < len(window.responses) and data["tokensUsed"] == ahead:
+        return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']}, the spend of {n_assistant + 1} model "
+                       f"response{'s' if n_assistant else ''}, but the file's messages hold {n_assistant}: this save ran before the "
+                       "model's latest message was appended",
+                       "resume has paid for a response it cannot see, and asks the model for it again",
+                       "counts-early")
+    return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
+                   f"recorded spent {expected_tokens} (input + output + cache tokens of each, the first included)",
+                   "resume starts from the wrong spend, so a spend budget trips at the wrong moment",
+                   "counts-tokens")
 
-    pending = data["pendingToolUse"]
+
+def _unpaired(read: _Read) -> Optional[Finding]:
+    if read.facts.unpaired is None:
+        return None
+    i, messages = read.facts.unpaired, read.messages
+    block = next(b for b in tool_use_blocks(messages[i].get("content")) if b.get("id") not in read.facts.answered[i + 1])
+    return Finding("PAIRING", f"messages[{i}] asks for tool `{block.get('name')}` ({block.get('id')}) "
+                   "but the message right after it does not hold its result",
+                   "resume sends the API a tool_use without its tool_result: a 400 error")
+
+
+def _pending_shape(pending: dict, want: dict) -> Finding:
+    """PAIRING, for pendingToolUse that names the right call in the wrong shape."""
+    extra = sorted(set(pending) - set(want))
+    missing_keys = sorted(set(want) - set(pending))
+    parts = []
+    if extra:
+        parts.append(f"it also carries {', '.join(f'`{k}`' for k in extra)}")
+    if missing_keys:
+        parts.append(f"it lacks {', '.join(f'`{k}`' for k in missing_keys)}")
+    if not parts:
+        parts.append("its name or input differ from the block's")
+    whole = ("; this looks like the whole tool_use block copied in" if extra == ["type"] and not missing_keys
+             else "")
+    return Finding("PAIRING", f"pendingToolUse names the right call (`{want['name']}`, {want['id']}), but "
+                   f"{' and '.join(parts)}{whole}. The protocol keeps exactly id, name and input",
+                   "a resume that checks the shape refuses the file; one that does not hands the "
+                   "block's extra keys on as if they were the call", "pending-shape")
+
+
+def _pending(read: _Read) -> Optional[Finding]:
+    messages, pending = read.messages, read.pending
     last_blocks = tool_use_blocks(messages[-1].get("content")) if messages and messages[-1].get("role") == "assistant" else []
-    if facts.unpaired is not None:
-        i = facts.unpaired
-        block = next(b for b in tool_use_blocks(messages[i].get("content")) if b.get("id") not in answered[i + 1])
-        return Finding("PAIRING", f"messages[{i}] asks for tool `{block.get('name')}` ({block.get('id')}) "
-                       "but the message right after it does not hold its result",
-                       "resume sends the API a tool_use without its tool_result: a 400 error")
     if last_blocks:
         want = {"id": last_blocks[0].get("id"), "name": last_blocks[0].get("name"), "input": last_blocks[0].get("input")}
         if isinstance(pending, dict) and pending.get("id") == want["id"] and pending != want:
-            extra = sorted(set(pending) - set(want))
-            missing_keys = sorted(set(want) - set(pending))
-            parts = []
-            if extra:
-                parts.append(f"it also carries {', '.join(f'`{k}`' for k in extra)}")
-            if missing_keys:
-                parts.append(f"it lacks {', '.join(f'`{k}`' for k in missing_keys)}")
-            if not parts:
-                parts.append("its name or input differ from the block's")
-            whole = ("; this looks like the whole tool_use block copied in" if extra == ["type"] and not missing_keys
-                     else "")
-            return Finding("PAIRING", f"pendingToolUse names the right call (`{want['name']}`, {want['id']}), but "
-                           f"{' and '.join(parts)}{whole}. The protocol keeps exactly id, name and input",
-                           "a resume that checks the shape refuses the file; one that does not hands the "
-                           "block's extra keys on as if they were the call", "pending-shape")
+            return _pending_shape(pending, want)
         if pending != want:
             return Finding("PAIRING", f"the last message asks for `{want['name']}` ({want['id']}) but pendingToolUse is "
                            f"{json.dumps(pending)[:120]}",
@@ -330,37 +363,55 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
         return Finding("PAIRING", f"pendingToolUse names `{pending.get('name')}` ({pending.get('id')}) but the last "
                        "message is not the assistant turn that asked for it",
                        "resume would reconcile a call whose result is already recorded, and may run it twice",
-                       "pending-not-cleared" if pending.get("id") in results else "")
+                       "pending-not-cleared" if pending.get("id") in read.facts.results else "")
+    return None
 
+
+def _trace(read: _Read) -> Optional[Finding]:
+    window, pending, results = read.window, read.pending, read.facts.results
     on_disk = set(results) | ({pending.get("id")} if isinstance(pending, dict) else set())
     missing = [tid for tid in window.started if tid not in on_disk]
-    if missing:
-        return Finding("TRACE", f"tool `{window.tool_name}` had started ({missing[-1]}), but the file says "
-                       f"nothing about it: it holds {len(results)} results and pendingToolUse is "
-                       f"{json.dumps(pending)[:60]}",
-                       "resume has no idea a tool call was in flight: it asks the model again and may run "
-                       "the tool a second time (publishing the table twice)",
-                       "no-save-a" if window.phase == "tool" else "")
-    if window.fresh and (pending is not None or len(results) < window.recorded_results):
-        if isinstance(pending, dict):
-            return Finding("FRESH", f"the model was called with {window.recorded_results} tool "
-                           f"result{'s' if window.recorded_results != 1 else ''}, but the file "
-                           f"still holds {len(results)} and lists `{pending.get('name')}` as pending: nothing was "
-                           "saved between recording its result and calling the model (save point B)",
-                           "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
+    if not missing:
+        return None
+    return Finding("TRACE", f"tool `{window.tool_name}` had started ({missing[-1]}), but the file says "
+                   f"nothing about it: it holds {len(results)} results and pendingToolUse is "
+                   f"{json.dumps(pending)[:60]}",
+                   "resume has no idea a tool call was in flight: it asks the model again and may run "
+                   "the tool a second time (publishing the table twice)",
+                   "no-save-a" if window.phase == "tool" else "")
+
+
+def _fresh(read: _Read) -> Optional[Finding]:
+    window, pending, results = read.window, read.pending, read.facts.results
+    if not (window.fresh and (pending is not None or len(results) < window.recorded_results)):
+        return None
+    if isinstance(pending, dict):
         return Finding("FRESH", f"the model was called with {window.recorded_results} tool "
                        f"result{'s' if window.recorded_results != 1 else ''}, but the file "
-                       f"holds {len(results)} and pendingToolUse is {json.dumps(pending)[:60]}",
+                       f"still holds {len(results)} and lists `{pending.get('name')}` as pending: nothing was "
+                       "saved between recording its result and calling the model (save point B)",
                        "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
+    return Finding("FRESH", f"the model was called with {window.recorded_results} tool "
+                   f"result{'s' if window.recorded_results != 1 else ''}, but the file "
+                   f"holds {len(results)} and pendingToolUse is {json.dumps(pending)[:60]}",
+                   "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
+
+
+def _whole(read: _Read) -> Optional[Finding]:
+    data, window = read.data, read.window
     snapshot = {k: data[k] for k in FIELDS}
-    if snapshot not in window.allowed:
-        older = n_assistant < max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
-                                  default=0)
-        if older:
-            return _older_save(data, window)
-        return Finding("WHOLE", "the file is not any state the loop saved: a mix of two saves, or fields that do "
-                       "not match the conversation", "resume continues from a scene that never existed", "mixed")
-    return None
+    if snapshot in window.allowed:
+        return None
+    older = read.facts.assistants < max((sum(1 for m in a["messages"] if m.get("role") == "assistant")
+                                         for a in window.allowed), default=0)
+    if older:
+        return _older_save(data, window)
+    return Finding("WHOLE", "the file is not any state the loop saved: a mix of two saves, or fields that do "
+                   "not match the conversation", "resume continues from a scene that never existed", "mixed")
+
+
+# The invariants a readable checkpoint is held to, in the order check tries them (the first found wins).
+_RULES: tuple = (_counts, _unpaired, _pending, _trace, _fresh, _whole)
 
 
 def _scene(data: dict) -> str:
