@@ -467,108 +467,172 @@ def field_problems(data: Any) -> list:
     return protocol_field_problems(data, pending_problem=_pending_list_problem)
 
 
+@dataclass
+class _Read:
+    """One checkpoint as level 5's rules read it."""
+
+    data: dict
+    window: ParallelWindow
+
+    def __post_init__(self) -> None:
+        self.messages: list = self.data["messages"]
+        self.pending: list = self.data["pendingToolUse"] or []
+        self.pending_ids = [p["id"] for p in self.pending]
+        self.recorded = [i for m in self.messages for i in tool_result_ids(m)]
+        self.n_assistant = sum(1 for m in self.messages if m.get("role") == "assistant")
+        # Where the last assistant message that named tools sits.
+        self.last_tools = max((i for i, m in enumerate(self.messages) if m.get("role") == "assistant"
+                               and tool_use_blocks(m.get("content"))), default=None)
+
+    def turns(self) -> Iterable[tuple]:
+        """``(index, the calls it named, the results right after it)`` of each assistant message."""
+        for i, message in enumerate(self.messages):
+            if message.get("role") != "assistant":
+                continue
+            named = [b.get("id") for b in tool_use_blocks(message.get("content"))]
+            following = self.messages[i + 1] if i + 1 < len(self.messages) else None
+            answered = tool_result_ids(following) if following is not None and following.get("role") == "user" else []
+            yield i, named, answered
+
+    def is_last_turn(self, i: int) -> bool:
+        """The last turn that named tools, with nothing after its results: its calls may still be pending."""
+        return i == self.last_tools and i + 2 >= len(self.messages)
+
+
 def check_parallel(raw: Optional[bytes], window: ParallelWindow, parsed: Optional[dict] = None) -> Optional[Finding]:
-    """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds)."""
+    """The first level-5 invariant that the checkpoint ``raw`` breaks in ``window`` (None if it holds).
+
+    The rules are tried in order (:data:`_RULES`); pendingToolUse's own trouble is told after TRACE
+    and KEPT, which name the cause more plainly."""
     data, error = parse_cached(raw, parsed)
     if error == "missing":
         return no_checkpoint(window, f"{len(window.started)} tool call{'s' if len(window.started) != 1 else ''}")
     unreadable = shape_finding(raw, data, error, field_problems)
     if unreadable is not None:
         return unreadable
-    messages = data["messages"]
-    pending = data["pendingToolUse"] or []
+    read = _Read(data, window)
+    return next((found for rule in _RULES if (found := rule(read)) is not None), None)
 
-    recorded = [i for m in messages for i in tool_result_ids(m)]
+
+def _once(read: _Read) -> Optional[Finding]:
+    recorded, pending_ids = read.recorded, read.pending_ids
     doubled = sorted({i for i in recorded if recorded.count(i) > 1})
     if doubled:
         return Finding("ONCE", f"the result of {doubled[0]} is recorded {recorded.count(doubled[0])} times",
                        "resume sends the API one tool_use answered twice: a 400 error")
-    pending_ids = [p["id"] for p in pending]
     if len(set(pending_ids)) != len(pending_ids):
         return Finding("ONCE", f"pendingToolUse lists {json.dumps(pending_ids)}, one call more than once",
                        "resume would reconcile that call twice, and may run it twice")
+    return None
+
+
+def _counts(read: _Read) -> Optional[Finding]:
+    data, recorded, n_assistant = read.data, read.recorded, read.n_assistant
     if data["turns"] != len(recorded):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(recorded)} tool "
                        f"result{'s' if len(recorded) != 1 else ''} "
                        "(in this level turns counts tool results, one per call)",
                        f"resume counts on from {data['turns']}, so a cap on tool calls fires at the wrong moment")
-    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
-    if n_assistant <= len(window.responses):
-        expected = sum(spend(r) for r in window.responses[:n_assistant])
+    if n_assistant <= len(read.window.responses):
+        expected = sum(spend(r) for r in read.window.responses[:n_assistant])
         if data["tokensUsed"] != expected:
             return Finding("COUNTS", f"`tokensUsed` is {data['tokensUsed']} but the {n_assistant} model responses "
                            f"recorded spent {expected}", "resume starts from the wrong spend")
+    return None
 
-    # Where the last assistant message that named tools sits, and which of its calls are answered.
-    last_tools = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"
-                      and tool_use_blocks(m.get("content"))), default=None)
-    pending_problem = None  # reported after TRACE and KEPT, which name the cause more plainly
-    for i, message in enumerate(messages):
-        if message.get("role") != "assistant":
-            continue
-        named = [b.get("id") for b in tool_use_blocks(message.get("content"))]
-        following = messages[i + 1] if i + 1 < len(messages) else None
-        answered = tool_result_ids(following) if following is not None and following.get("role") == "user" else []
+
+def _pairing(read: _Read) -> Optional[Finding]:
+    """A result no call asked for, or (before the last turn) a call with no result after it."""
+    for i, named, answered in read.turns():
         strays = [a for a in answered if a not in named]
         if strays:
             return Finding("PAIRING", f"messages[{i + 1}] holds a result for {strays[0]}, which messages[{i}] never "
                            "asked for", "resume sends the API a tool_result with no tool_use: a 400 error")
-        if i == last_tools and i + 2 >= len(messages):
-            waiting = [b for b in tool_use_blocks(message.get("content")) if b.get("id") not in answered]
-            want = sorted(waiting, key=lambda b: b.get("id"))
-            have = sorted(pending, key=lambda p: str(p.get("id")))
-            if [{"id": b.get("id"), "name": b.get("name"), "input": b.get("input")} for b in want] != have:
-                pending_problem = Finding(
-                    "PAIRING", f"the last turn named {len(named)} calls and {len(answered)} "
-                    f"result{' is' if len(answered) == 1 else 's are'} recorded, so pendingToolUse should list "
-                    f"{json.dumps([b.get('id') for b in want])}, but it is {_clipped(data['pendingToolUse'], 160)}",
-                    "resume cannot tell which calls are dangling, so it re-runs a finished one or forgets an "
-                    "unfinished one", "pending-not-cleared" if any(p.get("id") in answered for p in have) else "")
+        if read.is_last_turn(i):
             continue
         missing = [n for n in named if n not in answered]
         if missing:
             return Finding("PAIRING", f"messages[{i}] asks for {len(named)} calls, but the message right after it "
                            f"has no result for {missing[0]}",
                            "resume sends the API a tool_use without its tool_result: a 400 error")
-    if last_tools is None and pending:
-        pending_problem = Finding("PAIRING", f"pendingToolUse lists {len(pending)} call{'s' if len(pending) != 1 else ''}, but no assistant message "
-                                  "asked for them", "resume would reconcile calls the model never made")
+    return None
 
-    on_disk = set(recorded) | set(pending_ids)
-    lost = [i for i in window.started if i not in on_disk]
-    if lost:
-        return Finding("TRACE", f"call {lost[-1]} had started, but the file says nothing about it: it is neither "
-                       f"among the {len(recorded)} results nor in pendingToolUse",
-                       "resume has no idea that call was made: it asks the model again, and a tool that posts or "
-                       "emails runs a second time")
-    dropped = [i for i in window.kept if i not in recorded]
-    if dropped:
-        return Finding("KEPT", f"the result of {dropped[0]} came back before the loop moved on (started another "
-                       "tool or called the model), but the file does not hold it",
-                       "resume sees that call as unfinished and runs it again, so a finished result is lost "
-                       "and its work is done twice")
-    if pending_problem is not None:
-        return pending_problem
-    if window.fresh and (pending or len(recorded) < len(window.results)):
-        return Finding("FRESH", f"the model was called with {len(window.results)} tool result"
-                       f"{'s' if len(window.results) != 1 else ''}, but the file holds {len(recorded)} and "
-                       f"{len(pending)} call{' is' if len(pending) == 1 else 's are'} still pending",
-                       "resume would treat finished tools as unfinished and may run them again")
 
+def _trace(read: _Read) -> Optional[Finding]:
+    on_disk = set(read.recorded) | set(read.pending_ids)
+    lost = [i for i in read.window.started if i not in on_disk]
+    if not lost:
+        return None
+    return Finding("TRACE", f"call {lost[-1]} had started, but the file says nothing about it: it is neither "
+                   f"among the {len(read.recorded)} results nor in pendingToolUse",
+                   "resume has no idea that call was made: it asks the model again, and a tool that posts or "
+                   "emails runs a second time")
+
+
+def _kept(read: _Read) -> Optional[Finding]:
+    dropped = [i for i in read.window.kept if i not in read.recorded]
+    if not dropped:
+        return None
+    return Finding("KEPT", f"the result of {dropped[0]} came back before the loop moved on (started another "
+                   "tool or called the model), but the file does not hold it",
+                   "resume sees that call as unfinished and runs it again, so a finished result is lost "
+                   "and its work is done twice")
+
+
+def _pending_calls(read: _Read) -> Optional[Finding]:
+    """pendingToolUse against the calls of the last turn still waiting for a result."""
+    pending, data = read.pending, read.data
+    if read.last_tools is None:
+        if not pending:
+            return None
+        return Finding("PAIRING", f"pendingToolUse lists {len(pending)} call{'s' if len(pending) != 1 else ''}, but no assistant message "
+                       "asked for them", "resume would reconcile calls the model never made")
+    for i, named, answered in read.turns():
+        if not read.is_last_turn(i):
+            continue
+        waiting = [b for b in tool_use_blocks(read.messages[i].get("content")) if b.get("id") not in answered]
+        want = sorted(waiting, key=lambda b: b.get("id"))
+        have = sorted(pending, key=lambda p: str(p.get("id")))
+        if [{"id": b.get("id"), "name": b.get("name"), "input": b.get("input")} for b in want] != have:
+            return Finding(
+                "PAIRING", f"the last turn named {len(named)} calls and {len(answered)} "
+                f"result{' is' if len(answered) == 1 else 's are'} recorded, so pendingToolUse should list "
+                f"{json.dumps([b.get('id') for b in want])}, but it is {_clipped(data['pendingToolUse'], 160)}",
+                "resume cannot tell which calls are dangling, so it re-runs a finished one or forgets an "
+                "unfinished one", "pending-not-cleared" if any(p.get("id") in answered for p in have) else "")
+    return None
+
+
+def _fresh(read: _Read) -> Optional[Finding]:
+    window, pending, recorded = read.window, read.pending, read.recorded
+    if not (window.fresh and (pending or len(recorded) < len(window.results))):
+        return None
+    return Finding("FRESH", f"the model was called with {len(window.results)} tool result"
+                   f"{'s' if len(window.results) != 1 else ''}, but the file holds {len(recorded)} and "
+                   f"{len(pending)} call{' is' if len(pending) == 1 else 's are'} still pending",
+                   "resume would treat finished tools as unfinished and may run them again")
+
+
+def _whole(read: _Read) -> Optional[Finding]:
+    """The file is a state the loop saved, or a partial one of the current turn; else WHOLE."""
+    window, data = read.window, read.data
     mine = normalize({k: data[k] for k in FIELDS})
     if any(mine == window.normalized(a) for a in window.allowed):
         return None
-    if window.partial and n_assistant == window.turn and last_tools is not None:
-        on_turn = [i for i in recorded if i in window.turn_ids]
-        if all(i in window.results for i in on_turn):
-            if mine == window.partial_state(on_turn):
-                return None
+    if window.partial and read.n_assistant == window.turn and read.last_tools is not None:
+        on_turn = [i for i in read.recorded if i in window.turn_ids]
+        if all(i in window.results for i in on_turn) and mine == window.partial_state(on_turn):
+            return None
     newest = max((sum(1 for m in a["messages"] if m.get("role") == "assistant") for a in window.allowed),
                  default=window.turn)
-    detail = ("the file is an older save than the last one that completed" if n_assistant < newest else
+    detail = ("the file is an older save than the last one that completed" if read.n_assistant < newest else
               "the file is not any state the loop saves: a mix of two saves, a result that does not match its "
               "call, or fields that do not match the conversation")
     return Finding("WHOLE", detail, "resume continues from a scene that never existed, or one behind what happened")
+
+
+# Level 5's invariants, in the order check_parallel tries them (the first found wins).
+_RULES: tuple = (_once, _counts, _pairing, _trace, _kept, _pending_calls, _fresh, _whole)
 
 
 def calls_run_twice(ops: list) -> list:
