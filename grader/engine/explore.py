@@ -29,7 +29,7 @@ from typing import Any, Callable, Container, Iterable, Iterator, Optional
 
 from grader.engine import crash_models, layout
 from grader.engine.crash_models import CrashState, MODEL_NAMES
-from grader.engine.invariants import INVARIANTS, Window, check
+from grader.engine.invariants import INVARIANTS, Finding, Window, check
 from grader.engine.checkpoint import (CHECKPOINT_NAME, clone, exactly_saved, initial_state, reference_saves, snapshot,
                                      spend, tool_use_blocks)
 from grader.engine.ops import short_name
@@ -340,15 +340,14 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
     results = [op.payload[1] for op in ops if op.kind == "tool_end"]
     if saves is None:
         saves = reference_saves(task, responses, results) if responses else []
-    a_saves = [s for label, s in saves if label == "A"]
-    b_saves = [s for label, s in saves if label == "B"]
-    final = [s for label, s in saves if label == "final"]
     early = [snapshot(initial_state(task))] if allow_initial else []
     blocks_of = [tool_use_blocks(r.get("content")) for r in responses]
     tool_ids = [blocks[0]["id"] for blocks in blocks_of if blocks]
     tool_names = [blocks[0]["name"] for blocks in blocks_of if blocks]
     spent = list(itertools.accumulate(map(spend, responses), initial=0))
 
+    kinds = _SaveKinds(early, [s for label, s in saves if label == "A"], [s for label, s in saves if label == "B"],
+                       [s for label, s in saves if label == "final"], saves, tool_names, blocks_of)
     windows = []
     m = s = e = ms = 0
     ended = False
@@ -356,10 +355,6 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
     # change them): a long run has thousands of crash points and only a few hundred distinct lists.
     got_by_m: dict = {}
     started_by_s: dict = {}
-
-    def before_save(turn_done: int) -> list:
-        return [b_saves[turn_done - 1]] if turn_done >= 1 and turn_done <= len(b_saves) else early
-
     for k in range(len(ops) + 1):
         if k:
             kind = ops[k - 1].kind
@@ -377,30 +372,47 @@ def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Opt
         started = started_by_s.get(s)
         if started is None:
             started = started_by_s[s] = tool_ids[:s]
-        name = tool_names[max(s, m) - 1] if max(s, m) - 1 < len(tool_names) and max(s, m) >= 1 else ""
         common = dict(started=started, recorded_results=e, responses=got, spent=spent)
-        last_is_tool = m >= 1 and bool(blocks_of[m - 1])
+        windows.append(kinds.window(m, s, e, ms, ended, common))
+    return windows
+
+
+@dataclass
+class _SaveKinds:
+    """A run's reference saves by kind, and which of them a crash may find at each phase of the loop."""
+
+    early: list      # the first state, when a file that early is allowed
+    a: list          # each turn's save point A (a tool named, before it runs)
+    b: list          # each turn's save point B (its result recorded)
+    final: list      # the save after the model's final answer
+    saves: list      # every (label, state), in order
+    tool_names: list
+    blocks_of: list  # the tool_use blocks of each response
+
+    def before_save(self, turn_done: int) -> list:
+        return [self.b[turn_done - 1]] if turn_done >= 1 and turn_done <= len(self.b) else self.early
+
+    def window(self, m: int, s: int, e: int, ms: int, ended: bool, common: dict) -> Window:
+        """The window after ``m`` model responses, ``s`` tool starts, ``e`` tool ends and ``ms`` model calls."""
+        name = self.tool_names[max(s, m) - 1] if max(s, m) - 1 < len(self.tool_names) and max(s, m) >= 1 else ""
         if ended:
             # A loop that returned before the model's final answer has no final save: the last save
             # it would have made where its run stopped is what a crash after the return may find.
-            w = Window("done", m, final[:1] or [state for _, state in saves[-1:]], False, **common)
-        elif m == 0:
-            w = Window("before-first-response", 0, list(early), True, **common)
-        elif ms > m:
-            w = Window("model", m, [b_saves[e - 1]] if 0 < e <= len(b_saves) else early, e == 0, fresh=True,
-                       tool_name=tool_names[e - 1] if e else "", **common)
-        elif not last_is_tool:
-            w = Window("final", m, before_save(e) + final[:1], e == 0, **common)
-        elif s < m:
-            w = Window("A", m, before_save(e) + ([a_saves[m - 1]] if m <= len(a_saves) else []), e == 0,
-                       tool_name=name, **common)
-        elif e < s:
-            w = Window("tool", s, [a_saves[s - 1]] if s <= len(a_saves) else [], False, tool_name=name, **common)
-        else:
-            w = Window("B", e, ([a_saves[e - 1]] if e <= len(a_saves) else []) +
-                       ([b_saves[e - 1]] if e <= len(b_saves) else []), False, tool_name=name, **common)
-        windows.append(w)
-    return windows
+            return Window("done", m, self.final[:1] or [state for _, state in self.saves[-1:]], False, **common)
+        if m == 0:
+            return Window("before-first-response", 0, list(self.early), True, **common)
+        if ms > m:
+            return Window("model", m, [self.b[e - 1]] if 0 < e <= len(self.b) else self.early, e == 0, fresh=True,
+                          tool_name=self.tool_names[e - 1] if e else "", **common)
+        if not self.blocks_of[m - 1]:
+            return Window("final", m, self.before_save(e) + self.final[:1], e == 0, **common)
+        if s < m:
+            return Window("A", m, self.before_save(e) + ([self.a[m - 1]] if m <= len(self.a) else []), e == 0,
+                          tool_name=name, **common)
+        if e < s:
+            return Window("tool", s, [self.a[s - 1]] if s <= len(self.a) else [], False, tool_name=name, **common)
+        return Window("B", e, ([self.a[e - 1]] if e <= len(self.a) else []) +
+                      ([self.b[e - 1]] if e <= len(self.b) else []), False, tool_name=name, **common)
 
 
 def _renamed_since_open(ops: list[Op], index: int) -> Optional[Op]:
@@ -708,37 +720,9 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         windows = (windows or windows_for)(ops, scenario.task, points=needed)
     checker = checker or check
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
-    if reader is None and not any(op.kind in ("rename", "link") and _puts_in_place(op.dest, target) or op.path == target
-                                  for op in ops if op.kind != "model_end"):
-        turns = sum(1 for op in ops if op.kind == "tool_start")
-        if not any(op.kind in ("open", "write", "rename", "link") for op in ops):
-            # Nothing was written anywhere: the loop never saved, rather than saving somewhere else.
-            result.error = (f"run_agent returned without saving anything: in this conversation the model asked for "
-                            f"{turns or 'no'} tool{'s' if turns > 1 else ''}, and no {CHECKPOINT_NAME} was ever written. "
-                            + ("With no tool call, the only save left is the one after the model's final answer."
-                               if not turns else "Which save points does this loop reach?"))
-            return
-        workdir = os.path.dirname(os.path.dirname(ckpt_dir))
-        for root in recorder.watch:
-            if ckpt_dir.startswith(root + os.sep):
-                workdir = root
-        given = os.path.relpath(ckpt_dir, workdir) if not ckpt_dir.startswith(os.path.join(workdir, "elsewhere")) \
-            else ckpt_dir
-        result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
-                        f"({given!r}).{written_elsewhere(ops, ckpt_dir, workdir)} Does save_checkpoint use its "
-                        "`directory` argument, and does run_agent pass it on?")
+    if reader is None and _never_wrote(result, recorder, ckpt_dir, target):
         return
-    for op in ops:
-        # A temp folder inside the checkpoint's own folder is on the same file system: renaming out of it is fine.
-        if op.kind == "rename" and op.dest == target and not op.path.startswith(ckpt_dir + os.sep):
-            w = windows[op.index]
-            result.violations.append(Violation(
-                "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},
-                f"the temp file was written in {os.path.dirname(op.path)}, not next to checkpoint.json; a rename "
-                "between two file systems is a copy followed by a delete, which a crash can tear",
-                "on a machine where that folder is another file system, the same crash tears the file",
-                cause="temp-elsewhere"))
-            break
+    _renamed_from_elsewhere(result, ops, windows, ckpt_dir, target)
     # Verdicts for the protocol's own rules are shared by every run of the same conversation (see
     # shared_verdicts); a level with its own rules keeps them to this run.
     cache = shared_verdicts(ops, scenario.task) if default_rules else None
@@ -770,39 +754,91 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         if len(result.violations) >= max_violations:
             result.over_cap[invariant] = result.over_cap.get(invariant, 0) + 1
             continue
-        # Under a power cut, the rule the file left breaks is named in words: the headline is DURABLE.
-        detail = finding.detail if invariant == finding.invariant else \
-            f"the file the power cut left breaks {finding.invariant}: {finding.detail}"
-        # Under a power cut the file shows what was never fsynced, not which save the loop skipped.
-        cause = finding.cause if invariant == finding.invariant else ""
-        if not cause and invariant == finding.invariant and reader is None and (raw is None or finding.invariant == "PARSE"):
-            traced, words = _trace_cause(ops, state.point + (state.torn is not None), target, raw)
-            if traced:
-                cause, detail = traced, f"{detail}. {words}"
-        elif invariant != finding.invariant and finding.invariant == "PARSE" and raw is not None and reader is None:
-            # The generic words ("before any bytes reached it") are not what a power cut did.
-            words = _power_cut_words(ops, state.point, target, raw)
-            if words:
-                detail = f"the file the power cut left breaks PARSE: {words}"
-        if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
-            detail = f"{detail}; {state.note}"
-        result.violations.append(Violation(invariant, state.model, state.point, window.words(),
-                                           _operation_words(ops, state), dict(state.files), detail, finding.resume,
-                                           cause=cause))
+        result.violations.append(_violation(ops, state, window, finding, invariant, raw, target, reader is None))
     result.points = len(points)
     if result.violations:
         _explain_links(result, recorder)
     if result.returned is not None and not result.violations:
-        final = windows[-1].allowed
-        try:
-            got = (exactly_saved(result.returned, final[0]) if final else None) or snapshot(result.returned)
-        except (KeyError, TypeError, ValueError):
-            got = None
-        if final and not (same(got, final[0]) if same is not None and got is not None else got == final[0]):
+        _check_returned(result, windows, len(ops), same)
+
+
+def _never_wrote(result: Exploration, recorder: Recorder, ckpt_dir: str, target: str) -> bool:
+    """When the run never wrote the checkpoint where it was told to, say so as the run's error (True)."""
+    ops = recorder.ops
+    if any(op.kind in ("rename", "link") and _puts_in_place(op.dest, target) or op.path == target
+           for op in ops if op.kind != "model_end"):
+        return False
+    turns = sum(1 for op in ops if op.kind == "tool_start")
+    if not any(op.kind in ("open", "write", "rename", "link") for op in ops):
+        # Nothing was written anywhere: the loop never saved, rather than saving somewhere else.
+        result.error = (f"run_agent returned without saving anything: in this conversation the model asked for "
+                        f"{turns or 'no'} tool{'s' if turns > 1 else ''}, and no {CHECKPOINT_NAME} was ever written. "
+                        + ("With no tool call, the only save left is the one after the model's final answer."
+                           if not turns else "Which save points does this loop reach?"))
+        return True
+    workdir = os.path.dirname(os.path.dirname(ckpt_dir))
+    for root in recorder.watch:
+        if ckpt_dir.startswith(root + os.sep):
+            workdir = root
+    given = os.path.relpath(ckpt_dir, workdir) if not ckpt_dir.startswith(os.path.join(workdir, "elsewhere")) \
+        else ckpt_dir
+    result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
+                    f"({given!r}).{written_elsewhere(ops, ckpt_dir, workdir)} Does save_checkpoint use its "
+                    "`directory` argument, and does run_agent pass it on?")
+    return True
+
+
+def _renamed_from_elsewhere(result: Exploration, ops: list, windows: list, ckpt_dir: str, target: str) -> None:
+    """ATOMIC-DIR, once, for a temp file renamed in from another folder."""
+    for op in ops:
+        # A temp folder inside the checkpoint's own folder is on the same file system: renaming out of it is fine.
+        if op.kind == "rename" and op.dest == target and not op.path.startswith(ckpt_dir + os.sep):
+            w = windows[op.index]
             result.violations.append(Violation(
-                "WHOLE", "none", len(ops), "after run_agent returned", "with no crash at all", {},
-                "run_agent returned a state that differs from the one the protocol's loop ends with",
-                "a caller that reads the returned state sees the wrong conversation or counters"))
+                "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},
+                f"the temp file was written in {os.path.dirname(op.path)}, not next to checkpoint.json; a rename "
+                "between two file systems is a copy followed by a delete, which a crash can tear",
+                "on a machine where that folder is another file system, the same crash tears the file",
+                cause="temp-elsewhere"))
+            return
+
+
+def _violation(ops: list, state: Any, window: Any, finding: Finding, invariant: str, raw: Optional[bytes],
+               target: str, own_file: bool) -> Violation:
+    """The violation a crash state's finding makes, in the words of what the crash did (``own_file``:
+    the checkpoint is checkpoint.json itself, not what a level's reader made of the files)."""
+    # Under a power cut, the rule the file left breaks is named in words: the headline is DURABLE.
+    detail = finding.detail if invariant == finding.invariant else \
+        f"the file the power cut left breaks {finding.invariant}: {finding.detail}"
+    # Under a power cut the file shows what was never fsynced, not which save the loop skipped.
+    cause = finding.cause if invariant == finding.invariant else ""
+    if not cause and invariant == finding.invariant and own_file and (raw is None or finding.invariant == "PARSE"):
+        traced, words = _trace_cause(ops, state.point + (state.torn is not None), target, raw)
+        if traced:
+            cause, detail = traced, f"{detail}. {words}"
+    elif invariant != finding.invariant and finding.invariant == "PARSE" and raw is not None and own_file:
+        # The generic words ("before any bytes reached it") are not what a power cut did.
+        words = _power_cut_words(ops, state.point, target, raw)
+        if words:
+            detail = f"the file the power cut left breaks PARSE: {words}"
+    if state.note:  # what the crash model knows and the file cannot show (a folder that vanished)
+        detail = f"{detail}; {state.note}"
+    return Violation(invariant, state.model, state.point, window.words(), _operation_words(ops, state),
+                     dict(state.files), detail, finding.resume, cause=cause)
+
+
+def _check_returned(result: Exploration, windows: list, end: int, same: Optional[Callable[[Any, Any], bool]]) -> None:
+    """WHOLE, with no crash at all, when run_agent returned another state than the protocol's loop ends with."""
+    final = windows[-1].allowed
+    try:
+        got = (exactly_saved(result.returned, final[0]) if final else None) or snapshot(result.returned)
+    except (KeyError, TypeError, ValueError):
+        got = None
+    if final and not (same(got, final[0]) if same is not None and got is not None else got == final[0]):
+        result.violations.append(Violation(
+            "WHOLE", "none", end, "after run_agent returned", "with no crash at all", {},
+            "run_agent returned a state that differs from the one the protocol's loop ends with",
+            "a caller that reads the returned state sees the wrong conversation or counters"))
 
 
 def _explain_links(result: Exploration, recorder: Recorder) -> None:
