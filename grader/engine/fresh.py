@@ -16,6 +16,7 @@ Where there is no ``fork`` (Windows), the job runs in this process, as before.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -32,6 +33,7 @@ __all__ = ["start", "run_fresh", "origin", "FreshProcessDied", "served_here"]
 _server: Optional[tuple] = None   # (pid, fd to write requests, fd to read replies), once started
 _unread = 0                       # requests sent whose answer was not read (the caller was interrupted)
 _HEADER = struct.Struct("<Q")
+_REQUEST = struct.Struct("<Qd")   # a request's size, and how long its child may run (0: no limit)
 # Past its own time limit (which the child enforces, saying where the code was), a child that still
 # has not answered is killed: a learner's code may catch the stop, or block the signal.
 GRACE = 5.0
@@ -70,11 +72,6 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-def _send(fd: int, obj: Any) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(fd, _HEADER.pack(len(data)) + data)
 
 
 def _receive(fd: int, deadline: Optional[float] = None) -> Any:
@@ -120,32 +117,59 @@ def _reset_signals() -> None:
     hangs.reset_after_fork()
 
 
+def _spare(requests: int, replies: int) -> tuple[int, int, int]:
+    """Fork the child that will run the next job, before the job is known: ``(pid, fd to send it the
+    request, fd to read its answer)``. Forking a process the size of a pytest run takes milliseconds;
+    done ahead, it overlaps with the caller's own work on the last answer."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        global _in_child
+        # The job sees none of the server's pipes: it reads its one request and answers once.
+        for fd in (requests, replies, in_w, out_r):
+            os.close(fd)
+        _in_child = True
+        gc.disable()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        code = 0
+        try:
+            request = _read_exact(in_r, _HEADER.unpack(_read_exact(in_r, _HEADER.size))[0])
+            _write_all(out_w, _run_job(pickle.loads(request)))
+            os.close(out_w)  # the answer is complete: the server need not wait for this process to end
+        except BaseException:  # noqa: BLE001 - nothing may escape into the server's loop
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(in_r)
+    os.close(out_w)
+    return child, in_w, out_r
+
+
 def _serve(requests: int, replies: int) -> None:
-    global _in_child
     _reset_signals()
+    # Every object here is shared with the children until one writes to it. A collection in a child
+    # would walk (and so copy) them all: they are left out of it, and a child, which runs one job
+    # and exits, collects nothing.
+    gc.freeze()
+    spare = _spare(requests, replies)
     while True:
         try:
-            request = _read_exact(requests, _HEADER.unpack(_read_exact(requests, _HEADER.size))[0])
+            head = _read_exact(requests, _REQUEST.size)
         except EOFError:
+            os.kill(spare[0], signal.SIGKILL)
+            os.waitpid(spare[0], 0)
             return
-        hard = pickle.loads(request)[-1]
-        out_r, out_w = os.pipe()
-        child = os.fork()
-        if child == 0:
-            # The job sees neither of the server's pipes: it answers on its own, and only once.
-            for fd in (out_r, requests, replies):
-                os.close(fd)
-            _in_child = True
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            code = 0
-            try:
-                _write_all(out_w, _run_job(pickle.loads(request)))
-            except BaseException:  # noqa: BLE001 - nothing may escape into the server's loop
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(out_w)
-        chunks, deadline = [], (time.monotonic() + hard) if hard else None
+        size, hard = _REQUEST.unpack(head)
+        request = _read_exact(requests, size)
+        child, in_w, out_r = spare
+        chunks: list = []
+        try:
+            _write_all(in_w, _HEADER.pack(size) + request)
+        except OSError:
+            pass  # the child is gone already: its exit status says why
+        os.close(in_w)
+        deadline = time.monotonic() + hard if hard else None
         try:
             while True:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0)
@@ -159,9 +183,14 @@ def _serve(requests: int, replies: int) -> None:
                 chunks.append(chunk)
         finally:
             os.close(out_r)
-        _, status = os.waitpid(child, 0)
-        answer = b"".join(chunks) or pickle.dumps(("died", _exit_words(status, hard)))
+        answer = b"".join(chunks)
+        if not answer:
+            _, status = os.waitpid(child, 0)
+            answer = pickle.dumps(("died", _exit_words(status, hard)))
         _write_all(replies, _HEADER.pack(len(answer)) + answer)
+        spare = _spare(requests, replies)  # while the caller reads the answer
+        if chunks:
+            os.waitpid(child, 0)
 
 
 def _exit_words(status: int, hard: Optional[float]) -> str:
@@ -174,7 +203,7 @@ def _exit_words(status: int, hard: Optional[float]) -> str:
 
 
 def _run_job(request: tuple) -> bytes:
-    job, args, path, name, module_name, settings, cwd, known, limit, _hard = request
+    job, args, path, name, module_name, settings, cwd, known, limit = request
     hangs.LOOP_TIMEOUT = limit
     hangs.adopt(known)
     mark = hangs.hang_mark()
@@ -259,14 +288,14 @@ def run_fresh(job: Callable[..., Any], fn: Any, *args: Any, module: Any = None, 
     limit = hangs.loop_timeout()
     longest = max(limit, timeout or 0)
     hard = 2 * (longest + GRACE)  # the import, then the job's call
-    request = (job, tuple(sent), where[0], where[1], module_name, dict(settings or {}), os.getcwd(), known, limit,
-               hard)
+    request = (job, tuple(sent), where[0], where[1], module_name, dict(settings or {}), os.getcwd(), known, limit)
     _, to_server, from_server = _server
     global _unread
     while _unread:  # answers to requests whose caller was interrupted: they are not this one's
         _receive(from_server)
         _unread -= 1
-    _send(to_server, request)
+    data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+    _write_all(to_server, _REQUEST.pack(len(data), hard or 0.0) + data)
     _unread += 1
     answer = _receive(from_server)
     _unread -= 1
