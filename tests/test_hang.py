@@ -113,7 +113,7 @@ def test_the_matrix_shows_a_hang_as_stuck_with_its_place(tmp_path, short_limit, 
     # The story itself is told once, with the first failure: the matrix only names the function.
     assert "Where it was" not in shown and "What to try" not in shown, shown
     words = {word for cell in col.cells.values() for word in cell}
-    if col.kind == "loop":
+    if col.namespace == "loop":  # the loop invariants: crash states, none checked
         assert not words  # no crash state could be checked
     else:
         # A hang has its own word; it is never filed as the check's usual failure.
