@@ -71,6 +71,10 @@ ROWS = [
         ("moved the checkpoint folder itself out of the way", "between the two renames of a folder swap",
          "Which single call replaces checkpoint.json"), ("instead", "never wrote"), hint_task=2,
         hint="between those two renames"),
+    # Save point A runs in a thread joined only after the tool: the race is named, not a missing save.
+    Row(2, "level2/w32_save_a_in_a_thread_joined_late.py", "test_every_tool_call_that_starts_is_on_disk", "save-a-late",
+        ("Save point A was still being written when `list_tickets` started", "races the tool",
+         "What waits for it"), ("never reach",)),
     Row(2, "level2/w28_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
         "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
         ("never reach",), hint="Which keys end up in `pendingToolUse`"),

@@ -21,7 +21,10 @@ FILES = {1: "checkpoint.py", 2: "agent.py", 3: "agent.py", 4: "resume.py", 5: "a
 # level -> {corpus entry: words its failure must hold ("" for a pass)}
 CASES = {
     2: {"level2/c13_folder_renamed_into_place.py": "",
-        "level2/w31_swaps_folders_by_two_renames.py": "between the two renames of a folder swap"},
+        "level2/w31_swaps_folders_by_two_renames.py": "between the two renames of a folder swap",
+        # The race is named in the box as in-process (a tighter race, where the kernel sees the thread's
+        # writes and the call in another order than the recorder, is named by stand_in._racing).
+        "level2/w32_save_a_in_a_thread_joined_late.py": "Save point A was still being written when `list_tickets`"},
     # Rebuilt from its message alone, the error was "TypeError: function takes exactly 5 arguments".
     4: {"level4/wrong_lets_unicode_error_escape": "resume_agent raised UnicodeDecodeError: 'utf-8' codec can't decode"},
     6: {"level6/wrong/loader_applies_a_torn_saves_complete_lines.py": "parts of two saves",

@@ -475,6 +475,24 @@ def _power_cut_words(ops: list[Op], point: int, target: str, raw: bytes) -> str:
             + ("all of it" if not raw else "the rest"))
 
 
+def _saved_while_tool_ran(ops: list[Op], point: int, target: str) -> Optional[Op]:
+    """The operation that put ``target`` in place after the tool running at ``point`` had started and
+    before it returned (a save point A still running in a thread), or None."""
+    start = next((op.index for op in reversed(ops[:point]) if op.kind == "tool_start"), None)
+    if start is None:
+        return None
+    # Between the tool's start and the next model call a loop saves once (save point B); a save A
+    # that was not waited for lands in there too, before it.
+    landed = []
+    for op in ops[start:]:
+        if op.kind == "model_start":
+            break
+        if op.kind in ("rename", "link") and _puts_in_place(op.dest, target) \
+                or op.kind == "open" and op.path == target and "trunc" in op.flags:
+            landed.append(op)
+    return landed[0] if len(landed) > 1 else None
+
+
 def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -> tuple[str, str]:
     """Why the checkpoint is missing or unreadable at crash point ``point``, read from what this loop did
     (cause, words to add), or ("", "") when the trace shows nothing particular."""
@@ -816,6 +834,14 @@ def _violation(ops: list, state: Any, window: Any, finding: Finding, invariant: 
         traced, words = _trace_cause(ops, state.point + (state.torn is not None), target, raw)
         if traced:
             cause, detail = traced, f"{detail}. {words}"
+    if cause in ("", "no-save-a") and invariant == finding.invariant == "TRACE" and own_file:
+        late = _saved_while_tool_ran(ops, state.point, target)
+        if late is not None:
+            cause = "save-a-late"
+            detail = (f"{detail}. Save point A was still being written when `{window.tool_name}` started: it "
+                      f"landed only after the tool had begun ({late.describe()}). A save that runs in a thread "
+                      "(or is otherwise not waited for) races the tool, and a crash before it lands finds no "
+                      "trace of the call")
     elif invariant != finding.invariant and finding.invariant == "PARSE" and raw is not None and own_file:
         # The generic words ("before any bytes reached it") are not what a power cut did.
         words = _power_cut_words(ops, state.point, target, raw)

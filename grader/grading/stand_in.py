@@ -382,6 +382,16 @@ class RemoteModule(types.ModuleType):
         return exc
 
 
+def _racing(fn: Any, differs: str) -> str:
+    """The kernel saw the file operations in another order than the recorder, and another thread of
+    the learner's code was still running at this call: say that race, not only the disagreement."""
+    name = getattr(fn, "__name__", "") or "the model or a tool"
+    return (f"another thread of your code was still writing files when it called {name} (a save, perhaps save "
+            "point A, started in a thread that was not joined first): the call and those writes happened at the "
+            "same time, so no single order of them is what happened, and a crash during the call may find the "
+            f"save not yet on disk. Wait for the save to finish before the call ({differs})")
+
+
 def _rebuilt(cls: type, args: Any, message: str, where: str) -> Optional[BaseException]:
     """The exception built again as the learner's code built it: from its own arguments, which is the
     only way some built-in ones can be (UnicodeDecodeError takes five); a type whose constructor
@@ -476,6 +486,8 @@ class RemoteFunction:
                         # operations are kept, in its order; the worker's recorded ones only label them.
                         refused = worker.kernel.settle(message.get("ops") or (), worker.consumed, rec.watch,
                                                        since=started_at, keep=functools.partial(_keep, rec))
+                        if refused and op == "callback" and message.get("threads"):
+                            refused = _racing(objects.get(message.get("id")), refused)
                         if refused and refused not in rec.unseen:
                             rec.unseen.append(refused)
                     else:

@@ -143,9 +143,9 @@ class Session:
         self.pipe = threading.RLock()  # held from a callback's request to its reply
         self.turnstile = Turnstile(threading.main_thread())
 
-    def ask_locked(self, ask: Any, args: tuple, kwargs: dict) -> Any:
+    def ask_locked(self, ask: Any, *args: Any) -> Any:
         with self.pipe:
-            return ask(*args, **kwargs)
+            return ask(*args)
 
     # things from the judge, rebuilt here
     def rebuild(self, value: Any) -> Any:
@@ -183,11 +183,18 @@ class Session:
             # hold the pipe between them, or two messages interleave and neither side can read them.
             # Calls from the loop's own threads also go one at a time in a fixed order, as they do when
             # the loop runs in the judge's process (grader.engine.turnstile): the same code, the same trace.
-            return session.turnstile((cb.ident, repr(args)[:2000]), lambda: session.ask_locked(ask, args, kwargs))
+            # Threads of the learner's code still running as it makes this call (a save not waited for):
+            # their file operations race the call, which the judge names if the kernel saw another order.
+            racing = sum(1 for t in threading.enumerate() if t.is_alive() and t is not threading.current_thread()
+                         and t not in getattr(session, "threads_before", ()))
+            return session.turnstile((cb.ident, repr(args)[:2000]),
+                                     lambda: session.ask_locked(ask, args, kwargs, racing))
 
-        def ask(*args: Any, **kwargs: Any) -> Any:
+        def ask(args: tuple, kwargs: dict, racing: int) -> Any:
             # The file operations so far travel with the call, so the judge records them first.
             message = {"op": "callback", "id": cb.ident, "ops": session.take_ops()}
+            if racing:
+                message["threads"] = racing
             messages = kwargs.get("messages")
             kept = session.unchanged_messages(cb.ident, messages)
             plain = plain_json([list(args), dict(kwargs, messages=messages[kept:]) if kept else kwargs])
@@ -419,6 +426,7 @@ def serve(folder: str, bytes_from_kernel: bool = False) -> None:
         if op == "load":
             send(session.load(request))
         elif op == "call":
+            session.threads_before = set(threading.enumerate())  # any thread started after this is the code's
             reply = session.call_fresh(request) if request.get("fresh") else session.call(request)
             if reply is not None:
                 send(reply)
