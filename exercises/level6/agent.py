@@ -21,8 +21,9 @@ def save_checkpoint(state, directory="checkpoints"):
     """Write the six protocol fields of ``state`` to ``<directory>/checkpoint.json``, all or nothing."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "checkpoint.json")
-    # The temp file sits beside the real one: a rename inside one directory (one file system) is
-    # atomic (POSIX promises it), while a rename from /tmp may turn into a copy a crash can tear.
+    # The temp file sits beside the real one: a rename inside one file system swaps the name in one
+    # step, so other processes (and whatever runs after this one is killed) see the old file or the
+    # new one; a rename from /tmp may turn into a copy a crash can tear. A power cut is level 3's.
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(state, f)
