@@ -8,7 +8,6 @@ can find no trace of a call that was already running.
 
 import json
 import os
-import tempfile
 import threading
 import time
 
@@ -16,11 +15,9 @@ import time
 def save_checkpoint(state, directory="checkpoints"):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "checkpoint.json")
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:
-        tmp = os.path.join(scratch, "checkpoint.json")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state, f)
-        os.replace(tmp, path)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(path + ".tmp", path)
 
 
 def save_in_background(state, directory):
