@@ -9,7 +9,6 @@ can find no trace of a call that was already running.
 import json
 import os
 import threading
-import time
 
 
 def save_checkpoint(state, directory="checkpoints"):
@@ -20,8 +19,8 @@ def save_checkpoint(state, directory="checkpoints"):
     os.replace(path + ".tmp", path)
 
 
-def save_in_background(state, directory):
-    time.sleep(0.01)  # a busy disk: the save takes a moment
+def save_in_background(state, directory, slow_disk):
+    slow_disk.wait()  # a busy disk: here the save lands only once the tool has returned, every run
     save_checkpoint(state, directory)
 
 
@@ -54,10 +53,12 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
         # while the tool runs, this record is the only trace that the call was ever made.
         state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
         # Save point A in a thread, to start the tool sooner; joined once the tool has returned.
-        saving = threading.Thread(target=save_in_background, args=(json.loads(json.dumps(state)), directory))
+        slow_disk = threading.Event()
+        saving = threading.Thread(target=save_in_background, args=(json.loads(json.dumps(state)), directory, slow_disk))
         saving.start()
 
         result = execute_tool(block["name"], block["input"])
+        slow_disk.set()
         saving.join()
 
         state["messages"].append({
