@@ -11,7 +11,9 @@ defaults (seed and generated examples), as an instructor and a learner run them.
 
 Two sizes. The always-run set is each level's starter (it passes some checks and fails others,
 so a face that counts points or names checks differently shows), plus, for level 2, the solution,
-a save that renames inside the ``with`` block, and a save that hangs. The whole corpus (every
+a save that renames inside the ``with`` block (pytest gave it 6 and grade 0, calling it a forgery,
+until issue 23 made the kernel trace the one source of what happened on disk), and a save that
+hangs. The whole corpus (every
 starter, solution and known-wrong variant of every level: ``tests/corpus/levelN`` and
 ``solutions/``) is marked ``slow``: ``pytest -m slow tests/test_one_verdict.py`` runs it (about
 half an hour on two cores). A machine that lacks strace or bubblewrap: the score stays, and the
@@ -40,9 +42,6 @@ from grader.levels import manifest
 KIT = Path(__file__).resolve().parent.parent
 LEVELS = {level.number: level for level in manifest.load(KIT).levels}
 TIMEOUT = 900
-ISSUE_23 = ("issue 23 (one source of truth): a save that renames inside the `with` block gets 6 of 10 from "
-            "pytest and 0 under grade, whose kernel trace calls the recorded operations a forgery")
-
 
 def corpus(number: int) -> dict:
     """``{name: (source, is a folder)}``: the starter, the solution and every corpus entry of a level."""
@@ -215,8 +214,8 @@ class Faces:
     def _workspace(self) -> Path:
         if self.workspace is None:
             self.workspace = self.tmp / "workspace"
-            done = _run([sys.executable, "-m", "grader", "init", str(self.workspace), "--github-classroom"],
-                        self.env)
+            done = _run([sys.executable, "-m", "grader", "init", str(self.workspace), "--levels", "1-6",
+                         "--allow-spoilers", "--github-classroom"], self.env)
             assert done.returncode == 0, done.stderr
         return self.workspace
 
@@ -270,7 +269,8 @@ def faces(tmp_path_factory, grading_env):
 # block, and a save that never returns (tests/corpus/hostile's hangs_in_save, copied in below).
 REPRESENTATIVE = [(number, "starter") for number in sorted(LEVELS)] + [
     (2, "solution"),
-    pytest.param(2, "w04_replace_inside_with", marks=pytest.mark.xfail(reason=ISSUE_23, strict=False)),
+    # Scored 0 as a forgery under grade until the kernel trace became the one source of truth (issue 23).
+    (2, "w04_replace_inside_with"),
 ]
 WHOLE = [(number, name) for number in sorted(LEVELS) for name in corpus(number)]
 
@@ -299,8 +299,6 @@ def test_every_face_gives_the_score_and_failing_checks_pytest_gives(faces, numbe
 @pytest.mark.slow
 @pytest.mark.parametrize(("number", "name"), WHOLE, ids=[f"level{n}-{name}" for n, name in WHOLE])
 def test_every_face_gives_pytests_verdict_on_the_whole_corpus(faces, number, name):
-    if (number, name) == (2, "w04_replace_inside_with"):
-        pytest.xfail(ISSUE_23)
     _assert_one_verdict(faces, number, name, [n for lv, n in WHOLE if lv == number])
 
 

@@ -50,8 +50,8 @@ def test_a_workspace_holds_the_learners_material_and_no_solution(ws):
     for level in (1, 2):
         folder = KIT / "exercises" / f"level{level}"
         assert {f"exercises/level{level}/{p.name}" for p in folder.iterdir() if p.is_file()} <= names
-    assert {"README.md", "lessons/02-checkpoints.md", "exercises/manifest.json",
-            "notebooks/02-checkpoints-walkthrough.ipynb", "notebooks/checkpoint_loops.py"} <= names
+    assert {"README.md", "lessons/02-checkpoints.md", "exercises/manifest.json"} <= names
+    assert not any(n.startswith("notebooks/") for n in names), "the notebook works level 2's fix through"
     assert not any(n.startswith(("exercises/level3", "solutions", "tests/")) for n in names)
     # Not by name only: no file in the workspace has a solution's content.
     solutions = _solution_bytes()
@@ -118,6 +118,37 @@ def test_the_handout_is_the_same_workspace_zipped_and_the_same_each_time(tmp_pat
         solutions = _solution_bytes()
         assert not [n for n in names if z.read(n) in solutions]
         assert not any("level1/" in n for n in names)
+
+
+def test_by_default_no_level_goes_out_with_a_starter_or_notebook_that_holds_its_solution(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """Level 3's starter holds level 2's fix and the notebook works it through: the default hand-out is
+    levels 1 and 2 without the notebook; asking for 2 and 3 together is refused with the reason; level 3
+    added later to the same workspace brings the notebook and says what it gives away."""
+    monkeypatch.delenv("CRASHCOURSE_ROOT", raising=False)
+    assert cli.main(["handout", str(tmp_path / "week1.zip")]) == 0
+    said = capsys.readouterr().out
+    with zipfile.ZipFile(tmp_path / "week1.zip") as z:
+        names = z.namelist()
+    assert any("exercises/level2/agent.py" in n for n in names) and any("exercises/level1/" in n for n in names)
+    assert not any("/level3/" in n or "/notebooks/" in n for n in names), names
+    assert "notebook" in said and "left out" in said and "Levels 3, 4, 5, 6 are not in it" in said
+    assert cli.main(["handout", str(tmp_path / "both.zip"), "--levels", "2,3"]) == 2
+    refused = capsys.readouterr().err
+    assert "level 3's starter holds level 2's" in refused and "--allow-spoilers" in refused
+    assert not (tmp_path / "both.zip").exists()
+    target = tmp_path / "course"
+    assert cli.main(["init", str(target), "--levels", "1,2"]) == 0
+    assert not (target / "notebooks").exists()
+    capsys.readouterr()
+    assert cli.main(["init", str(target), "--levels", "3"]) == 0
+    said = capsys.readouterr().out
+    assert "level 3's starter gives away level 2's solution" in said and "it goes in" in said
+    assert (target / "notebooks" / "02-checkpoints-walkthrough.ipynb").is_file()
+    assert cli.main(["handout", str(tmp_path / "all.zip"), "--levels", "1-6", "--allow-spoilers"]) == 0
+    said = capsys.readouterr().out
+    for number, revealed in ((3, 2), (4, 1), (4, 2), (4, 3), (5, 2), (6, 2)):
+        assert f"level {number}'s starter gives away level {revealed}'s solution" in said
 
 
 def test_the_classroom_workflow_parses_and_its_steps_score_like_the_tests(ws):
@@ -316,6 +347,7 @@ def test_the_learners_commands_import_nothing_posix_only(ws, tmp_path):
     assert "checking exercises/level2/agent.py" in watch.stdout  # the workspace's file (else a whole path)
     hint = run(sys.executable, "-m", "grader", "hint", "2", "--task", "2")
     assert hint.returncode == 0 and "A question" in hint.stdout, hint.stdout + hint.stderr
+    assert cli.main(["init", str(ws), "--levels", "3"]) == 0  # the notebook comes with level 3
     notebook = json.loads((ws / "notebooks" / "02-checkpoints-walkthrough.ipynb").read_text())
     imports = [line for cell in notebook["cells"] if cell["cell_type"] == "code"
                for line in "".join(cell["source"]).splitlines() if line.startswith(("import ", "from "))]

@@ -44,7 +44,7 @@ def test_a_pytest_re_run_line_works_from_the_folder_pytest_ran_in(tmp_path):
 
 
 def test_a_check_re_run_line_works_from_inside_a_workspace(tmp_path):
-    _run([sys.executable, "-m", "grader", "init", str(tmp_path / "ws")], tmp_path)
+    _run([sys.executable, "-m", "grader", "init", str(tmp_path / "ws"), "--levels", "6"], tmp_path)
     (tmp_path / "ws" / "mine").mkdir()
     shutil.copy(WRONG6, tmp_path / "ws" / "mine" / "agent.py")
     here = tmp_path / "ws" / "exercises"

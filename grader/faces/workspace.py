@@ -71,6 +71,71 @@ def parse_levels(text: Optional[str], kit: manifest_mod.Manifest) -> list:
     return sorted(set(chosen))
 
 
+# --- what gives what away --------------------------------------------------------------------------
+
+NOTEBOOK_REVEALS = ("the walkthrough notebook works level 2's fix through four ways (its save_checkpoint and "
+                    "both save points)")
+
+
+@dataclass
+class Plan:
+    """What a hand-out holds, and what the instructor is told about what it gives away."""
+
+    levels: list            # every level in the workspace afterwards (earlier ones included)
+    notebook: bool
+    notes: list             # one line each: what a handed-out starter (or the notebook) gives away
+    refusal: Optional[str] = None
+
+
+def _levels_words(numbers: list) -> str:
+    return ("levels " if len(numbers) > 1 else "level ") + ", ".join(map(str, numbers))
+
+
+def safe_first(kit: manifest_mod.Manifest) -> list:
+    """The first levels, in order, up to the first one whose starter gives an earlier one away (1 and 2)."""
+    chosen: list = []
+    for level in kit.existing():
+        if any(earlier in chosen for earlier, _ in level.reveals):
+            break
+        chosen.append(level.number)
+    return chosen
+
+
+def plan(kit: manifest_mod.Manifest, requested: list, earlier: list, allow_spoilers: bool) -> Plan:
+    """Which levels and whether the notebook go out now, given the levels handed out ``earlier``.
+
+    A level never goes out together with a later level whose starter holds its solution, nor level 2
+    with the notebook, unless ``allow_spoilers``: a level handed out earlier may be given away by a
+    later hand-out (that is how the course goes on), one handed out now may not."""
+    now = sorted(set(requested) - set(earlier))
+    every = sorted(set(now) | set(earlier))
+    notes, clashes = [], []
+    for number in now:
+        for revealed, what in kit.level(number).reveals:
+            if revealed in every:
+                notes.append(f"level {number}'s starter gives away level {revealed}'s solution: {what}")
+                if revealed in now:
+                    clashes.append((number, revealed))
+    later = any(n > NOTEBOOK_LEVEL for n in every)
+    notebook = NOTEBOOK_LEVEL in every and (later or NOTEBOOK_LEVEL in earlier or allow_spoilers)
+    if notebook:
+        notes.append(f"{NOTEBOOK_REVEALS}: it goes in" + ("" if later or NOTEBOOK_LEVEL in earlier else
+                                                         " because --allow-spoilers says so"))
+    elif NOTEBOOK_LEVEL in every:
+        notes.append(f"{NOTEBOOK_REVEALS}, so it is left out until a level after {NOTEBOOK_LEVEL} is handed out "
+                     "(or add --allow-spoilers)")
+    refusal = None
+    if clashes and not allow_spoilers:
+        spoiled = sorted({revealed for _, revealed in clashes})
+        first = [n for n in now if n not in {number for number, _ in clashes}]
+        refusal = ("these levels would go out together with a later level that holds their solution: "
+                   + "; ".join(f"level {number}'s starter holds level {revealed}'s" for number, revealed in clashes)
+                   + f". Hand out {_levels_words(first) if first else 'the earlier levels'} first "
+                   f"and the others once level {','.join(map(str, spoiled))} is done (crashcourse init DIR --levels "
+                   "N adds them to a workspace), or add --allow-spoilers to hand them out together anyway.")
+    return Plan(every, notebook, notes, refusal)
+
+
 # --- what goes in ---------------------------------------------------------------------------------
 
 
@@ -85,8 +150,11 @@ def _files_under(folder: Path) -> list:
 
 
 def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroom: bool = False,
-                    install: Optional[str] = None) -> dict:
-    """``{relative POSIX path: bytes}`` of the workspace for ``levels``, built from ``kit``."""
+                    install: Optional[str] = None, notebook: Optional[bool] = None) -> dict:
+    """``{relative POSIX path: bytes}`` of the workspace for ``levels``, built from ``kit``.
+    ``notebook``: whether the walkthrough goes in (default: when its level is handed out)."""
+    if notebook is None:
+        notebook = NOTEBOOK_LEVEL in levels
     root = kit.root
     files: dict[str, bytes] = {}
     for path in _files_under(root / "lessons"):
@@ -100,7 +168,7 @@ def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroo
     for level in handed:
         for path in _files_under(level.starter_dir):
             files[path.relative_to(root).as_posix()] = path.read_bytes()
-    if NOTEBOOK_LEVEL in levels:
+    if notebook:
         for name in NOTEBOOK_FILES:
             path = root / "notebooks" / name
             if path.is_file():
@@ -110,7 +178,7 @@ def workspace_files(kit: manifest_mod.Manifest, levels: list, *, github_classroo
     for rel, data in kitsource.source_files().items():
         files[f"{KIT_FOLDER}/{rel}"] = data
     spec = install or default_install()
-    files["README.md"] = workspace_readme(handed, spec, NOTEBOOK_LEVEL in levels).encode()
+    files["README.md"] = workspace_readme(handed, spec, notebook).encode()
     files[".gitignore"] = GITIGNORE.encode()
     if github_classroom:
         files[WORKFLOW_PATH.as_posix()] = classroom_workflow(handed, spec).encode()
@@ -471,9 +539,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         kit = _kit()
         _check_target(target)
         # Levels handed out before stay in the README's list and the workflow.
-        requested = parse_levels(args.levels, kit)
-        levels = sorted(set(requested) | set(handed_out(target, kit)))
-        files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install)
+        earlier = handed_out(target, kit)
+        requested = _requested(args.levels, kit, earlier)
+        chosen = plan(kit, requested, earlier, args.allow_spoilers)
+        if chosen.refusal:
+            raise WorkspaceError(chosen.refusal)
+        levels = chosen.levels
+        files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install,
+                                notebook=chosen.notebook)
     except (WorkspaceError, manifest_mod.ManifestError) as exc:
         print(f"crashcourse init: {exc}", file=sys.stderr)
         return 2
@@ -486,6 +559,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     if where.startswith(".."):
         where = str(target)
     print(f"Workspace {where}: levels {', '.join(map(str, levels))}; {len(report.written)} file(s) written.")
+    _say_what_it_gives_away(chosen, kit, args.levels)
     if report.updated:
         print(f"  brought up to date (you had not edited them): {', '.join(report.updated)}")
     if report.unchanged:
@@ -505,6 +579,23 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"Next: {go}pytest {first.folder}    (red until you fix {first.files[0]}; README.md "
               "lists the other commands)")
     return 0
+
+
+def _requested(text: Optional[str], kit: manifest_mod.Manifest, earlier: list) -> list:
+    """``--levels``, or by default the first levels that give nothing away (none new where some are out)."""
+    if text:
+        return parse_levels(text, kit)
+    return list(earlier) if earlier else safe_first(kit)
+
+
+def _say_what_it_gives_away(chosen: Plan, kit: manifest_mod.Manifest, asked: Optional[str]) -> None:
+    for note in chosen.notes:
+        print(f"  note: {note}")
+    rest = [lv.number for lv in kit.existing() if lv.number not in chosen.levels]
+    if rest and not asked:
+        print(f"  Levels {', '.join(map(str, rest))} are not in it: a later starter holds an earlier level's "
+              "solution, so they go out later (--levels 3, say, once level 2 is done; --levels 1-6 "
+              "--allow-spoilers for everything at once).")
 
 
 def build_handout(output: str, files: dict, top: Optional[str] = None) -> str:
@@ -527,31 +618,49 @@ def build_handout(output: str, files: dict, top: Optional[str] = None) -> str:
 def cmd_handout(args: argparse.Namespace) -> int:
     try:
         kit = _kit()
-        levels = parse_levels(args.levels, kit)
-        files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install)
+        chosen = plan(kit, _requested(args.levels, kit, []), [], args.allow_spoilers)
+        if chosen.refusal:
+            raise WorkspaceError(chosen.refusal)
+        levels = chosen.levels
+        files = workspace_files(kit, levels, github_classroom=args.github_classroom, install=args.install,
+                                notebook=chosen.notebook)
     except (WorkspaceError, manifest_mod.ManifestError) as exc:
         print(f"crashcourse handout: {exc}", file=sys.stderr)
         return 2
     out = build_handout(args.output, files)
     print(f"wrote {out}: a workspace with levels {', '.join(map(str, levels))} ({len(files)} files, no solutions). "
           f"Students unzip it and follow its README.md.")
+    _say_what_it_gives_away(chosen, kit, args.levels)
     return 0
 
 
 INIT_HELP = """\
 Lay out a learner's workspace in DIR: the lessons, each level's starter, tests, README, hints and
-answers template, the walkthrough notebook, and a README with the commands. No solutions.
+answers template, the walkthrough notebook, and a README with the commands. No solutions. A later
+level's starter holds an earlier level's fix (and the notebook level 2's), so by default no level
+goes out together with one that gives it away; init says what each level gives away.
 
 Running it again adds what is missing and never overwrites a file that is already there.
 
 examples:
-  crashcourse init my-course                    every level
-  crashcourse init my-course --levels 1,2       part of the course; add more later the same way
+  crashcourse init my-course                    levels 1 and 2: the first ones that give nothing away
+  crashcourse init my-course --levels 3         later, in the same folder: level 3 (its starter holds
+                                                level 2's solution, which is why it waits) and the notebook
+  crashcourse init my-course --levels 1-6 --allow-spoilers    everything at once
   crashcourse init repo --github-classroom      also .github/workflows/classroom.yml
 """
 
 HANDOUT_HELP = """\
 (instructors) Build the same workspace as `crashcourse init`, as a zip to post for students.
+
+A later level's starter builds on an earlier level's fix (level 3's holds level 2's solution, level
+4's those of levels 1 to 3), and the notebook works level 2's fix through: handout says, level by
+level, what each gives away, and by default hands out none of them together with the level they
+give away. Week by week:
+
+  crashcourse handout week1.zip                 levels 1 and 2 (the default; no notebook yet)
+  crashcourse handout week2.zip --levels 3      level 3 and the notebook, once level 2 is done
+  crashcourse handout all.zip --levels 1-6 --allow-spoilers
 """
 
 
@@ -566,7 +675,11 @@ def register(sub) -> None:
         else:
             parser.add_argument("output", metavar="OUT.zip", help="the zip to write")
         parser.add_argument("--levels", default=None, metavar="LIST",
-                            help="levels to hand out, like 1,2 or 2-4 (default: all)")
+                            help="levels to hand out, like 1,2 or 2-4 (default: the first levels that give nothing "
+                                 "away, 1 and 2; in a workspace, the levels it has)")
+        parser.add_argument("--allow-spoilers", action="store_true",
+                            help="hand out together levels whose starters (or the notebook) hold an earlier "
+                                 "level's solution; without it they are refused, and the notebook waits for level 3")
         parser.add_argument("--github-classroom", action="store_true",
                             help="also write .github/workflows/classroom.yml for GitHub Classroom autograding")
         parser.add_argument("--install", default=None, metavar="SPEC",

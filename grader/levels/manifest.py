@@ -49,6 +49,8 @@ class Level:
     crash_models: tuple
     answers: Optional[str] = None
     root: Path = field(default=Path("."), compare=False)
+    # (earlier level, what this level's starter gives away of its solution): `handout` and `init` say it
+    reveals: tuple = ()
 
     @property
     def plugin(self) -> LevelModule:
@@ -191,7 +193,8 @@ def load(root: Optional[Path] = None) -> Manifest:
             tests=tuple(entry["tests"]), readme=str(entry["readme"]), hints=str(entry["hints"]),
             module=str(entry["module"]), function=str(entry.get("function") or ""),
             planted=tuple(entry["planted"]), crash_models=tuple(entry["crash_models"]),
-            answers=entry.get("answers"), root=root))
+            answers=entry.get("answers"), root=root,
+            reveals=tuple(sorted((int(k), str(v)) for k, v in (entry.get("reveals") or {}).items()))))
     return Manifest(root, levels, workspace=bool(raw.get("workspace")))
 
 
