@@ -315,3 +315,23 @@ def test_a_shared_writable_map_in_the_folder_is_said_to_be_unseen(tmp_path, caps
                "m = mmap.mmap(fd, 0)\nm[0:1] = b'['\nm.flush()", "{dir}"]
     code, report = _explore(tmp_path, capsys, program, "true", "M1")
     assert any("mmap" in note and "save.json" in note for note in report["notes"]), report["notes"]
+
+
+@needs_box
+def test_the_first_broken_state_is_reproduced_by_a_real_kill_at_the_call_it_names(tmp_path, capsys):
+    """The report's kill_before aims strace's fault injection: killed there for real, the program leaves
+    the same broken file the explorer rebuilt (an emptied save.json)."""
+    _state(tmp_path)
+    script = 'printf \'{"turn": 1, "messages": []}\' > "$1/save.json"'
+    code, report = _explore(tmp_path, capsys, ["sh", "-c", script, "sh", "{dir}"], PY_CHECK, "M1")
+    first = next(s for s in report["stretches"] if s["broken"])["first_broken"]
+    call = first["kill_before"]
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "state", copy)
+    path = str(copy) + call["path"][len(report["watch"]):]
+    import subprocess
+    subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-P", path, "-e", f"trace={call['call']}",
+                    "-e", f"inject={call['call']}:error=EIO:signal=KILL:when={call['nth']}", "--",
+                    "sh", "-c", script, "sh", str(copy)], check=False)
+    assert (copy / "save.json").read_bytes() == b""  # the kill landed where the explorer said: after O_TRUNC
+    assert (tmp_path / "state" / "save.json").read_text() == '{"turn": 0}'
