@@ -150,10 +150,7 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
     start = time.monotonic()
     table: dict[int, Point] = {}
     verdicts: dict[str, Any] = {}   # state digest -> program_trace.Verdict (or a Future while running)
-    first_broken: dict[str, Any] = {}   # digest -> the state's losses (kept for the report)
     counts = {"states": 0, "distinct": 0}
-    check_tmp = os.path.join(run.scratch, "check-tmp")
-    os.mkdir(check_tmp)
     layout_root = os.path.join(run.scratch, "states")
     os.mkdir(layout_root)
     refused: list = []
@@ -171,12 +168,15 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
 
     def check(state: folder_crash.FolderState) -> program_trace.Verdict:
         where = tempfile.mkdtemp(prefix="state-", dir=layout_root)
+        tmp = where + "-tmp"  # the checker's own TMPDIR: checkers running at once never share one
+        os.mkdir(tmp)
         try:
             refused.extend(program_trace.lay_out(state.files, state.dirs, where))
-            return program_trace.run_checker(args.check, where, box=run.box, timeout=args.timeout, tmp=check_tmp,
-                                           cwd=run.cwd)
+            return program_trace.run_checker(args.check, where, box=run.box, timeout=args.timeout, tmp=tmp,
+                                             cwd=run.cwd)
         finally:
             shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         running: set = set()
@@ -188,7 +188,6 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
             point.states.setdefault(state.model, []).append((key, state.losses, state.torn))
             if key not in verdicts:
                 counts["distinct"] += 1
-                first_broken[key] = None
                 verdicts[key] = pool.submit(check, state)
                 running.add(verdicts[key])
                 if len(running) >= 4 * args.jobs:  # bounded: states are made as fast as they are checked
