@@ -97,6 +97,10 @@ ROWS = [
         hint="has the model's message already been appended"),
     # Task 1 of levels 2 and 5 on what run_agent returned: the kit's story, not a bare line.
     # Level 1: a save that pops the runtime keys names both, in one sentence that agrees with itself.
+    # version true or 1.0 passes `== 1`: the hint asks about that, not about versions in general.
+    Row(1, "level1/w12_version_true_or_float_loads.py", "test_load_refuses_versions_it_does_not_know",
+        "version-not-int", ("a file whose `version` is true", "JSON's true is not the number 1"), (),
+        hint="`True == 1` and `1.0 == 1`"),
     Row(1, "level1/w07_pops_runtime_keys.py", "test_the_file_holds_exactly_the_six_fields", "",
         ("removed or replaced `client` and `startedAt`", "the loop still needs them after the save"), ("needs it",)),
     # A finished call still marked as running: both save points are reached, so the nudge must not

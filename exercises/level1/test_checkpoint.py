@@ -28,7 +28,7 @@ def expect(check_id, checkpoint, seed):
     resume's story, not a traceback, when it finds a problem."""
     problem = driver.LEVEL1_CHECKS[check_id](checkpoint, seed)
     if problem:
-        fail(problem, [check_id], "fields")
+        fail(problem, [check_id], "fields", causes=[getattr(problem, "cause", "")] if getattr(problem, "cause", "") else [])
 
 
 @pytest.mark.task(taskno=1)
