@@ -128,88 +128,102 @@ class FileSystem:
         return self.names.get(op.path) if op.path else None
 
     def apply(self, op: Op, write_prefix: Optional[int] = None) -> None:
-        kind = op.kind
-        if kind == "open":
-            if "sync" in op.flags:
-                self.sync_handles.add(op.handle)
-            if "append" in op.flags:
-                self.append_handles.add(op.handle)
-            if "tmpfile" in op.flags:
-                self.handles[op.handle] = _Inode(b"", synced=b"")
-                return
-            inode = self.names.get(op.path)
-            if inode is None:
-                if "create" not in op.flags:
-                    inode = _Inode()  # a file we never saw: outside the watched directories
-                else:
-                    inode = _Inode(b"", synced=b"")
-                self.names[op.path] = inode
-            elif "trunc" in op.flags and inode.data:
-                inode.data.clear()
-                inode.changed(self.track)
-                if self.track:
-                    inode.unsynced_writes.append((0, b""))
-            self.handles[op.handle] = inode
-        elif kind == "write":
-            inode = self.inode_for(op)
-            if inode is None:
-                return
-            data = op.data if write_prefix is None else op.data[:write_prefix]
-            offset = self.offset_of(op, inode)
-            end = offset + len(data)
-            if len(inode.data) < offset:
-                inode.data.extend(b"\0" * (offset - len(inode.data)))
-            inode.data[offset:end] = data
-            inode.changed(self.track)
-            if op.handle in self.sync_handles or "sync" in op.flags:  # O_SYNC, or pwritev's RWF_DSYNC
-                self._synced(inode)
-            elif self.track:
-                inode.unsynced_writes.append((offset, data))
-        elif kind == "truncate":
-            inode = self.inode_for(op)
-            if inode is None:
-                return
-            if op.size < len(inode.data):
-                del inode.data[op.size:]
+        """Replay one operation (``write_prefix``: only that many bytes of a write landed)."""
+        replay = _REPLAY.get(op.kind)
+        if replay is not None:
+            replay(self, op, write_prefix)
+
+    def _open(self, op: Op, _: Optional[int]) -> None:
+        if "sync" in op.flags:
+            self.sync_handles.add(op.handle)
+        if "append" in op.flags:
+            self.append_handles.add(op.handle)
+        if "tmpfile" in op.flags:
+            self.handles[op.handle] = _Inode(b"", synced=b"")
+            return
+        inode = self.names.get(op.path)
+        if inode is None:
+            if "create" not in op.flags:
+                inode = _Inode()  # a file we never saw: outside the watched directories
             else:
-                inode.data.extend(b"\0" * (op.size - len(inode.data)))
+                inode = _Inode(b"", synced=b"")
+            self.names[op.path] = inode
+        elif "trunc" in op.flags and inode.data:
+            inode.data.clear()
             inode.changed(self.track)
             if self.track:
-                inode.unsynced_writes.append((op.size, None))  # a resize, replayed in order with the writes
-        elif kind == "fsync":
-            if not op.is_dir:
-                inode = self.inode_for(op)
-                if inode is not None:
-                    self._synced(inode)
-        elif kind == "sync":
-            for inode in {id(v): v for v in [*self.names.values(), *self.handles.values()]}.values():
+                inode.unsynced_writes.append((0, b""))
+        self.handles[op.handle] = inode
+
+    def _write(self, op: Op, write_prefix: Optional[int]) -> None:
+        inode = self.inode_for(op)
+        if inode is None:
+            return
+        data = op.data if write_prefix is None else op.data[:write_prefix]
+        offset = self.offset_of(op, inode)
+        end = offset + len(data)
+        if len(inode.data) < offset:
+            inode.data.extend(b"\0" * (offset - len(inode.data)))
+        inode.data[offset:end] = data
+        inode.changed(self.track)
+        if op.handle in self.sync_handles or "sync" in op.flags:  # O_SYNC, or pwritev's RWF_DSYNC
+            self._synced(inode)
+        elif self.track:
+            inode.unsynced_writes.append((offset, data))
+
+    def _truncate(self, op: Op, _: Optional[int]) -> None:
+        inode = self.inode_for(op)
+        if inode is None:
+            return
+        if op.size < len(inode.data):
+            del inode.data[op.size:]
+        else:
+            inode.data.extend(b"\0" * (op.size - len(inode.data)))
+        inode.changed(self.track)
+        if self.track:
+            inode.unsynced_writes.append((op.size, None))  # a resize, replayed in order with the writes
+
+    def _fsync(self, op: Op, _: Optional[int]) -> None:
+        if not op.is_dir:
+            inode = self.inode_for(op)
+            if inode is not None:
                 self._synced(inode)
-        elif kind == "rename":
-            if op.path in self.names and self.names.get(op.dest) is self.names[op.path]:
-                self.linked_renames.append(op)  # POSIX: a rename between two links of one file does nothing
-            elif op.path in self.dirs:
-                prefix = op.path + os.sep
-                for name in [n for n in self.names if n.startswith(prefix)]:
-                    self.names[op.dest + name[len(op.path):]] = self.names.pop(name)
-                self.dirs.discard(op.path)
-                self.dirs.add(op.dest)
-            elif op.path in self.names:
-                self.names[op.dest] = self.names.pop(op.path)
-        elif kind == "link":
-            if "tmpfile" in op.flags and op.handle in self.handles:
-                self.names[op.dest] = self.handles[op.handle]
-            elif op.path in self.names:
-                self.names[op.dest] = self.names[op.path]
-        elif kind == "unlink":
-            self.names.pop(op.path, None)
-        elif kind == "mkdir":
-            self.dirs.add(op.path)
-        elif kind == "rmdir":
+
+    def _sync(self, op: Op, _: Optional[int]) -> None:
+        for inode in {id(v): v for v in [*self.names.values(), *self.handles.values()]}.values():
+            self._synced(inode)
+
+    def _rename(self, op: Op, _: Optional[int]) -> None:
+        if op.path in self.names and self.names.get(op.dest) is self.names[op.path]:
+            self.linked_renames.append(op)  # POSIX: a rename between two links of one file does nothing
+        elif op.path in self.dirs:
+            prefix = op.path + os.sep
+            for name in [n for n in self.names if n.startswith(prefix)]:
+                self.names[op.dest + name[len(op.path):]] = self.names.pop(name)
             self.dirs.discard(op.path)
-        elif kind == "close":
-            self.handles.pop(op.handle, None)
-            self.sync_handles.discard(op.handle)
-            self.append_handles.discard(op.handle)
+            self.dirs.add(op.dest)
+        elif op.path in self.names:
+            self.names[op.dest] = self.names.pop(op.path)
+
+    def _link(self, op: Op, _: Optional[int]) -> None:
+        if "tmpfile" in op.flags and op.handle in self.handles:
+            self.names[op.dest] = self.handles[op.handle]
+        elif op.path in self.names:
+            self.names[op.dest] = self.names[op.path]
+
+    def _unlink(self, op: Op, _: Optional[int]) -> None:
+        self.names.pop(op.path, None)
+
+    def _mkdir(self, op: Op, _: Optional[int]) -> None:
+        self.dirs.add(op.path)
+
+    def _rmdir(self, op: Op, _: Optional[int]) -> None:
+        self.dirs.discard(op.path)
+
+    def _close(self, op: Op, _: Optional[int]) -> None:
+        self.handles.pop(op.handle, None)
+        self.sync_handles.discard(op.handle)
+        self.append_handles.discard(op.handle)
 
     def offset_of(self, op: Op, inode: _Inode) -> int:
         """Where write ``op`` lands in ``inode``: at the end for a handle opened with O_APPEND (and for a
@@ -240,6 +254,13 @@ class FileSystem:
         """The folders under ``directory`` (relative), so an empty one is rebuilt too."""
         prefix = directory + os.sep
         return tuple(sorted(d[len(prefix):] for d in self.dirs if d.startswith(prefix)))
+
+
+# How each operation kind changes the file system; the others (model and tool events) change nothing.
+_REPLAY: dict = {"open": FileSystem._open, "write": FileSystem._write, "truncate": FileSystem._truncate,
+                 "fsync": FileSystem._fsync, "sync": FileSystem._sync, "rename": FileSystem._rename,
+                 "link": FileSystem._link, "unlink": FileSystem._unlink, "mkdir": FileSystem._mkdir,
+                 "rmdir": FileSystem._rmdir, "close": FileSystem._close}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -331,13 +352,8 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
     power = [m for m in models if m in ("M3", "M4", "M5")]
     fs = FileSystem(initial, initial_dirs, track_durability=bool(power))
 
-    # The name's value (an inode or None) at the last barrier, and each value it took since then.
-    start = fs.names.get(target)
-    since_any_fsync: list = [start]
-    since_dir_fsync: list = [start]
-    # Directories on the way to ``directory`` made during the run whose entry in their parent has
-    # not been fsynced yet: under M5 a power cut may lose the folder, and the checkpoint with it.
-    new_dirs: set = set()
+    barriers = _Barriers(fs, directory, target)
+    since_any_fsync, since_dir_fsync, new_dirs = barriers.since_any_fsync, barriers.since_dir_fsync, barriers.new_dirs
 
     def power_states(point: int) -> Iterator[CrashState]:
         seen: set = set()
@@ -391,30 +407,54 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
                                  dirs=fs.subfolders(directory))
         fs.apply(op)
         if power:
-            if op.kind in ("rename", "unlink", "link", "open") and target in (op.path, op.dest):
-                since_any_fsync.append(fs.names.get(target))
-                since_dir_fsync.append(fs.names.get(target))
-            elif op.kind == "sync":  # os.sync(): every file and every directory entry
-                since_any_fsync[:] = [fs.names.get(target)]
-                since_dir_fsync[:] = [fs.names.get(target)]
-                new_dirs.clear()
-            elif op.kind == "write" and (op.handle in fs.sync_handles or "sync" in op.flags):
-                since_any_fsync[:] = [fs.names.get(target)]  # an O_SYNC write is its own fsync
-            elif op.kind == "fsync":
-                since_any_fsync[:] = [fs.names.get(target)]
-                if op.is_dir and op.path == directory:
-                    since_dir_fsync[:] = [fs.names.get(target)]
-                if op.is_dir:
-                    new_dirs.difference_update({d for d in new_dirs if os.path.dirname(d) == op.path})
-            elif op.kind == "mkdir" and (op.path == directory or directory.startswith(op.path + os.sep)):
-                new_dirs.add(op.path)
-            elif op.kind == "rmdir":
-                new_dirs.discard(op.path)
+            barriers.after(op)
         if not wanted(i + 1):
             continue
         if "M1" in models:
             yield CrashState(i + 1, "M1", fs.listing(directory), dirs=fs.subfolders(directory))
         yield from power_states(i + 1)
+
+
+class _Barriers:
+    """What a power cut may bring back of the checkpoint's name: its value (an inode or None) at the
+    last barrier, and each value it took since then (after any fsync, after the folder's fsync), and
+    the folders on the way to it made during the run whose entry in their parent has not been
+    fsynced yet (under M5 a power cut may lose the folder, and the checkpoint with it). The lists
+    are changed in place: crash_states reads them as the run goes."""
+
+    def __init__(self, fs: FileSystem, directory: str, target: str):
+        self.fs, self.directory, self.target = fs, directory, target
+        start = fs.names.get(target)
+        self.since_any_fsync: list = [start]
+        self.since_dir_fsync: list = [start]
+        self.new_dirs: set = set()
+
+    def after(self, op: Op) -> None:
+        """Move the barriers on past ``op`` (already applied to the file system)."""
+        now = self.fs.names.get(self.target)
+        kind, directory = op.kind, self.directory
+        if kind in ("rename", "unlink", "link", "open") and self.target in (op.path, op.dest):
+            self.since_any_fsync.append(now)
+            self.since_dir_fsync.append(now)
+        elif kind == "sync":  # os.sync(): every file and every directory entry
+            self.since_any_fsync[:] = [now]
+            self.since_dir_fsync[:] = [now]
+            self.new_dirs.clear()
+        elif kind == "write" and (op.handle in self.fs.sync_handles or "sync" in op.flags):
+            self.since_any_fsync[:] = [now]  # an O_SYNC write is its own fsync
+        elif kind == "fsync":
+            self._fsynced(op, now)
+        elif kind == "mkdir" and (op.path == directory or directory.startswith(op.path + os.sep)):
+            self.new_dirs.add(op.path)
+        elif kind == "rmdir":
+            self.new_dirs.discard(op.path)
+
+    def _fsynced(self, op: Op, now: Optional[_Inode]) -> None:
+        self.since_any_fsync[:] = [now]
+        if op.is_dir and op.path == self.directory:
+            self.since_dir_fsync[:] = [now]
+        if op.is_dir:
+            self.new_dirs.difference_update({d for d in self.new_dirs if os.path.dirname(d) == op.path})
 
 
 def _unique(items: list) -> list:
