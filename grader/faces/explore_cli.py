@@ -32,7 +32,6 @@ from typing import Any, Optional
 from grader.engine import folder_crash
 from grader.engine.crash_models import MODEL_NAMES, MODELS
 from grader.engine.ops import Op
-from grader.grading import kernel_trace, program_trace
 
 DEFAULT_MODELS = ("M1", "M2", "M3", "M5")
 MAX_POINTS = 2000
@@ -110,6 +109,10 @@ def explore(args: argparse.Namespace) -> dict:
         raise UsageError(f"--watch {args.watch}: no such folder")
     if args.jobs < 1 or args.max_points < 2:
         raise UsageError("--jobs must be at least 1 and --max-points at least 2")
+    try:  # strace, boxes and rlimits are Linux's: imported here, so the other commands start anywhere
+        from grader.grading import kernel_trace, program_trace
+    except ImportError as exc:
+        raise UsageError(f"explore runs on Linux only (this Python lacks {exc.name or 'a POSIX module'})") from None
     problem = kernel_trace.problem()
     if problem:
         raise UsageError(f"the kernel trace cannot be taken here: {problem}")
@@ -120,12 +123,12 @@ def explore(args: argparse.Namespace) -> dict:
     run = program_trace.ProgramRun(watch, program, os.getcwd(), box=box, stacks=args.stacks,
                                    timeout=args.run_timeout)
     try:
-        return _explore(args, run, models)
+        return _explore(args, run, models, program_trace)
     finally:
         run.cleanup()
 
 
-def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tuple) -> dict:
+def _explore(args: argparse.Namespace, run: Any, models: tuple, program_trace: Any) -> dict:
     run.run()
     if run.timed_out:
         raise UsageError(f"the program ran longer than {args.run_timeout:g} s and was stopped (--run-timeout)")
@@ -166,7 +169,7 @@ def _explore(args: argparse.Namespace, run: program_trace.ProgramRun, models: tu
                 "call": op.api, "path": op.path, "nth": op.index, "pid": op.note[4:],
                 "relative": os.path.relpath(op.path, op.cwd) if op.path and getattr(op, "cwd", None) else None}
 
-    def check(state: folder_crash.FolderState) -> program_trace.Verdict:
+    def check(state: folder_crash.FolderState) -> Any:
         where = tempfile.mkdtemp(prefix="state-", dir=layout_root)
         tmp = where + "-tmp"  # the checker's own TMPDIR: checkers running at once never share one
         os.mkdir(tmp)
