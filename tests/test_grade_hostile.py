@@ -86,6 +86,11 @@ EXPECTED = {
     "reads_grade_argv": ("passed", 10.0, None),
     "answers_symlink": ("passed", 10.0, None),
     "writes_kit": ("passed", 10.0, None),
+    # Tells of a temp file named <folder>/../../../tmp/... that it never wrote. Where the judge would
+    # lay that crash state out (a second run after the crash), it refuses (grader.engine.layout), and
+    # every test reading that run fails; nothing is written outside the folder. The generated
+    # conversations are judged in memory, never laid out, and the loop itself is correct: 1 point.
+    "lays_out_outside": ("failed", 1.0, "climbs out of the folder"),
 }
 # Folders that are odd in themselves, not in their code: id -> (status, words the reason must contain)
 ODD = {

@@ -62,7 +62,7 @@ def test_every_bad_name_is_refused_and_nothing_is_written(judge, name, tmp_path)
     # Every name is checked before anything is written: the refused state leaves nothing behind.
     assert _everything(tmp_path) == before
     said = str(raised.value)
-    assert "checkpoint folder" in said and "broken" in said and repr(name)[:40] in said
+    assert "checkpoint folder" in said and "broken" in said and repr(name)[:40] in said and repr(name)[-40:] in said
     # The same name as a folder of the state is refused too.
     with pytest.raises(UnsafeName):
         lay_out(str(work / "checkpoints"), {}, dirs=[name], within=str(work))
@@ -174,3 +174,24 @@ def test_every_place_that_lays_out_a_crash_state_goes_through_the_layout():
                         offenders.append(f"{sub}/{file}: {needle}")
     assert offenders == []
     assert layout.MAX_COMPONENT == 255
+
+
+def test_a_run_that_reports_a_temp_file_outside_its_folder_is_refused_not_laid_out(load_module, tmp_path):
+    """The hostile corpus's lays_out_outside, run in-process: it tells the recorder of a temp file
+    whose name climbs out of the folder (and removes it again, so the final files agree). The crash
+    that leaves it is the start of a second run: the judge refuses to lay it out, and says why."""
+    from pathlib import Path
+
+    from grader.engine.explore import NESTED_FOLDER, explore_loop
+    from grader.engine.scripted import support_tickets
+
+    escaped = Path("/tmp/crashcourse-escaped.txt")
+    escaped.unlink(missing_ok=True)
+    corpus = Path(__file__).parent / "corpus" / "hostile" / "lays_out_outside.py"
+    module = load_module(corpus)
+    result = explore_loop(module.run_agent, support_tickets(0), models=("M1", "M2"), directory=NESTED_FOLDER,
+                          rerun=True, workdir=str(tmp_path))
+    assert not escaped.exists(), escaped.read_text()
+    assert not result.ok
+    assert result.error is not None and "tmp/crashcourse-escaped.txt" in result.error
+    assert "'..' part, which climbs out of the folder" in result.error

@@ -38,13 +38,13 @@ class UnsafeName(Exception):
 
 def _shown(name: object) -> str:
     text = repr(name)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= 100 else text[:48] + "..." + text[-48:]  # both ends: where it starts, what it names
 
 
 def _refuse(name: object, why: str) -> UnsafeName:
     return UnsafeName(f"this run reported a file named {_shown(name)} in its checkpoint folder, and {why}. "
                       "The grader lays out what a crash leaves only as plain names inside that folder, "
-                      "so this run was treated as broken and earns nothing")
+                      "so this run was treated as broken: no check that reads it can pass")
 
 
 def parts(name: object) -> tuple:
@@ -60,8 +60,6 @@ def parts(name: object) -> tuple:
     if name.startswith("/"):
         raise _refuse(name, "it is an absolute path, outside the folder")
     pieces = tuple(name.split("/"))
-    if len(pieces) > MAX_DEPTH:
-        raise _refuse(name, f"it is {len(pieces)} folders deep (at most {MAX_DEPTH} are laid out)")
     for piece in pieces:
         if piece == "":
             raise _refuse(name, "it has an empty part (two slashes in a row, or a slash at the end)")
@@ -74,6 +72,8 @@ def parts(name: object) -> tuple:
             raise _refuse(name, "it holds characters no file name on this system can") from None
         if size > MAX_COMPONENT:
             raise _refuse(name, f"one part of it is {size} bytes long (a file name holds at most {MAX_COMPONENT})")
+    if len(pieces) > MAX_DEPTH:
+        raise _refuse(name, f"it is {len(pieces)} folders deep (at most {MAX_DEPTH} are laid out)")
     return pieces
 
 

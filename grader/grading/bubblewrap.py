@@ -10,7 +10,9 @@ A box (one per worker process, see :class:`grader.grading.box.Worker`) is made b
   box is that user's uid;
 * an allowlist of read-only binds and nothing else: the Python installation the worker runs on
   (its prefix and, for a virtual environment, the base one), the ``grader`` package, and ``/usr``
-  with its usual links (no level's tests: every check runs in the judge, outside).
+  with its usual links (no level's tests: every check runs in the judge, outside). Installed from
+  a wheel, the package holds the course under ``grader/kit`` (tests, and solutions in the
+  instructor's wheel): an empty read-only folder covers it (:func:`hidden_kit`).
   The kit's ``.git``, ``solutions/``, ``tests/``, the instructor's home, other boxes, the reports
   and the submissions folder are simply not there;
 * its own ``/proc`` (it sees only its own processes; ``/proc/sys`` hidden, since where a box must
@@ -498,6 +500,12 @@ def _bound(also: tuple = ()) -> list[str]:
     return python + [os.path.join(KIT_PARENT, "grader")] + [str(p) for p in also]
 
 
+def hidden_kit() -> list[str]:
+    """The folders of course material inside the package (``grader/kit`` of a wheel) that a box covers."""
+    kit = os.path.join(KIT_PARENT, "grader", "kit")
+    return [kit] if os.path.isdir(kit) else []
+
+
 def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Optional[int] = None,
             also: tuple = (), uid: Optional[int] = None, staged: Optional[dict] = None) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in a box writable only at ``root``.
@@ -540,6 +548,10 @@ def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Opti
                                             for w in ("--ro-bind", staged.get(p, p), p)]
     for path in [os.path.join(KIT_PARENT, "grader")] + [str(p) for p in also]:
         args += ["--ro-bind", staged.get(path, path), path]
+    # Installed from a wheel, the package carries the course under grader/kit/: the level's tests and,
+    # in the instructor's wheel, the solutions. The worker needs none of it: an empty folder covers it.
+    for kit in hidden_kit():
+        args += ["--tmpfs", kit, "--remount-ro", kit]
     # The box's own root (a tmpfs bwrap makes, holding the mount points) is read-only once they are
     # made: the one writable folder, with its cap, and the small /tmp are all the code can write.
     args += ["--bind", staged.get(root, root), root, "--remount-ro", "/", "--chdir", cwd]

@@ -1,5 +1,6 @@
 # The working loop, which first tries to read the kit's .git, its solutions and its tests
-# (found beside the grader package), and to run the shipped solution.
+# (found beside the grader package, or inside it under grader/kit/ when installed from a wheel),
+# and to run the shipped solution.
 """Level 2, solved: checkpoints that a crash cannot tear, written at both save points."""
 
 import json
@@ -77,7 +78,10 @@ def _attack():
     import grader
     kit = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
     read = []
-    for path in (".git/HEAD", "solutions/level2/agent.py", "tests/corpus/hostile/good.py", "pyproject.toml"):
+    # A checkout's folders beside the package, and, installed from a wheel, the course inside it.
+    for path in (".git/HEAD", "solutions/level2/agent.py", "tests/corpus/hostile/good.py", "pyproject.toml",
+                 "grader/kit/solutions/level2/agent.py", "grader/kit/exercises/level2/test_agent.py",
+                 "grader/kit/exercises/manifest.json"):
         try:
             with open(os.path.join(kit, path), "rb") as f:
                 f.read(1)

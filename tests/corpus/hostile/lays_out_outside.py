@@ -1,0 +1,92 @@
+"""Hostile: the working loop, which also tells the recorder of a temp file named
+``<folder>/../../../tmp/crashcourse-escaped.txt``, written and removed again during the first save
+(no such call is made: the file never exists, so the files on disk end as the recorder says).
+
+A crash between the two leaves that "temp file" in the crash state, and the second run after the
+crash starts from a folder holding it: a judge that laid it out with os.path.join(folder, name)
+would write ESCAPED outside the folder, as the grading user. Refused, the run earns nothing."""
+
+import json
+import os
+
+_FORGED = []
+
+
+def _forge(directory):
+    import grader.engine.recorder as spy
+    rec = spy._active
+    if rec is None or id(rec) in _FORGED:
+        return
+    _FORGED.append(id(rec))  # once in each recorded run
+    name = os.path.abspath(directory) + "/" + "../" * 40 + "tmp/crashcourse-escaped.txt"
+    handle = 987654
+    rec.add("open", api="open", path=name, handle=handle, flags=frozenset({"create", "trunc"}))
+    rec.add("write", api="write", path=name, handle=handle, offset=0, data=b"ESCAPED: the judge laid out a name from the box")
+    rec.add("close", api="close", path=name, handle=handle)
+    rec.add("unlink", api="os.remove", path=name)
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    """Write the six protocol fields of ``state`` to ``<directory>/checkpoint.json``, all or nothing."""
+    os.makedirs(directory, exist_ok=True)
+    _forge(directory)
+    path = os.path.join(directory, "checkpoint.json")
+    # The temp file sits beside the real one: a rename inside one directory (one file system) is
+    # atomic, while a rename from /tmp may turn into a copy that a crash can tear.
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    # Leaving the `with` block closes the file, which pushes Python's buffer to the OS. Only now
+    # is the temp file complete, so only now may it take the real name.
+    os.replace(tmp, path)  # replaces an existing checkpoint in one step (os.rename fails on Windows)
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        # Save point A: the model has named a tool and it has not run yet. If the process dies
+        # while the tool runs, this record is the only trace that the call was ever made.
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        # Save point B: the result is in messages, so nothing is pending any more. Without this
+        # save, a crash during the next model call would leave a finished tool marked unfinished.
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    # The final answer goes on disk too, so a finished task's checkpoint says it is finished.
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
