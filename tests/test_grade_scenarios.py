@@ -80,7 +80,7 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
         pytest.skip("no mount namespaces here, so files cannot be hidden")
     result = grade(tmp_path, spy, scenario_file, monkeypatch, boxed=boxed)
     assert [(t["name"], t["status"], t["max_score"]) for t in result] == [
-        ("instructor scenario: refund audit", "passed", 2.0)], result[0]["output"]
+        ("instructor scenario 1", "passed", 2.0)], result[0]["output"]
 
 
 CONVERSATION = '''

@@ -307,13 +307,13 @@ def support_tickets(seed: int = 0, tickets: int = 240) -> Scenario:
     ]
     responses, results, history = [], [], len(TICKET_TASK) // 4
     for i, (text, name, tool_input, result) in enumerate(calls):
-        responses.append({"id": f"msg_{seed}_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+        responses.append({"id": f"msg_{i:02d}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
                           "content": [{"type": "text", "text": text},
                                       {"type": "tool_use", "id": random_tool_id(rng), "name": name, "input": tool_input}],
                           "usage": random_usage(rng, history, cached=i > 0)})
         results.append(result)
         history += len(result) // 4
-    responses.append({"id": f"msg_{seed}_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+    responses.append({"id": "msg_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
                       "content": [{"type": "text", "text": "Done. Q3 tickets by issue type:\n\n" + table}],
                       "usage": random_usage(rng, history, cached=True)})
     return Scenario("support-tickets", TICKET_TASK, TICKET_TOOLS, responses, results, seed, NON_IDEMPOTENT_TOOLS)

@@ -302,13 +302,19 @@ def rerun_command(request: pytest.FixtureRequest) -> str:
     return _rerun(request.config, request.node.nodeid)
 
 
+SEED_SHOWN = "_crashcourse_seed_shown"  # the seed a re-run line may print, where it is not the run's own
+
+
 def _rerun(config: pytest.Config, nodeid: str) -> str:
     # A node id is relative to pytest's rootdir, and the learner pastes the line where they ran
     # pytest (or crashcourse): both paths are given from there.
     here = str(config.invocation_params.dir)
     path, sep, rest = nodeid.partition("::")
     test = _from(here, os.path.join(str(config.rootpath), path)) + sep + rest
-    parts = ["pytest", f'"{test}"', f"--crashcourse-seed {config._crashcourse_seed}"]
+    # The judge of `crashcourse grade` hides an instructor's own seed (SEED_SHOWN None): the line is
+    # the student's, and re-runs the test on the conversations anyone's run draws.
+    seed = getattr(config, SEED_SHOWN, config._crashcourse_seed)
+    parts = ["pytest", f'"{test}"'] + ([f"--crashcourse-seed {seed}"] if seed is not None else [])
     if config._crashcourse_submission:
         folder = _from(here, str(config._crashcourse_submission))
         parts.append(f'--submission "{folder}"' if " " in folder else f"--submission {folder}")

@@ -242,6 +242,8 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     ``require_box=False`` grades without one.
     """
     level_dir = level_folder(level)
+    # Each judge changes folder before it reads the scenarios: a relative path is taken from here.
+    scenarios = os.path.abspath(scenarios) if scenarios else None
     boxed = _choose_box(boxed, require_box)
     bubblewrap.not_dumpable()
     entries = discover(submissions)

@@ -90,6 +90,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.engine import hangs
+from grader.engine.scripted import DEFAULT_SEED
 from grader.grading import bubblewrap
 from grader.grading.box import Box
 from grader.grading.outcomes import Outcome, Outcomes
@@ -97,6 +98,7 @@ from grader.grading.scenarios import run_scenarios
 from grader.grading.stand_in import RemoteSubmission, remember_pristine
 
 OUTPUT_SHOWN = 4000
+SEED_SHOWN = "_crashcourse_seed_shown"  # grader.faces.plugin.SEED_SHOWN: the seed re-run lines print
 
 
 # -- running a level's tests as the judge ------------------------------------------------------------
@@ -105,12 +107,18 @@ class Collector(Outcomes):
     """The judge's outcome collector: :class:`~grader.grading.outcomes.Outcomes`, plus which test is
     running now (so an incident in the sandbox is charged to that test)."""
 
-    def __init__(self, box: Box):
+    def __init__(self, box: Box, private_seed: bool = False):
         super().__init__()
         self.box = box
+        self.private_seed = private_seed
 
     def pytest_runtest_setup(self, item: Any) -> None:
         self.box.current = item.nodeid
+
+    def pytest_configure(self, config: Any) -> None:
+        if self.private_seed:
+            # The instructor's --seed stays the instructor's: a student's re-run lines name none.
+            setattr(config, SEED_SHOWN, None)
 
 
 def report_entry(outcome: Outcome) -> dict:
@@ -208,6 +216,20 @@ def prepare_config(level_dir: str, seed: Optional[int] = None, examples: Optiona
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
 
 
+def _read_answers(level: Path, root: str, folder: str) -> Optional[str]:
+    """The submission's answers.md as handed in (None when the level asks for none, or none was handed in).
+
+    Through O_NOFOLLOW, a regular file only, 64 KiB at most: never a link to someone else's file.
+    """
+    if not (level / "answers.md").exists():
+        return None
+    data, why = bubblewrap.read_box_file(root, os.path.relpath(folder, root) + "/answers.md")
+    if data is not None:
+        return data.decode("utf-8", "replace")[:OUTPUT_SHOWN]
+    # Marked for review only where one was handed in (a link or an odd file is shown, with why).
+    return None if why.startswith("there is no") else f"({why})"
+
+
 def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optional[int] = None,
               timeout: float = 60.0, scenarios: Optional[str] = None, examples: Optional[int] = None,
               student: str = "", read_only: Optional[bool] = None, hide: tuple = (), config: Any = None,
@@ -221,15 +243,21 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
 
     level = Path(level_dir).resolve()
     kit_root = level.parent.parent
-    # Hidden from the student's code: the instructor's scenarios and the kit's solutions.
-    hide = tuple(hide) + ((scenarios,) if scenarios else ()) + (str(kit_root / "solutions"),)
+    scenarios = os.path.abspath(scenarios) if scenarios else None  # read after the chdir below
+    # Hidden from the student's code (without a box: a box binds none of these): the instructor's
+    # scenarios, the kit's solutions, tests and history, and the course a wheel carries in the package.
+    hide = tuple(hide) + ((scenarios,) if scenarios else ()) + tuple(
+        str(kit_root / name) for name in ("solutions", "tests", ".git")) + tuple(bubblewrap.hidden_kit())
+    # answers.md is read before any of the submission's code runs: what the code writes while it
+    # runs (something it was shown, an instructor's scenario) never reaches the report.
+    answers = _read_answers(level, root, folder)
     box = Box(folder, root, token, timeout, read_only=read_only, hide=hide, boxed=boxed)
     scratch = os.path.join(box.root, "tmp")
     os.makedirs(scratch, exist_ok=True)
     import tempfile
     tempfile.tempdir = scratch
     os.environ["TMPDIR"] = scratch
-    collector = Collector(box)
+    collector = Collector(box, private_seed=seed is not None and seed != DEFAULT_SEED)
     stand_ins = StandIns(box)  # the level's `submission` fixture hands out stand-ins (see the plugin's hook)
     args = judge_args(level, os.path.join(box.root, "pytest"), box.folder, seed, examples)
     error = None
@@ -278,14 +306,9 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
                       "output": _shorten(entry["output"], box, names), "task": entry.get("task"),
                       "checks": list(entry.get("checks") or []),
                       "reason": _shorten(reason, box, names) if reason else None})
-    if (level / "answers.md").exists():
-        # Through O_NOFOLLOW, a regular file only, 64 KiB at most: never a link to someone else's file.
-        data, why = bubblewrap.read_box_file(box.root, os.path.relpath(box.folder, box.root) + "/answers.md")
-        # Marked for review only where one was handed in (a link or an odd file is shown, with why).
-        if data is not None or not why.startswith("there is no"):
-            text = data.decode("utf-8", "replace")[:OUTPUT_SHOWN] if data is not None else f"({why})"
-            tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
-                          "max_score": 0.0, "output": text, "task": None, "reason": None})
+    if answers is not None:
+        tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
+                      "max_score": 0.0, "output": answers, "task": None, "reason": None})
     scored = [t for t in tests if t["status"] != "manual review"]
     score = sum(t["score"] for t in scored)
     max_score = sum(t["max_score"] for t in scored)

@@ -85,10 +85,10 @@ def from_parallel_turns(task: str, turns: list, final_text: str = "Done.", *, se
             content.append({"type": "tool_use", "id": random_tool_id(rng), "name": tool, "input": tool_input})
             results.append(result)
         usage = usages[i] if usages else random_usage(rng, 100 * i, cached=i % 2 == 1)
-        responses.append({"id": f"msg_{seed}_{i}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+        responses.append({"id": f"msg_{i:02d}", "type": "message", "role": "assistant", "stop_reason": "tool_use",
                           "content": content, "usage": usage})
     usage = usages[len(turns)] if usages else random_usage(rng, 100 * len(turns), cached=True)
-    responses.append({"id": f"msg_{seed}_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+    responses.append({"id": "msg_end", "type": "message", "role": "assistant", "stop_reason": "end_turn",
                       "content": [{"type": "text", "text": final_text}], "usage": usage})
     return Scenario(name, task, tools, responses, results, seed, frozenset(non_idempotent))
 
