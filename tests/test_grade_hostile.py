@@ -91,6 +91,10 @@ EXPECTED = {
     # every test reading that run fails; nothing is written outside the folder. The generated
     # conversations are judged in memory, never laid out, and the loop itself is correct: 1 point.
     "lays_out_outside": ("failed", 1.0, "climbs out of the folder"),
+    # Sends a reply whose JSON points at its 4 MiB of bytes 600 times: refused before any copy is made.
+    "amplifies_reply": ("error", 0.0, "could not read"),
+    # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.
+    "surrogate_message": ("failed", 0.0, "disk full \ufffd? [2J[31mcleared your screen"),
 }
 # Folders that are odd in themselves, not in their code: id -> (status, words the reason must contain)
 ODD = {
@@ -138,7 +142,7 @@ def _our_processes(temp: Path) -> list[int]:
             except OSError:
                 continue
             home = next((v for v in environ if v.startswith(b"HOME=")), b"")
-            if any(v.startswith(sandbox.MARKER.encode() + b"=") for v in environ) and str(temp).encode() in home:
+            if str(temp).encode() in home:
                 found.append(int(entry))
     return found
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -69,6 +70,83 @@ def discover(folder: str) -> list[tuple[str, Path]]:
         elif entry.is_file() and not entry.is_symlink() and entry.suffix.lower() == ".zip":
             out.append((name[:-4], entry))
     return out
+
+
+def unique_ids(entries: list) -> tuple[list, list]:
+    """``(entries to grade, refused results)``: submissions whose ids would collide are refused, each
+    with a message naming the other, under ids of their own (their names as they are in the folder).
+
+    Two ids collide when they are equal (``bob/`` and ``bob.zip``) or name the same Gradescope folder
+    (``ann smith`` and ``ann_smith``): one would take the other's journal entry or results.json.
+    """
+    from grader.grading.reports import safe_folder_name
+    groups: dict = {}
+    for student, path in entries:
+        groups.setdefault(safe_folder_name(student), []).append((student, path))
+    keep, refused = [], []
+    for group in groups.values():
+        if len(group) == 1:
+            keep.extend(group)
+            continue
+        shown = [path.name + ("/" if path.is_dir() else "") for _, path in group]
+        for (student, _path), name in zip(group, shown):
+            others = " and ".join(repr(n) for n in shown if n != name)
+            refused.append(_error(name, f"the submissions {name!r} and {others} would be graded under one id "
+                                        f"({student!r}), so neither was graded: rename one of them and run grade "
+                                        "again"))
+    return sorted(keep, key=lambda e: e[0]), refused
+
+
+_CONTROL = dict.fromkeys(c for c in range(32) if chr(c) not in "\n\t")
+_CONTROL.update(dict.fromkeys(range(0x7F, 0xA0)))
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(value):
+    """``value`` with every string in it safe to write anywhere: a lone surrogate (which no UTF-8 file
+    can hold) becomes U+FFFD, and control characters but newline and tab (a terminal escape, a
+    carriage return that hides a line) are dropped."""
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable():
+            return value
+        return _SURROGATE.sub("\ufffd", value).translate(_CONTROL)
+    if isinstance(value, dict):
+        return {safe_text(k): safe_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_text(v) for v in value]
+    return value
+
+
+ROOT_PREFIX = "crashcourse-"  # a judge's folder: crashcourse-<the batch's pid>-<random>
+
+
+def sweep_leftovers(cgroup_age: float = 60.0) -> list:
+    """Remove what a batch killed outright (SIGKILL, a power cut) left: its judges' folders and its
+    boxes' cgroups. A folder is swept only when the batch that made it (the pid in its name) is gone;
+    a cgroup only when no process is in it and it is a minute old. Returns what was removed."""
+    removed = []
+    base = tempfile.gettempdir()
+    pattern = re.compile(re.escape(ROOT_PREFIX) + r"(\d+)-[a-z0-9_]{8}$")
+    with contextlib.suppress(OSError):
+        for name in os.listdir(base):
+            match = pattern.match(name)
+            if not match or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+                continue
+            path = os.path.join(base, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed + bubblewrap.sweep_cgroups(cgroup_age)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def unpack(source: Path, target: Path, wanted: tuple = (), level_name: str = "") -> Optional[str]:
@@ -246,11 +324,13 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     scenarios = os.path.abspath(scenarios) if scenarios else None
     boxed = _choose_box(boxed, require_box)
     bubblewrap.not_dumpable()
-    entries = discover(submissions)
+    sweep_leftovers()
+    entries, refused = unique_ids(discover(submissions))
     read_only = False if boxed else sandbox.read_only_view_available()
     traced = kernel_trace.problem()  # checked once here, before the judges fork, so each inherits the answer
     notes = _machine_notes(boxed, read_only, traced)
     queue, done = journal.split(entries) if journal is not None else (list(entries), [])
+    done = done + refused
     if progress is not None:
         progress.start(len(entries), done, journal.path if journal is not None else None)
     sandbox.set_subreaper()
@@ -265,6 +345,9 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
                                                         boxed=boxed))
 
         def finished(result: dict) -> None:
+            # Text from a box (an exception's message, its output) is made safe before the journal
+            # or any report sees it: one odd character must not stop the batch, or its rerun.
+            result = safe_text(result)
             done.append(result)
             if journal is not None:
                 journal.record(result)
@@ -402,7 +485,8 @@ def _error(student: str, reason: str) -> dict:
 
 def _start(student: str, source: Path, level_dir: Path, timeout: float, *, seed, scenarios, examples, read_only,
            other_fds: list, hide: list = (), config=None, boxed: bool = False) -> Job:
-    root = tempfile.mkdtemp(prefix="crashcourse-grade-")
+    # Named for this batch, so the next one can tell a folder a killed batch left (sweep_leftovers).
+    root = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-")
     job = Job(student, source, root)
     try:
         wanted = tuple(sorted(p.name for p in level_dir.glob("*.py") if not p.name.startswith("test_")))
@@ -438,6 +522,7 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, *, seed,
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             bubblewrap.not_dumpable()
+            cap_judge_memory()
             if boxed:
                 # Its own mount namespace, with a size-capped tmpfs as the box's only writable folder.
                 bubblewrap.private_disk(root, bubblewrap.Limits().disk)
@@ -462,6 +547,21 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, *, seed,
     return job
 
 
+# What one judge may map: a judge needs 150 to 350 MiB (level 6's long run is the largest), so this
+# only ever stops one that something from a box made grow without bound; it then fails that one
+# submission with a MemoryError, and its neighbours and the machine go on. Its boxes set their own cap.
+JUDGE_MEMORY = 2 * 1024 ** 3
+
+
+def cap_judge_memory(limit: int = JUDGE_MEMORY) -> None:
+    """Cap this process's address space (the soft limit: the boxes it starts set their own, lower or not)."""
+    import resource
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (min(limit, hard) if hard != resource.RLIM_INFINITY else limit,
+                                                hard))
+
+
 def _collect(job: Job, timeout: float) -> None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(job.pid, 0)
@@ -477,7 +577,7 @@ def _finish(job: Job) -> None:
         with contextlib.suppress(OSError):
             os.close(job.fd)
         job.fd = -1
-    strays = sandbox.kill_tree(job.token)
+    strays = sandbox.kill_tree(job.token, home=os.path.join(job.root, "home"))
     if strays and job.result is not None:
         job.result["stray_processes"] = job.result.get("stray_processes", 0) + strays
     sandbox.reap()

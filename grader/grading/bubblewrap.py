@@ -442,6 +442,30 @@ class Cgroup:
         self.folders = []
 
 
+def sweep_cgroups(older_than: float = 60.0) -> list:
+    """Remove the empty cgroups of boxes a killed batch left (``crashcourse-*``, at least ``older_than``
+    seconds old: a box being started now has not entered its own yet). Returns what was removed."""
+    if os.geteuid() != 0:
+        return []
+    bases = {b for b in [_v1_base(c) for c in ("pids", "memory", "cpu")] + [_v2_base()] if b}
+    removed = []
+    now = time.time()
+    with _as_root():
+        for base in bases:
+            with contextlib.suppress(OSError):
+                for name in os.listdir(base):
+                    folder = os.path.join(base, name)
+                    if not name.startswith("crashcourse-") or not os.path.isdir(folder):
+                        continue
+                    with contextlib.suppress(OSError):
+                        with open(os.path.join(folder, "cgroup.procs"), encoding="ascii") as f:
+                            busy = f.read().strip()
+                        if not busy and now - os.stat(folder).st_mtime > older_than:
+                            os.rmdir(folder)
+                            removed.append(folder)
+    return removed
+
+
 def _own_cgroup(controller: str) -> Optional[str]:
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as f:
@@ -500,6 +524,12 @@ def _bound(also: tuple = ()) -> list[str]:
     return python + [os.path.join(KIT_PARENT, "grader")] + [str(p) for p in also]
 
 
+def _hostname() -> str:
+    """The machine's own name: a box's name must not say that this run is a graded one."""
+    import socket
+    return socket.gethostname() or "localhost"
+
+
 def hidden_kit() -> list[str]:
     """The folders of course material inside the package (``grader/kit`` of a wheel) that a box covers."""
     kit = os.path.join(KIT_PARENT, "grader", "kit")
@@ -520,7 +550,7 @@ def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Opti
     args += [shutil.which("bwrap") or "bwrap",
             "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--disable-userns",
-            "--hostname", "crashcourse-box", "--die-with-parent", "--new-session",
+            "--hostname", _hostname(), "--die-with-parent", "--new-session",
             "--proc", "/proc",
             # The code runs as the host's uid 0 (without capabilities), and the kernel lets uid 0 write
             # many settings under /proc/sys that hold for the whole machine: they are hidden.

@@ -140,8 +140,12 @@ def write_report(batch: dict, fmt: str, path: str) -> None:
     write_atomic(path, text)
 
 
-def _safe(name: str) -> str:
+def safe_folder_name(name: str) -> str:
+    """The folder a student's Gradescope results.json goes in (the batch refuses two ids that share one)."""
     return re.sub(r"[^A-Za-z0-9._@-]", "_", name) or "_"
+
+
+_safe = safe_folder_name
 
 
 def test_names(batch: dict) -> list[str]:

@@ -10,8 +10,8 @@ What the bare sandbox is (Linux):
 * a fresh temporary root ``S`` per submission, holding the copy of the student's folder, a home,
   a temp dir, and every scratch directory the tests create (the judge points ``tempfile`` there);
 * the worker process (:mod:`grader.grading.worker`) started in its own session (``start_new_session``),
-  with a scrubbed environment (``HOME`` and ``TMPDIR`` inside ``S``, no instructor variables, a
-  marker variable that names the box), resource limits (address space, CPU seconds, file size,
+  with a scrubbed environment (``HOME`` and ``TMPDIR`` inside ``S``, no instructor variables, nothing
+  that names the grader), resource limits (address space, CPU seconds, file size,
   processes, no core files) and ``PR_SET_PDEATHSIG`` so it dies with its judge;
 * when running as root: its own mount namespace in which every mount is read-only except ``S``,
   then every capability dropped and ``no_new_privs`` set, so the code cannot write the
@@ -20,8 +20,8 @@ What the bare sandbox is (Linux):
   check afterwards that the instructor's folders did not change;
 * cleanup that finds every process the submission started, including one that made its own
   session (double fork + ``setsid``): the judge is a child subreaper (``PR_SET_CHILD_SUBREAPER``),
-  so orphans land on it and are killed as its descendants; :func:`kill_marked` also sweeps
-  ``/proc/*/environ`` for the box's marker.
+  so orphans land on it and are killed as its descendants; :func:`marked` also sweeps
+  ``/proc/*/environ`` for the box's own HOME.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-MARKER = "CRASHCOURSE_SANDBOX"
 
 PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
@@ -195,11 +194,19 @@ def preexec_for(limits: Limits, writable: str, read_only: Optional[bool] = None,
                          read_only=read_only, hide=[os.path.realpath(h) for h in hide if h])
 
 
+_HOMES: dict = {}  # box token -> the HOME its processes were given (how the sweep knows them)
+
+
 def scrubbed_env(root: str, token: str) -> dict:
-    """The only environment a submission sees: no instructor variables, HOME and TMPDIR in its box."""
+    """The only environment a submission sees: no instructor variables, HOME and TMPDIR in its box.
+
+    Nothing in it says "this is grading": the sweep (:func:`marked`) knows the box's processes by
+    their HOME, a folder of the box's own, rather than by a variable of the grader's.
+    """
     home, tmp = os.path.join(root, "home"), os.path.join(root, "tmp")
+    _HOMES[token] = home
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", MARKER: token}
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 
 
 # -- finding and ending processes -------------------------------------------------------------------
@@ -229,9 +236,15 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def marked(token: str) -> list[int]:
-    """Processes whose environment carries this box's marker (the sweep for anything that got away)."""
-    needle = f"{MARKER}={token}".encode()
+def marked(token: str, home: Optional[str] = None) -> list[int]:
+    """Processes whose environment still names this box's HOME (the sweep for anything that got away).
+
+    ``home``: the box's HOME, for a caller other than the process that started the box.
+    """
+    home = home or _HOMES.get(token)
+    if not home:
+        return []
+    needle = f"HOME={home}".encode()
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -268,12 +281,12 @@ def reap() -> None:
 
 
 def kill_tree(token: str, root_pid: Optional[int] = None, session: Optional[int] = None,
-              keep: Iterable[int] = ()) -> int:
+              keep: Iterable[int] = (), home: Optional[str] = None) -> int:
     """Kill the box's processes until none is left: its session, ``root_pid``'s descendants, the marked."""
     keep = set(keep) | {os.getpid()}
     killed = 0
     for attempt in range(50):
-        targets = set(marked(token))
+        targets = set(marked(token, home))
         if root_pid is not None:
             targets.update(descendants(root_pid))
         targets -= keep

@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 from grader.engine.recorder import FS_KINDS, Op
 
 MAX_MESSAGE = 256 * 1024 * 1024
+MAX_FILE = 64 * 1024 * 1024  # the box's cap on one file (grader.grading.sandbox.Limits.file_size)
 # The two lengths in front of every reply, as ten decimal digits each: ASCII, so a reply of plain JSON
 # is printed by the kernel tracer as it is (one character a byte) rather than wholly in hex (four).
 HEADER = 20
@@ -215,6 +216,10 @@ def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
     """
     end = len(body)
     objects = {} if objects is None else objects
+    # What the references may add up to: the raw bytes sent, each once (frame() places every Blob
+    # of its own). A reply that points at the same bytes many times would make the judge copy them
+    # each time, and a few MiB could grow it by gigabytes.
+    left = [end - start]
 
     def hook(obj: dict) -> Any:
         if len(obj) != 1:
@@ -223,6 +228,9 @@ def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
         if tag == "$B":
             if isinstance(inner, list) and len(inner) == 2 and all(type(n) is int and n >= 0 for n in inner) \
                     and start + inner[0] + inner[1] <= end:
+                left[0] -= inner[1]
+                if left[0] < 0:
+                    raise ValueError("references to more bytes than the message holds")
                 return body[start + inner[0]:start + inner[0] + inner[1]]
             raise ValueError("a reference to bytes outside the message")
         if tag == "$t" and isinstance(inner, list):
@@ -280,6 +288,15 @@ def decode_op(values: dict) -> Optional[Op]:
         return v if isinstance(v, int) and not isinstance(v, bool) else default
 
     flags = values.get("flags")
+    # A box's files are capped (RLIMIT_FSIZE): no offset or size past that cap is one the kernel let
+    # through, and replaying one would make the judge hold that many bytes for a file.
+    for name in ("offset", "size"):
+        value = values.get(name)
+        if isinstance(value, int) and not 0 <= value <= MAX_FILE:
+            raise ValueError(f"a file operation's {name} out of bounds")
+    data = values.get("data")
+    if isinstance(data, bytes) and isinstance(values.get("offset"), int) and values["offset"] + len(data) > MAX_FILE:
+        raise ValueError("a write past the end a file may reach")
     return Op(0, kind, api=text(values.get("api")) or "", path=text(values.get("path")), dest=text(values.get("dest")),
               handle=number(values.get("handle"), None), offset=number(values.get("offset"), None),
               data=values.get("data") if isinstance(values.get("data"), bytes) else b"",
