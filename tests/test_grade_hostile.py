@@ -93,6 +93,8 @@ EXPECTED = {
     "lays_out_outside": ("failed", 1.0, "climbs out of the folder"),
     # Sends a reply whose JSON points at its 4 MiB of bytes 600 times: refused before any copy is made.
     "amplifies_reply": ("error", 0.0, "could not read"),
+    # Looks for a sign that this run is a graded one (a variable, the hostname, a folder's name).
+    "tells_grading": ("passed", 10.0, None),
     # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.
     "surrogate_message": ("failed", 0.0, "disk full \ufffd? [2J[31mcleared your screen"),
 }
@@ -148,7 +150,7 @@ def _our_processes(temp: Path) -> list[int]:
 
 
 def _grade_dirs(temp: Path) -> set:
-    return {p.name for p in temp.glob("crashcourse-grade-*")}
+    return {p.name for p in temp.glob("crashcourse-[0-9]*-*")}  # grader.grading.batch.ROOT_PREFIX, the batch's pid
 
 
 def kit_hashes() -> dict:

@@ -41,7 +41,7 @@ def _seen_seed():
                 words = f.read().split(b"\\0")
         except OSError:
             continue
-        if b"--seed" in words or b"{SEED}" in words:
+        if b"{SEED}" in words or b"--seed={SEED}" in words:
             return True
     return False
 
@@ -125,3 +125,29 @@ def test_the_leaker_earns_what_its_code_earns(graded):
     text = "\n".join(t["output"] for t in leaker["tests"])
     assert "the seed" not in text, text[:2000]
     assert (leaker["score"], leaker["max_score"]) == (10.0, 11.0), text[:2000]
+
+
+@pytest.mark.parametrize("spelling", [["--seed", str(SEED)], [f"--seed={SEED}"], ["--se", str(SEED)]],
+                         ids=["--seed N", "--seed=N", "an abbreviation"])
+def test_without_a_box_the_seed_is_on_no_command_line_the_code_can_read(tmp_path, spelling):
+    """--no-box: the code runs beside grade, and may read every process's command line."""
+    (tmp_path / "subs" / "leaker").mkdir(parents=True)
+    (tmp_path / "subs" / "leaker" / "agent.py").write_text(LEAKER)
+    (tmp_path / "subs" / "leaker" / "answers.md").write_text(HANDED_IN)
+    out = tmp_path / "report.json"
+    fake = tmp_path / "bin"  # a bwrap that cannot make a box: grade runs the code without one
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "CRASHCOURSE_ROOT"}
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "subs", "--level", "2", "--examples", "1",
+                           "--timeout", "20", "--no-box", *spelling, "--output", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["isolation"] == "none"
+    leaker = report["submissions"][0]
+    text = (leaker["error"] or "") + "\n".join(t["output"] for t in leaker["tests"])
+    assert "the seed" not in text, text[:2000]
+    assert (leaker["status"], leaker["score"]) == ("passed", 10.0), text[:2000]

@@ -8,6 +8,7 @@ report goes where); the grading itself is :mod:`grader.grading.batch`, the fleet
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -163,7 +164,53 @@ def report_targets(formats: Optional[list], outputs: Optional[list]) -> list:
                      "used as a stem (class -> class.md, class.csv, class.json, class-gradescope/)")
 
 
+PRIVATE_ENV = "CRASHCOURSE_PRIVATE_OPTIONS"
+_PRIVATE = ("--seed", "--scenarios")
+
+
+def keep_private(args) -> None:
+    """Take the instructor's ``--seed`` and ``--scenarios`` off this process's command line.
+
+    Any process can read any other's command line (/proc/PID/cmdline), and without a box a
+    submission's code runs beside this one. So when they were typed, this process starts itself
+    again without them, carrying them in its environment instead, which no other process may read
+    once grade has made itself undumpable (before any submission runs); the new process takes them
+    out of its environment at once, so nothing it starts inherits them.
+    """
+    import json
+    carried = os.environ.pop(PRIVATE_ENV, None)
+    if carried is not None:
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            data = json.loads(carried)
+            args.seed, args.scenarios = data["seed"], data["scenarios"]
+        return
+    typed = getattr(sys, "orig_argv", None) or []
+    if not any(_private(w) for w in typed[1:]):
+        return  # called from Python (a test, another tool): nothing on a command line
+    if args.scenarios:
+        args.scenarios = os.path.abspath(args.scenarios)
+    kept, skip = [], False
+    for word in typed[1:]:
+        if skip:
+            skip = False
+        elif _private(word):
+            skip = "=" not in word
+        else:
+            kept.append(word)
+    env = dict(os.environ, **{PRIVATE_ENV: json.dumps({"seed": args.seed, "scenarios": args.scenarios})})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable] + kept, env)
+
+
+def _private(word: str) -> bool:
+    """``--seed``, ``--scenarios`` or a prefix argparse takes for one of them (``--se 7``, ``--scen=x``)."""
+    name = word.split("=", 1)[0]
+    return len(name) >= 4 and name.startswith("--") and any(p.startswith(name) for p in _PRIVATE)
+
+
 def cmd_grade(args) -> int:
+    keep_private(args)
     if not os.path.isdir(args.submissions):
         return _complain(f"{args.submissions} is not a folder. Point it at a folder that holds one folder "
                          "or .zip per student.")
@@ -332,12 +379,14 @@ def cmd_package(args) -> int:
 
 
 def cmd_gradescope_run(args) -> int:
+    keep_private(args)
     from grader.grading.gradescope import run_on_gradescope
     return run_on_gradescope(args.level, args.submission, args.results, grade_batch=batch_mod.grade_batch,
                              seed=args.seed, scenarios=args.scenarios, timeout=args.timeout)
 
 
 def cmd_prairielearn_run(args: argparse.Namespace) -> int:
+    keep_private(args)
     from pathlib import Path
 
     from grader.grading import prairielearn

@@ -76,7 +76,7 @@ def _attack():
     mine = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     read = []
     boxes = os.path.dirname(os.path.dirname(mine))  # where the grader keeps every student's copy
-    paths = glob.glob(f"{boxes}/crashcourse-grade-*/submission/*.py") + glob.glob("/tmp/crashcourse-grade-*/*/*.py")
+    paths = glob.glob(f"{boxes}/crashcourse-[0-9]*-*/submission/*.py") + glob.glob("/tmp/crashcourse-[0-9]*-*/*/*.py")
     paths += glob.glob("/tmp/pytest-of-*/**/agent.py", recursive=True)
     for path in paths:
         if os.path.realpath(os.path.dirname(path)) == mine:

