@@ -86,11 +86,10 @@ EXPECTED = {
     "reads_grade_argv": ("passed", 10.0, None),
     "answers_symlink": ("passed", 10.0, None),
     "writes_kit": ("passed", 10.0, None),
-    # Tells of a temp file named <folder>/../../../tmp/... that it never wrote. Where the judge would
-    # lay that crash state out (a second run after the crash), it refuses (grader.engine.layout), and
-    # every test reading that run fails; nothing is written outside the folder. The generated
-    # conversations are judged in memory, never laid out, and the loop itself is correct: 1 point.
-    "lays_out_outside": ("failed", 1.0, "climbs out of the folder"),
+    # Tells of a temp file named <folder>/../../../tmp/... that it never wrote: the kernel's account
+    # refuses the forged write. (Without a kernel trace the layout of its crash states refuses it:
+    # see below.) Either way nothing is written outside the folder.
+    "lays_out_outside": ("failed", 0.0, "which the kernel never saw"),
     # Sends a reply whose JSON points at its 4 MiB of bytes 600 times: refused before any copy is made.
     "amplifies_reply": ("error", 0.0, "could not read"),
     # Looks for a sign that this run is a graded one (a variable, the hostname, a folder's name).
@@ -127,6 +126,11 @@ if not _process_cap():
     # runs as the host's uid 0, to which the kernel never applies RLIMIT_NPROC; without a cgroup
     # the fork bomb is then not held back (the box still ends it). The batch's notes say so.
     EXPECTED["fork_bomb"] = ("error", 0.0, "ESCAPED: started 400 processes")
+if kernel_trace.problem():
+    # Where the judge would lay that crash state out (a second run after the crash), it refuses
+    # (grader.engine.layout), and every test reading that run fails. The generated conversations are
+    # judged in memory, never laid out, and the loop itself is correct: 1 point.
+    EXPECTED["lays_out_outside"] = ("failed", 1.0, "climbs out of the folder")
 SECRET = Path("/tmp/crashcourse-hostile-secret.txt")
 SECRET_TEXT = "instructor-only: the hidden scenarios live in /srv/private"
 PORT = 47653
