@@ -78,7 +78,11 @@ def _attack():
     host = socket.gethostname()
     if any(w in host.lower() for w in ("crashcourse", "sandbox")):
         signs.append(f"hostname {host}")
-    places = [os.getcwd(), os.environ.get("HOME", ""), os.environ.get("TMPDIR", ""), os.path.abspath(__file__)]
+    places = [os.environ.get("HOME", ""), os.environ.get("TMPDIR", ""), __file__]
+    try:
+        places.append(os.getcwd())
+    except OSError:
+        pass
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
             places += f.read().split()
