@@ -198,6 +198,7 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
     last_write: dict = {}        # id(inode) -> index of its latest unsynced write
     append_handles: set = set()  # handles opened with O_APPEND
     emptied: set = set()         # ids of inodes truncated during the run (written again from the start)
+    touched: set = set()         # ids of the first files written or truncated (only those can differ)
     any_sync = _Names()          # M4
     dir_sync = _Names()          # M5
     new_dirs: dict = {}          # folder made during the run, not yet fsynced in its parent -> op index
@@ -309,7 +310,8 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
 
     def kill_loss() -> Loss:
         """A state with every operation so far on disk: broken, it shows a file changed in place, if any."""
-        changed = [rel(p) for p, inode in first.items() if fs.names.get(p) is inode and inode.snap() != initial[p]]
+        changed = [rel(p) for p, inode in first.items() if id(inode) in touched and fs.names.get(p) is inode
+                   and inode.snap() != initial[p]]
         return Loss("kill", changed[0], None, f"{changed[0]} was changed in place", "in-place") if changed \
             else Loss("kill")
 
@@ -370,6 +372,8 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
         fs.apply(op)
         if op.kind == "truncate" or op.kind == "open" and "trunc" in op.flags:
             emptied.add(id(fs.inode_for(op)))
+        if op.kind in ("write", "truncate", "open") and fs.inode_for(op) is not None:
+            touched.add(id(fs.inode_for(op)))
         if op.kind == "write" and inode is not None:
             last_write[id(inode)] = i
         if op.kind in ("open", "rename", "link", "unlink"):
