@@ -126,6 +126,10 @@ ROWS = [
         (TEMP_FILE_QUESTION,), hint="Which folder does that temp file live in"),
     # Level 5: a recorded call left in the list is not "how many blocks does the file list"; the
     # finished state's story says "those calls", and the re-run line comes before the question.
+    # Each result in a user message of its own: the API's 400 is told with its cause, the split.
+    Row(5, "level5/wrong/one_user_message_per_result.py", "test_the_loop_still_finishes_the_task", "",
+        ("the real API answers this with a 400", "split across 3 user messages",
+         "in the single user message right after it"), ()),
     Row(5, "level5/wrong/pending_not_shrinking.py", "test_every_call_the_model_named_is_on_disk_before_any_runs",
         "pending-not-cleared", ("1 result is recorded", "take it out of pendingToolUse", "\"name\": \"list_ticket….\n"),
         ("How many tool_use blocks", "1 results"), hint="should it still be in `pendingToolUse`?"),

@@ -122,10 +122,27 @@ def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None
         if missing:
             raise ScriptedModelError(
                 f"messages[{i}] has tool_use {', '.join(missing)} with no tool_result in the message right after it "
-                "(the real API answers this with a 400)")
+                "(the real API answers this with a 400)" + _split_results(messages, i, wanted, missing))
         if len(answered) != len(set(answered)):
             raise ScriptedModelError(f"messages[{i + 1}] answers one tool_use twice")
     return (before or []) + assistant if start else assistant
+
+
+def _split_results(messages: list, i: int, wanted: list, missing: list) -> str:
+    """Why the results are missing, when they are there but in later user messages: the turn's results
+    were split across several messages ("" when that is not what happened)."""
+    later: list = []
+    j = i + 1
+    while j < len(messages) and messages[j].get("role") == "user":
+        later.append(j)
+        j += 1
+    found = [k for k in later[1:] if set(tool_result_ids(messages[k])) & set(missing)]
+    if not found:
+        return ""
+    spread = [k for k in later if set(tool_result_ids(messages[k])) & set(wanted)]
+    return (f": the results are there, but split across {len(spread)} user messages (messages[{spread[0]}] to "
+            f"messages[{spread[-1]}]). The API wants every tool_result of one assistant turn in the single user "
+            f"message right after it: one message holding {len(wanted)} tool_result blocks")
 
 
 class CheckedHistory:
