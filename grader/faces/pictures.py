@@ -420,6 +420,58 @@ def _wrap_label(text: str, width: int = 9) -> str:
     return "\n".join(textwrap.wrap(text, width)) or text
 
 
+def _save_bands_and_turns(ax: Any, matrix: CrashMatrix, ordered: list) -> None:
+    """Shade and letter the stretches of ``ordered`` crash points where a save is being written, and
+    label each turn once on the x axis."""
+    # Each turn is labelled once, horizontal, under its middle, so the axis stays readable at twelve turns.
+    spans: dict = {}
+    start = 0
+    for col in matrix.columns:
+        n = sum(1 for c, _ in ordered if c is col)
+        if not n:
+            continue
+        if col.key[-1] in ("A", "B", "final"):
+            ax.axvspan(start - 0.5, start + n - 0.5, color=SAVE_BAND, zorder=0, linewidth=0)
+            letter = "F" if col.key[-1] == "final" else col.key[-1]
+            ax.text(start + (n - 1) / 2, 0.98, letter, transform=ax.get_xaxis_transform(), ha="center",
+                    va="top", fontsize=6.5, color="#555555")
+        group = f"turn {col.turn}" if col.turn else {"start": "start", "final": "end", "done": "end"}[col.key[0]]
+        spans.setdefault(group, [start, start + n - 1])[1] = start + n - 1
+        start += n
+    ticks = [(a + b) / 2 for a, b in spans.values()]
+    many = len(spans) > 8
+    labels = [g.replace("turn ", "") if many and g.startswith("turn") else g for g in spans]
+    ax.set_xticks(ticks, labels, rotation=0, fontsize=7.5)
+    ax.set_xlabel("turn" if many else "", fontsize=8)
+
+
+def _draw_sizes_panel(ax: Any, matrix: CrashMatrix, row: Any, used_all: list, names_all: list) -> None:
+    """One row's panel of :func:`draw_file_sizes`; adds the file names and outcomes it shows to
+    ``names_all`` and ``used_all`` (for the shared legend)."""
+    ordered = []
+    for col in matrix.columns:
+        ordered += [(col, v) for v in row.cells.get(col.key, []) if v.model == "M1"]
+    names = sorted({n for _, v in ordered for n in v.files})
+    xs = range(len(ordered))
+    for name in names:
+        sizes = [len(v.files[name]) / 1024 if name in v.files else float("nan") for _, v in ordered]
+        style = dict(color="#333333", linewidth=1.4) if name == CHECKPOINT_NAME else \
+            dict(color="#888888", linewidth=1.0, linestyle="--")
+        ax.step(xs, sizes, where="mid", label=name, **style)
+        if name not in names_all:
+            names_all.append(name)
+    sizes = [len(v.files[CHECKPOINT_NAME]) / 1024 if CHECKPOINT_NAME in v.files else 0 for _, v in ordered]
+    ax.scatter(xs, sizes, c=[OUTCOMES[v.outcome][1] for _, v in ordered], s=24, zorder=3,
+               edgecolors="white", linewidths=0.5)
+    _save_bands_and_turns(ax, matrix, ordered)
+    ax.set_xlim(-0.5, max(len(ordered), 1) - 0.5)
+    ax.set_ylabel("KiB on disk", fontsize=8.5)
+    ax.set_title(row.name, fontsize=10, loc="left")
+    for k in OUTCOMES:
+        if k not in used_all and any(v.outcome == k for _, v in ordered):
+            used_all.append(k)
+
+
 def draw_file_sizes(matrix: CrashMatrix, rows: Optional[Sequence[str]] = None, title: Optional[str] = None) -> Any:
     """For each chosen row, the size of every file in the checkpoint folder at each crash point (M1).
 
@@ -438,48 +490,7 @@ def draw_file_sizes(matrix: CrashMatrix, rows: Optional[Sequence[str]] = None, t
     used_all: list = []
     names_all: list = []
     for ax, row in zip(axes, chosen):
-        ordered = []
-        for col in matrix.columns:
-            ordered += [(col, v) for v in row.cells.get(col.key, []) if v.model == "M1"]
-        names = sorted({n for _, v in ordered for n in v.files})
-        xs = range(len(ordered))
-        for name in names:
-            sizes = [len(v.files[name]) / 1024 if name in v.files else float("nan") for _, v in ordered]
-            style = dict(color="#333333", linewidth=1.4) if name == CHECKPOINT_NAME else \
-                dict(color="#888888", linewidth=1.0, linestyle="--")
-            ax.step(xs, sizes, where="mid", label=name, **style)
-            if name not in names_all:
-                names_all.append(name)
-        sizes = [len(v.files[CHECKPOINT_NAME]) / 1024 if CHECKPOINT_NAME in v.files else 0 for _, v in ordered]
-        ax.scatter(xs, sizes, c=[OUTCOMES[v.outcome][1] for _, v in ordered], s=24, zorder=3,
-                   edgecolors="white", linewidths=0.5)
-        # Shade the stretches where a save is in progress, letter them, and label each turn once
-        # (horizontal, under its middle), so the axis stays readable at twelve turns.
-        spans: dict = {}
-        start = 0
-        for col in matrix.columns:
-            n = sum(1 for c, _ in ordered if c is col)
-            if not n:
-                continue
-            if col.key[-1] in ("A", "B", "final"):
-                ax.axvspan(start - 0.5, start + n - 0.5, color=SAVE_BAND, zorder=0, linewidth=0)
-                letter = "F" if col.key[-1] == "final" else col.key[-1]
-                ax.text(start + (n - 1) / 2, 0.98, letter, transform=ax.get_xaxis_transform(), ha="center",
-                        va="top", fontsize=6.5, color="#555555")
-            group = f"turn {col.turn}" if col.turn else {"start": "start", "final": "end", "done": "end"}[col.key[0]]
-            spans.setdefault(group, [start, start + n - 1])[1] = start + n - 1
-            start += n
-        ticks = [(a + b) / 2 for a, b in spans.values()]
-        many = len(spans) > 8
-        labels = [g.replace("turn ", "") if many and g.startswith("turn") else g for g in spans]
-        ax.set_xticks(ticks, labels, rotation=0, fontsize=7.5)
-        ax.set_xlabel("turn" if many else "", fontsize=8)
-        ax.set_xlim(-0.5, max(len(ordered), 1) - 0.5)
-        ax.set_ylabel("KiB on disk", fontsize=8.5)
-        ax.set_title(row.name, fontsize=10, loc="left")
-        for k in OUTCOMES:
-            if k not in used_all and any(v.outcome == k for _, v in ordered):
-                used_all.append(k)
+        _draw_sizes_panel(ax, matrix, row, used_all, names_all)
     handles = [Line2D([], [], color="#333333", label=CHECKPOINT_NAME)]
     handles += [Line2D([], [], color="#888888", linestyle="--", label=_wrap_label(n, 24))
                 for n in names_all if n != CHECKPOINT_NAME]
