@@ -333,13 +333,8 @@ def _match_end(blocks: list, started: list, ended: list, name: str) -> Optional[
     return None
 
 
-def parallel_windows(ops: list, task: str) -> list:
-    """For each crash point, what the loop had done and which files are acceptable there."""
-    responses_all = [op.payload[1] for op in ops if op.kind == "model_end"]
-    blocks = [b for r in responses_all for b in tool_use_blocks(r.get("content"))]
-    early = snapshot(initial_state(task))
-
-    # First pass: which call each tool event belongs to, and each call's result.
+def _calls_of(ops: list, blocks: list) -> tuple[dict, dict, dict]:
+    """Which call each tool event belongs to (by op index, for its start and its end), and each call's result."""
     started_ids: list = []
     ended_ids: list = []
     start_of: dict = {}
@@ -357,6 +352,44 @@ def parallel_windows(ops: list, task: str) -> list:
             if i is not None:
                 ended_ids.append(i)
                 scripted[i] = op.payload[1]
+    return start_of, end_of, scripted
+
+
+class _Progress:
+    """How far a run had got, crash point by crash point: model calls made and answered, the calls
+    started and ended, the results kept when the loop moved on, the tool running, whether it returned."""
+
+    def __init__(self) -> None:
+        self.m = self.ms = 0
+        self.started: list = []
+        self.ended: list = []
+        self.kept: set = set()
+        self.current, self.done, self.last_kind = "", False, ""
+
+    def step(self, op: Any, start_of: dict, end_of: dict) -> None:
+        kind = op.kind
+        if kind in ("model_start", "tool_start"):
+            self.kept = set(self.ended)
+        if kind == "model_start":
+            self.ms += 1
+        elif kind == "model_end":
+            self.m += 1
+        elif kind in ("tool_start", "tool_end"):
+            i = (start_of if kind == "tool_start" else end_of).get(op.index)
+            if i is not None:
+                (self.started if kind == "tool_start" else self.ended).append(i)
+            self.current, self.last_kind = op.payload[0], kind
+        elif kind == "run_end":
+            self.done = True
+
+
+def parallel_windows(ops: list, task: str) -> list:
+    """For each crash point, what the loop had done and which files are acceptable there."""
+    responses_all = [op.payload[1] for op in ops if op.kind == "model_end"]
+    blocks = [b for r in responses_all for b in tool_use_blocks(r.get("content"))]
+    early = snapshot(initial_state(task))
+
+    start_of, end_of, scripted = _calls_of(ops, blocks)
 
     # Most crash points of a turn allow the same states: build each once (state_after copies the whole
     # history, so building it at every point made long conversations quadratic). The states are the
@@ -376,36 +409,13 @@ def parallel_windows(ops: list, task: str) -> list:
 
     windows = []
     memo: dict = {}
-    m = ms = 0
-    started: list = []
-    ended: list = []
-    kept: set = set()
-    current, done = "", False
-    last_kind = ""
+    run = _Progress()
+    ended = run.ended  # the calls whose results are in, so far (state() reads it)
     for k in range(len(ops) + 1):
         if k:
-            op = ops[k - 1]
-            kind = op.kind
-            if kind == "model_start":
-                ms += 1
-                kept = set(ended)
-            elif kind == "model_end":
-                m += 1
-            elif kind == "tool_start":
-                kept = set(ended)
-                i = start_of.get(op.index)
-                if i is not None:
-                    started.append(i)
-                current = op.payload[0]
-                last_kind = kind
-            elif kind == "tool_end":
-                i = end_of.get(op.index)
-                if i is not None:
-                    ended.append(i)
-                current = op.payload[0]
-                last_kind = kind
-            elif kind == "run_end":
-                done = True
+            run.step(ops[k - 1], start_of, end_of)
+        m, ms, started, kept, current, done, last_kind = (run.m, run.ms, run.started, run.kept, run.current,
+                                                          run.done, run.last_kind)
         got = responses_all[:m]
         results = {i: scripted[i] for i in ended}
         this_turn = [b for b in tool_use_blocks(got[-1].get("content"))] if got else []
