@@ -40,8 +40,9 @@ MAX_POINTS = 2000
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "explore", help="crash-test any program (any language) from its kernel trace",
-        description="Run PROGRAM once with DIR privately copied, rebuild every state a crash could leave DIR "
-                    "in, and run the checker on each. Exit status: 0 clean, 1 broken states, 2 could not run.",
+        description="Run PROGRAM once with DIR privately copied (the real folder is never written),\n"
+                    "rebuild every state a crash could leave DIR in, and run the checker on each.\n"
+                    "Exit status: 0 clean, 1 broken states found, 2 could not run.",
         epilog="example:\n  crashcourse explore --watch state --check 'node check.js {dir}' -- node save.js state",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--watch", required=True, metavar="DIR", help="the folder whose crash states are checked")
