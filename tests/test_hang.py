@@ -176,6 +176,19 @@ def test_check_reports_a_hang_once_with_a_progress_line(tmp_path):
     assert out.count("not run: it calls the stuck code") == 6, out
 
 
+def test_pytest_prints_its_progress_line_once_when_code_hangs(tmp_path):
+    """The note that code is still running goes on pytest's progress line, which then carries on: a
+    line of its own made pytest print the test file's name a second time."""
+    spinning_copy(1, "checkpoint.py", "save_checkpoint", tmp_path)
+    env = dict(os.environ, CRASHCOURSE_LOOP_TIMEOUT="1", COLUMNS="200")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "exercises/level1",
+                          "--submission", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=240)
+    progress = run.stdout.split("= FAILURES =")[0]
+    assert "save_checkpoint has been running for 0.5 s" in progress, run.stdout[-3000:]
+    assert progress.count("exercises/level1/test_checkpoint.py") == 1, progress
+
+
 def test_a_thread_of_the_learners_is_named_too(tmp_path, short_limit):
     """A loop waiting on its own worker thread: the story names the worker's line, as faulthandler would."""
     (tmp_path / "threaded.py").write_text(

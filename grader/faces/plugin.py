@@ -147,7 +147,9 @@ def _say_now(config: pytest.Config, line: str) -> None:
     if reporter is None or item is None or not _grades_a_folder(item):
         return
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        reporter.write_line(f"\ncrashcourse: {line} ...")
+        # On the progress line itself: a line of its own would make pytest print the file's name a
+        # second time when the test's letter follows.
+        reporter.write(f" [crashcourse: {line}] ", flush=True)
 
 
 # -- code that got stuck -----------------------------------------------------------------------------
