@@ -335,3 +335,14 @@ def test_the_first_broken_state_is_reproduced_by_a_real_kill_at_the_call_it_name
                     "sh", "-c", script, "sh", str(copy)], check=False)
     assert (copy / "save.json").read_bytes() == b""  # the kill landed where the explorer said: after O_TRUNC
     assert (tmp_path / "state" / "save.json").read_text() == '{"turn": 0}'
+
+
+@needs_box
+def test_bytes_copied_inside_the_kernel_are_said_to_be_unseen(tmp_path, capsys):
+    _state(tmp_path)
+    (tmp_path / "src").write_bytes(b"x" * 100)
+    program = [sys.executable, "-c", "import os, sys\nsrc = os.open(sys.argv[2], os.O_RDONLY)\n"
+               "dst = os.open(sys.argv[1] + '/copy', os.O_WRONLY | os.O_CREAT)\nos.copy_file_range(src, dst, 100)",
+               "{dir}", str(tmp_path / "src")]
+    code, report = _explore(tmp_path, capsys, program, "true", "M1")
+    assert any("copy_file_range" in note and "zeros" in note for note in report["notes"]), report["notes"]

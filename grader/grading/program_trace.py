@@ -78,6 +78,8 @@ _UNSEEN = {
             "changes the file with no system call, so no crash state shows it",
     "symlink": "the program made a symbolic link, {name}: crash states do not rebuild links",
     "io_uring": "the program tried io_uring, which was refused (its writes would be invisible to the trace)",
+    "cut": "the program wrote {name} with {api}, whose bytes the trace does not carry (copied inside the "
+           "kernel, or longer than strace keeps): crash states hold zeros there, so judge {name} with care",
 }
 _NAME = re.compile(r"^\d+ +(?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _MARK_LINE = re.compile(r'^(\d+) +write\(-1, "' + re.escape(MARK) + r'((?:[^"\\]|\\.)*)"')
@@ -334,6 +336,12 @@ def operations(trace_path: str, cwd: str, folder: str, unseen: Optional[list] = 
                     if unseen is not None and (op.kind == "io_uring" or (op.path or "").startswith(prefix)):
                         unseen.append(_UNSEEN[op.kind].format(name=os.path.relpath(op.path or folder, folder)))
                     continue
+                if op.kind == "write" and "cut" in op.flags and (op.path or "").startswith(prefix):
+                    # Bytes copied inside the kernel (copy_file_range, sendfile) or past strace's limit:
+                    # the sizes are right, the bytes the trace did not carry are zeros.
+                    if unseen is not None:
+                        unseen.append(_UNSEEN["cut"].format(name=os.path.relpath(op.path, folder), api=op.api))
+                    op.data = op.data + b"\0" * max(0, op.size - len(op.data))
                 if op.kind == "sync" or (op.path or "").startswith(prefix) or (op.dest or "").startswith(prefix) \
                         or op.path == folder:
                     op.note = f"pid {pid}"
