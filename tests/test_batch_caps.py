@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -172,3 +173,42 @@ def _box_cgroups() -> list:
     for base in {b for b in [bubblewrap._v1_base(c) for c in ("pids", "memory")] + [bubblewrap._v2_base()] if b}:
         out += [os.path.join(base, n) for n in os.listdir(base) if n.startswith("crashcourse-")]
     return out
+
+
+# -- the kit's own folder ----------------------------------------------------------------------------------
+
+# Python compiles a package's __init__ and the entry module before any of their code runs: these four
+# are grade's own entry, and the only compiled files it may leave (python -B, or PYTHONDONTWRITEBYTECODE,
+# leaves none at all).
+ENTRY = {"grader/__pycache__/__init__", "grader/__pycache__/__main__", "grader/faces/__pycache__/__init__",
+         "grader/faces/__pycache__/cli"}
+
+
+def test_grade_from_a_checkout_writes_nothing_into_the_kit(tmp_path):
+    """A checkout (as an editable install reads it), with bytecode writing on: after a batch with
+    --seed and a relative --scenarios, the kit holds exactly the files it held, but grade's entry."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=KIT, capture_output=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    kit = tmp_path / "kit"
+    for name in tracked.stdout.decode().split("\0"):
+        if name and (KIT / name).is_file():
+            (kit / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(KIT / name, kit / name)
+    before = {str(p.relative_to(kit)) for p in kit.rglob("*")}
+    (tmp_path / "subs" / "a").mkdir(parents=True)
+    shutil.copy(KIT / "solutions" / "level2" / "agent.py", tmp_path / "subs" / "a" / "agent.py")
+    (tmp_path / "private.json").write_text(json.dumps({"file": "agent.py", "function": "run_agent", "scenarios": [
+        {"name": "x", "task": "t", "turns": [["read", {}, "r"]]}]}))
+    env = {k: v for k, v in os.environ.items() if k not in ("CRASHCOURSE_ROOT", "PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONPATH"] = str(kit)
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "subs", "--level", "2", "--examples", "1",
+                           "--seed", "5", "--scenarios", "private.json", "--output", "r.json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [t["name"] for t in report["submissions"][0]["tests"]][-1] == "instructor scenario 1"
+    new = {str(p.relative_to(kit)) for p in kit.rglob("*")} - before
+    left = {n.rsplit(".cpython", 1)[0] for n in new if n.endswith(".pyc")}
+    assert left <= ENTRY and {n for n in new if not n.endswith(".pyc")} <= {"grader/__pycache__",
+                                                                          "grader/faces/__pycache__"}, sorted(new)

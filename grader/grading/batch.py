@@ -22,6 +22,7 @@ import re
 import select
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import uuid
@@ -250,8 +251,9 @@ def preload(level_dir: Path, seed: Optional[int] = None, examples: Optional[int]
         cwd = os.getcwd()
         try:
             os.chdir(KIT_ROOT)
-            pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(KIT_ROOT)],
-                        plugins=[interrupted])
+            # (pytest-benchmark, where installed, would leave an empty .benchmarks in the kit.)
+            pytest.main([str(level_dir), "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                         "--rootdir", str(KIT_ROOT)], plugins=[interrupted])
         finally:
             os.chdir(cwd)
     if interrupted.seen:
@@ -320,6 +322,9 @@ def grade_batch(submissions: str, level: int, *, jobs: int = 2, timeout: float =
     ``require_box=False`` grades without one.
     """
     level_dir = level_folder(level)
+    # Grading writes nothing into the kit's folder (an editable install reads the checkout itself):
+    # no compiled file of the level's tests, the solutions it warms up with, or the grader's modules.
+    sys.dont_write_bytecode = True
     # Each judge changes folder before it reads the scenarios: a relative path is taken from here.
     scenarios = os.path.abspath(scenarios) if scenarios else None
     boxed = _choose_box(boxed, require_box)
