@@ -3,9 +3,9 @@
 An installed wheel keeps the course (the level's tests, and in the instructor's wheel the
 solutions) under ``grader/kit/`` inside the package, and the box binds the package. These tests
 install the wheel (the one .ci/run builds, named by CRASHCOURSE_DIST, or one built here) into a
-fresh virtual environment and grade, from an empty folder, the hostile corpus's ``reads_kit``: a
-working loop that first tries to read the kit's .git, its solutions and its tests. Blocked, it earns
-full marks; read, it raises ``ESCAPED``.
+fresh virtual environment and grade, from an empty folder, the hostile corpus's ``reads_kit`` (a
+working loop that first tries to read the kit's .git, its solutions and its tests: blocked, it
+earns full marks; read, it raises ``ESCAPED``) and a few other attacks, as root and as nobody.
 """
 
 from __future__ import annotations
@@ -82,16 +82,27 @@ def public_tmp():
 def _grade(python: Path, folder: Path, *args: str, user: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CRASHCOURSE_ROOT", "PYTHONPATH", "VIRTUAL_ENV")}
     argv = [str(python), "-m", "grader", "grade", str(folder / "subs"), "--level", "2", "--examples", "1",
-            "--timeout", "20", "--jobs", "1", "--output", str(folder / "report.json"), *args]
+            "--timeout", "20", "--jobs", "2", "--output", str(folder / "report.json"), *args]
     if user:
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + argv
         env["HOME"] = str(folder)
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=folder, env=env)
 
 
+# Attacks from the hostile corpus graded from the wheel too: id -> (status, score, words in the text)
+ATTACKS = {
+    "reads_kit": ("passed", 10.0, None),
+    "tells_grading": ("passed", 10.0, None),
+    "lays_out_outside": ("failed", None, None),  # refused by the kernel's account or by the layout
+    "amplifies_reply": ("error", 0.0, "could not read"),
+    "surrogate_message": ("failed", None, "disk full \ufffd?"),  # (one generated conversation: it may pass)
+}
+
+
 def _folder(tmp_path: Path, user: bool = False) -> Path:
-    (tmp_path / "subs" / "reads_kit").mkdir(parents=True)
-    shutil.copy(CORPUS / "reads_kit.py", tmp_path / "subs" / "reads_kit" / "agent.py")
+    for name in ATTACKS:
+        (tmp_path / "subs" / name).mkdir(parents=True)
+        shutil.copy(CORPUS / f"{name}.py", tmp_path / "subs" / name / "agent.py")
     if user:
         for path in [tmp_path, *tmp_path.rglob("*")]:
             os.chown(path, 65534, 65534)
@@ -105,11 +116,20 @@ def test_the_wheel_keeps_the_course_inside_the_package_and_the_box_covers_it(ins
     proc = _grade(python, folder)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((folder / "report.json").read_text())
-    got = report["submissions"][0]
-    text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
     assert report["isolation"] == "bubblewrap"
-    assert "ESCAPED" not in text, text[:2000]
-    assert (got["status"], got["score"]) == ("passed", 10.0), text[:2000]
+    _each_earns_its_due(report)
+
+
+def _each_earns_its_due(report: dict) -> None:
+    subs = {s["id"]: s for s in report["submissions"]}
+    assert sorted(subs) == sorted(ATTACKS)
+    for name, (status, score, words) in ATTACKS.items():
+        got = subs[name]
+        text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
+        assert "ESCAPED" not in text, (name, text[:2000])
+        assert got["status"] == status and score in (None, got["score"]), (name, got["score"], text[:2000])
+        assert words is None or words in text, (name, text[:2000])
+    assert not Path("/tmp/crashcourse-escaped.txt").exists()
 
 
 def test_from_the_wheel_as_an_ordinary_user_too(wheel, public_tmp):
@@ -130,10 +150,7 @@ def test_from_the_wheel_as_an_ordinary_user_too(wheel, public_tmp):
     _folder(folder, user=True)
     proc = _grade(python, folder, user=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads((folder / "report.json").read_text())["submissions"][0]
-    text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
-    assert "ESCAPED" not in text, text[:2000]
-    assert (got["status"], got["score"]) == ("passed", 10.0), text[:2000]
+    _each_earns_its_due(json.loads((folder / "report.json").read_text()))
 
 
 def test_a_box_covers_the_course_of_an_installed_package(monkeypatch, tmp_path):
