@@ -428,14 +428,27 @@ class _Barriers:
         self.since_any_fsync: list = [start]
         self.since_dir_fsync: list = [start]
         self.new_dirs: set = set()
+        self.synced_dirs: set = set()  # folders fsynced since a name was last made or moved in them
 
     def after(self, op: Op) -> None:
         """Move the barriers on past ``op`` (already applied to the file system)."""
         now = self.fs.names.get(self.target)
         kind, directory = op.kind, self.directory
+        if kind in ("rename", "link", "open", "unlink") and (op.dest or op.path):
+            self.synced_dirs.discard(os.path.dirname(op.dest or op.path))  # a new or changed entry there
         if kind in ("rename", "unlink", "link", "open") and self.target in (op.path, op.dest):
             self.since_any_fsync.append(now)
             self.since_dir_fsync.append(now)
+        elif kind == "rename" and op.dest and (op.dest == directory or directory.startswith(op.dest + os.sep)):
+            # A folder renamed into place, checkpoint inside: the file's entry is as durable as it was
+            # in the folder it came from (fsynced there, or not), and the folder's new name is an
+            # entry in its parent, lost to a power cut until the parent is fsynced, like a mkdir's.
+            self.since_any_fsync.append(now)
+            if op.path in self.synced_dirs:
+                self.since_dir_fsync[:] = [now]
+            else:
+                self.since_dir_fsync.append(now)
+            self.new_dirs.add(op.dest)
         elif kind == "sync":  # os.sync(): every file and every directory entry
             self.since_any_fsync[:] = [now]
             self.since_dir_fsync[:] = [now]
@@ -451,6 +464,8 @@ class _Barriers:
 
     def _fsynced(self, op: Op, now: Optional[_Inode]) -> None:
         self.since_any_fsync[:] = [now]
+        if op.is_dir and op.path:
+            self.synced_dirs.add(op.path)
         if op.is_dir and op.path == self.directory:
             self.since_dir_fsync[:] = [now]
         if op.is_dir:
