@@ -355,8 +355,10 @@ def test_without_strace_or_bubblewrap_the_score_stays_and_every_report_says_what
     score, failing, result = face_gradescope(2, subs / "starter", env, tmp_path, source)
     assert (score, failing) == reference["starter"]["pytest"]
     assert "NOT CHECKED" in result["output"] and "strace" in result["output"]
+    assert f"Not passed: {', '.join(t['name'] for t in result['tests'] if t.get('status') == 'failed')}." \
+        in result["output"] and "First reason: " in result["output"]
     if "bwrap" in hidden:
         assert "NOT TAMPER-PROOF" in result["output"]
     pl_score, pl_failing, pl = face_prairielearn(2, subs / "starter", env, tmp_path)
     assert (pl_score, pl_failing) == reference["starter"]["pytest"]
-    assert "NOT CHECKED" in pl["message"]
+    assert "NOT CHECKED" in pl["message"] and "Not passed: " in pl["message"]

@@ -20,7 +20,8 @@ from typing import Optional
 
 from grader.atomicfile import make_folder, write_atomic
 from grader.grading.batch import grade_batch
-from grader.grading.reports import checked_lines
+from grader.grading.reports import checked_lines, failing
+from grader.grading.reports import reason as first_reason
 
 def prairielearn_result(entry: dict) -> dict:
     """One submission's report entry (the ``grade --format json`` shape) in PrairieLearn's shape."""
@@ -44,6 +45,8 @@ def prairielearn_result(entry: dict) -> dict:
     message = f"{score:g} of {max_score:g} points"
     if entry.get("error"):
         message += f". {entry['error']}"
+    elif failing(entry):
+        message += f". Not passed: {', '.join(failing(entry))}. First reason: {first_reason(entry)}"
     return {"gradable": True, "score": (score / max_score) if max_score else 0.0, "message": message, "tests": tests}
 
 

@@ -107,6 +107,8 @@ def gradescope_result(submission: dict, seconds: float = 0.0, isolation: Optiona
         summary = f"The grader could not run your code: {submission.get('error')}"
     else:
         summary = f"{submission['score']:g} of {submission['max_score']:g} points from the automatic checks."
+        if failing(submission):
+            summary += f"\nNot passed: {', '.join(failing(submission))}.\nFirst reason: {reason(submission)}"
     if isolation is not None:
         summary += "\n" + isolation_note(isolation)
     if kernel_trace is None or isinstance(kernel_trace, str):
