@@ -35,8 +35,12 @@ class CheckOutcome:
 
 def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
                 seed: Optional[int] = None, out: Callable[[str], None] = print,
-                paint: Optional[matrix.Painter] = None) -> CheckOutcome:
-    """Run the level's tests and draw the crash matrix for ``folder``; print the lot through ``out``."""
+                paint: Optional[matrix.Painter] = None, here: bool = False) -> CheckOutcome:
+    """Run the level's tests and draw the crash matrix for ``folder``; print the lot through ``out``.
+
+    ``here``: run the tests in this process, then the matrix (``watch``, in a child forked for this one
+    check): no interpreter to start, and code that gets stuck is waited for once, since the matrix
+    then refuses what the tests found stuck."""
     paint = paint or matrix.Painter(enabled=False)
     out(level_heading(level, paint))
     files = ", ".join(rel(folder / name) for name in level.files)
@@ -45,7 +49,7 @@ def check_level(level: manifest_mod.Level, folder: Path, *, examples: Optional[i
     if missing:
         out(f"\n  There is no {', '.join(missing)} in {rel(folder)}. The level grades a file with exactly that name.")
         return CheckOutcome(level, folder, None, TestRun(2, problem="missing file"))
-    col, tests = _tests_and_column(level, folder, examples, seed, out)
+    col, tests = (_tests_then_column if here else _tests_and_column)(level, folder, examples, seed, out)
     outcome = CheckOutcome(level, folder, col, tests)
     first = _first_failure_text(outcome, tests)
     if col is not None and col.exploration is None and "\n" in col.note and first \
@@ -84,6 +88,23 @@ def _tests_and_column(level: manifest_mod.Level, folder: Path, examples: Optiona
         finally:
             quiet()
         return col, pending.result()
+
+
+def _tests_then_column(level: manifest_mod.Level, folder: Path, examples: Optional[int], seed: Optional[int],
+                       out: Callable[[str], None]) -> tuple[Optional[matrix.Column], TestRun]:
+    """The level's tests, run in this process, then its column: one after the other, so a function the
+    tests found stuck is refused at once in the matrix (hangs are remembered per process)."""
+    hangs.forget_hangs()
+    quiet = hangs.on_slow_loop(lambda line: out(f"  ... {line}"))
+    try:
+        tests = testrun.run_tests_here(level, folder, examples=examples, seed=seed)
+        try:
+            col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
+        except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
+            col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+    finally:
+        quiet()
+    return col, tests
 
 
 def _show_column(level: manifest_mod.Level, col: Optional[matrix.Column], paint: matrix.Painter, told_below: bool,
@@ -192,7 +213,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         say(f"--path {args.path}: there is no such folder.")
         return 2
-    outcome = check_level(level, folder, examples=args.examples, seed=args.seed, paint=matrix.Painter())
+    outcome = check_level(level, folder, examples=args.examples, seed=args.seed, paint=matrix.Painter(), here=True)
     return 0 if outcome.ok else 1
 
 

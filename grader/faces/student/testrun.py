@@ -94,6 +94,76 @@ class TestRun:
         return sum(r.points for r in scored if r.passed), sum(r.points for r in scored)
 
 
+def _pytest_args(level: manifest_mod.Level, folder: Path, examples: Optional[int], seed: Optional[int]) -> list:
+    args = [*[str(t) for t in level.test_paths()], "--submission", str(folder), "-q", "-p", "no:cacheprovider",
+            "--color=no"]
+    if examples is not None:
+        args += ["--crashcourse-examples", str(examples)]
+    if seed is not None:
+        args += ["--crashcourse-seed", str(seed)]
+    return args
+
+
+def collect_args(level: manifest_mod.Level, folder: Path) -> list:
+    """pytest's arguments to collect the level's tests without running them (``watch``'s warm-up)."""
+    return [*_pytest_args(level, folder, None, None), "--collect-only"]
+
+
+def _read_report(report: Path, returncode: int, output: str) -> TestRun:
+    results = []
+    if report.exists():
+        for line in report.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            results.append(TestResult(r["nodeid"], r["outcome"], r["task"], r["points"], r["message"],
+                                      r.get("checks") or [], r.get("causes") or []))
+    run = TestRun(returncode, results, output)
+    if returncode not in (0, 1) or (returncode == 1 and not any(not r.passed for r in results)):
+        tail = "\n".join(run.output.strip().splitlines()[-15:])
+        run.problem = f"pytest could not run the tests (exit status {returncode}):\n{tail}"
+    return run
+
+
+def run_tests_here(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
+                   seed: Optional[int] = None) -> TestRun:
+    """The level's tests on ``folder``, run by pytest in this process: the same run as :func:`run_tests`
+    without starting an interpreter and importing pytest, Hypothesis and the kit again.
+
+    Only for a process that exists for this one run (``watch`` forks one per save from a warm
+    parent that never imported the learner's code): pytest's output goes to a file, not the screen.
+    """
+    import pytest
+
+    if not level.test_paths():
+        return TestRun(2, problem=f"{level.folder}/ has no test files yet, so there is nothing to check against.")
+    with tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
+        report, shown = Path(tmp) / "report.jsonl", Path(tmp) / "output.txt"
+        here, saved = os.getcwd(), (os.dup(1), os.dup(2))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fd = os.open(shown, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.dont_write_bytecode = True  # as the separate process runs with PYTHONDONTWRITEBYTECODE=1
+        for test in level.test_paths():
+            # A test module of the same name from another folder (another level, another copy of the
+            # kit) would make pytest refuse to collect this one: "import file mismatch".
+            seen = sys.modules.get(Path(test).stem)
+            if seen is not None and os.path.realpath(getattr(seen, "__file__", "") or "") != os.path.realpath(test):
+                del sys.modules[Path(test).stem]
+        try:
+            os.chdir(level.root)
+            code = pytest.main(_pytest_args(level, folder, examples, seed), plugins=[ReportFile(str(report))])
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.chdir(here)
+            for target, fd in zip((1, 2), saved):
+                os.dup2(fd, target)
+                os.close(fd)
+        return _read_report(report, int(code), shown.read_text(encoding="utf-8", errors="replace"))
+
+
 def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
               seed: Optional[int] = None, timeout: float = TEST_TIMEOUT) -> TestRun:
     """The level's tests on ``folder``, in a fresh pytest process (as ``pytest exercises/levelN`` runs them)."""
@@ -104,12 +174,8 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
     # thread; the pytest it starts is the grader's, not the loop's.
     with recorder.grader_work(), tempfile.TemporaryDirectory(prefix="crashcourse-check-") as tmp:
         report = Path(tmp) / "report.jsonl"
-        cmd = [sys.executable, "-m", "pytest", *[str(t) for t in tests], "--submission", str(folder), "-q",
-               "-p", "no:cacheprovider", "-p", "grader.faces.student.testrun", "--color=no"]
-        if examples is not None:
-            cmd += ["--crashcourse-examples", str(examples)]
-        if seed is not None:
-            cmd += ["--crashcourse-seed", str(seed)]
+        cmd = [sys.executable, "-m", "pytest", *_pytest_args(level, folder, examples, seed), "-p",
+               "grader.faces.student.testrun"]
         env = dict(os.environ, CRASHCOURSE_REPORT=str(report), PYTHONDONTWRITEBYTECODE="1")
         try:
             # Same process group on purpose: Ctrl-C in `watch` stops this pytest too, at once.
@@ -117,17 +183,7 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
         except subprocess.TimeoutExpired:
             return TestRun(124, problem=f"the tests were still running after {timeout:g} s; does the loop wait "
                                         "forever somewhere?")
-        results = []
-        if report.exists():
-            for line in report.read_text(encoding="utf-8").splitlines():
-                r = json.loads(line)
-                results.append(TestResult(r["nodeid"], r["outcome"], r["task"], r["points"], r["message"],
-                                          r.get("checks") or [], r.get("causes") or []))
-        run = TestRun(proc.returncode, results, proc.stdout + proc.stderr)
-        if proc.returncode not in (0, 1) or (proc.returncode == 1 and not any(not r.passed for r in results)):
-            tail = "\n".join(run.output.strip().splitlines()[-15:])
-            run.problem = f"pytest could not run the tests (exit status {proc.returncode}):\n{tail}"
-        return run
+        return _read_report(report, proc.returncode, proc.stdout + proc.stderr)
 
 
 def hint_task(level: manifest_mod.Level, tests: TestRun) -> Optional[int]:

@@ -38,7 +38,7 @@ def _watchdog_event(folder: Path) -> Any:
     return event, observer
 
 
-def watch_loop(paths: list[Path], on_change: Callable[[], Any], *, interval: float = 0.5,
+def watch_loop(paths: list[Path], on_change: Callable[[], Any], *, interval: float = 0.1,
                max_checks: Optional[int] = None, event: Any = None, sleep: Callable[[float], None] = time.sleep) -> int:
     """Call ``on_change()`` once, then again whenever a file in ``paths`` changes (mtime or size).
 
@@ -66,6 +66,63 @@ def watch_loop(paths: list[Path], on_change: Callable[[], Any], *, interval: flo
     return checks
 
 
+def warm_up(level: manifest_mod.Level, folder: Path) -> None:
+    """Import here what every check of ``level`` needs: pytest, its plugins (Hypothesis's, the kit's) and
+    the level's test modules, by collecting the tests once (collecting imports none of the learner's
+    files). Each check is then a child forked from this process, which starts with all of it loaded."""
+    import pytest
+
+    from grader.faces.student import testrun
+
+    here, saved = os.getcwd(), (os.dup(1), os.dup(2))
+    fd = os.open(os.devnull, os.O_WRONLY)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        os.chdir(level.root)
+        pytest.main(testrun.collect_args(level, folder))
+    except BaseException:  # noqa: BLE001 - warming up is only a head start: each check runs whatever happens here
+        pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.chdir(here)
+        for target, saved_fd in zip((1, 2), saved):
+            os.dup2(saved_fd, target)
+            os.close(saved_fd)
+
+
+def check_in_a_child(level: manifest_mod.Level, folder: Path, **options: Any) -> bool:
+    """``check_level`` in a child forked from this process (which never imports the learner's files), so
+    nothing of the learner's code, run in one check, is still in memory in the next. True if it passed."""
+    if not hasattr(os, "fork"):
+        return check_level(level, folder, **options).ok
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if check_level(level, folder, here=True, **options).ok else 1
+        except BaseException:  # noqa: BLE001 - said on the screen, as a crash of check would be
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except KeyboardInterrupt:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def _pick_watch_level(kit: manifest_mod.Manifest) -> Optional[manifest_mod.Level]:
     status = read_state("status.json")
     existing = [lv for lv in kit.existing() if lv.test_paths()]
@@ -89,16 +146,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
     paths = level.watched_files(folder)
     paint = matrix.Painter()
     clear = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    warm_up(level, folder)  # before any thread starts: each check forks from here
     event, observer = _watchdog_event(folder)
 
     def again() -> None:
         if clear:
             print("\033[2J\033[H", end="")
-        outcome = check_level(level, folder, examples=args.examples, paint=paint)
+        ok = check_in_a_child(level, folder, examples=args.examples, paint=paint)
         names = ", ".join(rel(p) for p in paths if p.exists())
         print(f"\nWatching {names} (checks {'on every save' if event else f'every {args.interval:g} s'}); "
-              "Ctrl-C to stop.")
-        if outcome.ok:
+              "Ctrl-C to stop.", flush=True)
+        if ok:
             nxt = next((lv for lv in kit.existing() if lv.number > level.number), None)
             if nxt:
                 print(f"Next: crashcourse watch {nxt.number}  ({nxt.title})")
@@ -120,7 +178,7 @@ def register(sub: Any) -> None:
                        formatter_class=fmt)
     p.add_argument("level", nargs="?", type=int, help="the level number (default: the first not passing yet)")
     p.add_argument("--path", metavar="DIR", help="the folder holding your files (default: exercises/levelN)")
-    p.add_argument("--interval", type=float, default=0.5, metavar="S", help="seconds between looks at the files")
+    p.add_argument("--interval", type=float, default=0.1, metavar="S", help="seconds between looks at the files")
     p.add_argument("--examples", type=int, metavar="N", help="generated conversations per property test")
     p.add_argument("--max-checks", type=int, metavar="N", help=argparse.SUPPRESS)
     p.set_defaults(handler=cmd_watch)
