@@ -4,6 +4,7 @@
     python benchmarks/latency.py --levels 2 6     # some levels only
     python benchmarks/latency.py --repeat 3       # best of 3 for every figure (slower, steadier)
     python benchmarks/latency.py --no-hang        # leave out the stuck-loop timings
+    python benchmarks/latency.py --watch          # `crashcourse watch`: seconds from a save to its verdict
 
 For each level it times, in one process per run as a learner gets it:
 
@@ -36,6 +37,8 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -87,14 +90,102 @@ def hang_seconds(level: int, env: dict, workdir: Path) -> float:
     return timed([f"exercises/level{level}", "--submission", str(target)], env, 1)
 
 
+def _read_until_verdict(proc: subprocess.Popen, timeout: float = 300) -> bool:
+    """Read ``watch``'s output until it says it is watching again (its check is printed in full)."""
+    buf, end = b"", time.monotonic() + timeout
+    while time.monotonic() < end:
+        if select.select([proc.stdout], [], [], 1)[0]:
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return False
+            buf += chunk
+            if b"Ctrl-C to stop" in buf:
+                return True
+    return False
+
+
+def watch_seconds(level: int, source: Path, env: dict, workdir: Path, saves: int) -> tuple[float, list]:
+    """``crashcourse watch N --path COPY`` of ``source``'s files: (seconds to the first verdict, the seconds
+    from each of ``saves`` saves to its verdict). A save appends a comment to the level's first file."""
+    target = workdir / f"watch{level}-{source.parent.name}"
+    target.mkdir()
+    for path in source.glob("*.py"):
+        if not path.name.startswith("test_"):
+            shutil.copy(path, target / path.name)
+    edited = sorted(target.glob("*.py"))[0]
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "watch", str(level), "--path", str(target)], cwd=ROOT,
+                            env=dict(env, NO_COLOR="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        start = time.perf_counter()
+        _read_until_verdict(proc)
+        first, after = time.perf_counter() - start, []
+        for i in range(saves):
+            time.sleep(0.3)
+            with open(edited, "a", encoding="utf-8") as f:
+                f.write(f"\n# saved again ({i})\n")
+            start = time.perf_counter()
+            _read_until_verdict(proc)
+            after.append(time.perf_counter() - start)
+        return first, after
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def check_hang_seconds(level: int, env: dict, workdir: Path) -> float:
+    """``crashcourse check N`` on a copy of the solution whose function spins: until the verdict is printed."""
+    filename, function = HANG_CASES[level]
+    target = workdir / f"checkhang{level}"
+    target.mkdir()
+    spinning_copy(level, filename, function, target)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "grader", "check", str(level), "--path", str(target)], cwd=ROOT, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def watch_main(args: argparse.Namespace) -> int:
+    """The ``--watch`` table: each level's starter and solution under ``watch``, beside two baselines."""
+    print(f"watch benchmark: {sys.executable}, {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}, "
+          f"{args.saves} saves per file")
+    with tempfile.TemporaryDirectory(prefix="crashcourse-watch-") as tmp:
+        one = Path(tmp) / "test_one.py"
+        one.write_text("def test_one():\n    assert True\n")
+        for mode in args.modes:
+            env = _env(mode == "on")
+            if mode == "on":
+                timed([str(one)], env, 1)
+            bare = timed([str(one)], dict(env, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), 3)
+            plain = timed([str(one)], env, 3)
+            print(f"\nbytecode caching {mode.upper()}: one-test pytest {plain:.2f} s, with plugin autoloading off "
+                  f"{bare:.2f} s")
+            print(f"{'level':<6} {'starter first':>13} {'after a save':>12} {'solution first':>14} {'after a save':>12}"
+                  f" {'check, stuck s':>14}")
+            for level in args.levels:
+                work = Path(tmp) / f"{mode}{level}"
+                work.mkdir()
+                row = []
+                for source in (ROOT / "exercises" / f"level{level}", ROOT / "solutions" / f"level{level}"):
+                    first, after = watch_seconds(level, source, env, work, args.saves)
+                    row += [first, statistics.median(after)]
+                stuck = check_hang_seconds(level, env, work) if args.hang else float("nan")
+                print(f"{level:<6} {row[0]:>13.2f} {row[1]:>12.2f} {row[2]:>14.2f} {row[3]:>12.2f} {stuck:>14.2f}")
+    print(f"\nload average at end {os.getloadavg()[0]:.1f}; target: a verdict within 1 s of a save (median)")
+    return 0
+
+
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", type=int, nargs="*", default=[1, 2, 3, 4, 5, 6])
     parser.add_argument("--repeat", type=int, default=1, help="best of N for every figure (default 1)")
     parser.add_argument("--no-hang", dest="hang", action="store_false", help="skip the stuck-loop timings")
+    parser.add_argument("--watch", action="store_true", help="time `crashcourse watch` from a save to its verdict")
+    parser.add_argument("--saves", type=int, default=3, help="saves per file with --watch (the median is shown)")
     parser.add_argument("--modes", nargs="*", default=["off", "on"], choices=["off", "on"],
                         help="bytecode caching modes to time, in this order (default: off on)")
     args = parser.parse_args(argv)
+    if args.watch:
+        return watch_main(args)
     print(f"latency benchmark: {sys.executable} (Python {sys.version.split()[0]}), {os.cpu_count()} cores, "
           f"load average at start {os.getloadavg()[0]:.1f}, best of {args.repeat}")
     failures = 0

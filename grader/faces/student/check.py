@@ -95,15 +95,21 @@ def _tests_then_column(level: manifest_mod.Level, folder: Path, examples: Option
     """The level's tests, run in this process, then its column: one after the other, so a function the
     tests found stuck is refused at once in the matrix (hangs are remembered per process)."""
     hangs.forget_hangs()
+    mark = hangs.hang_mark()
+    tests = testrun.run_tests_here(level, folder, examples=examples, seed=seed)  # (it tells of slow code itself)
+    stopped = [hang for kind, hang in hangs.hangs_since(mark) if kind == "stopped"]
     quiet = hangs.on_slow_loop(lambda line: out(f"  ... {line}"))
     try:
-        tests = testrun.run_tests_here(level, folder, examples=examples, seed=seed)
         try:
             col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
         except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
             col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
     finally:
         quiet()
+    if col is not None and stopped and hasattr(col, "stuck"):
+        # The matrix was refused what the tests found stuck (it would have got stuck there itself):
+        # the story is the tests' stop, told once.
+        col.stuck = stopped[0]
     return col, tests
 
 

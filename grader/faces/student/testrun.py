@@ -123,6 +123,18 @@ def _read_report(report: Path, returncode: int, output: str) -> TestRun:
     return run
 
 
+def slow_code_sink(fd: int) -> Any:
+    """Tell ``fd`` (the screen) when a call into the learner's code has run long; returns the undo."""
+    from grader.engine import hangs
+
+    def say(line: str) -> None:
+        try:
+            os.write(fd, f"  ... {line}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
+    return hangs.on_slow_loop(say)
+
+
 def run_tests_here(level: manifest_mod.Level, folder: Path, *, examples: Optional[int] = None,
                    seed: Optional[int] = None) -> TestRun:
     """The level's tests on ``folder``, run by pytest in this process: the same run as :func:`run_tests`
@@ -145,6 +157,9 @@ def run_tests_here(level: manifest_mod.Level, folder: Path, *, examples: Optiona
         os.dup2(fd, 2)
         os.close(fd)
         sys.dont_write_bytecode = True  # as the separate process runs with PYTHONDONTWRITEBYTECODE=1
+        # While the learner waits on code that runs long, say so on the screen (pytest's own output,
+        # this line's included, goes to the file).
+        quiet = slow_code_sink(saved[0])
         for test in level.test_paths():
             # A test module of the same name from another folder (another level, another copy of the
             # kit) would make pytest refuse to collect this one: "import file mismatch".
@@ -155,6 +170,7 @@ def run_tests_here(level: manifest_mod.Level, folder: Path, *, examples: Optiona
             os.chdir(level.root)
             code = pytest.main(_pytest_args(level, folder, examples, seed), plugins=[ReportFile(str(report))])
         finally:
+            quiet()
             sys.stdout.flush()
             sys.stderr.flush()
             os.chdir(here)
