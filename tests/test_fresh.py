@@ -134,3 +134,25 @@ def test_memory_hides_nothing_under_grade_either(tmp_path):
                                         "solution": (KIT / "solutions" / "level6" / "agent.py", "agent.py")})
     assert "test_every_crash_state_loads_as_one_whole_save" in failed["sys"]
     assert failed["solution"] == set()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: watch checks in its own process")
+def test_watch_checks_in_a_child_and_keeps_nothing_of_the_learners(tmp_path):
+    """Each of watch's checks is a child of the warm process: the learner's module, and whatever it put
+    in memory, never reach the process that forks the next check."""
+    from grader.faces.student import watch
+    from grader.levels import manifest
+    from grader.engine import loader
+
+    level = manifest.load(KIT).require(2)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    source = (KIT / "solutions" / "level2" / "agent.py").read_text(encoding="utf-8")
+    (mine / "agent.py").write_text("import sys\nsys.__dict__['_checked_here'] = True\n" + source, encoding="utf-8")
+    made = set(loader.MADE)
+    watch.warm_up(level, mine)
+    assert watch.check_in_a_child(level, mine, examples=2) is True
+    assert "_checked_here" not in sys.__dict__ and loader.MADE == made
+    (mine / "agent.py").write_text(source.replace("os.replace(tmp, path)", "os.rename(tmp, path + '.x')"),
+                                   encoding="utf-8")
+    assert watch.check_in_a_child(level, mine, examples=2) is False
