@@ -28,10 +28,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "system: needs one of " + ", ".join(SYSTEM_MARKERS) + " (added for you)")
 
 
-def pytest_collection_modifyitems(items: list) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    # The exhaustive runs (marked "slow", about half an hour on two cores) run only when the marker
+    # expression asks for them by name (`pytest -m slow`); a bare `pytest`, CI's, skips them.
+    slow_asked = "slow" in (config.getoption("markexpr") or "")
     for item in items:
         if any(item.get_closest_marker(name) for name in SYSTEM_MARKERS):
             item.add_marker(pytest.mark.system)
+        if item.get_closest_marker("slow") and not slow_asked:
+            item.add_marker(pytest.mark.skip(reason="exhaustive: run it with `pytest -m slow`"))
 
 
 @pytest.fixture
