@@ -195,3 +195,33 @@ def test_a_run_that_reports_a_temp_file_outside_its_folder_is_refused_not_laid_o
     assert not result.ok
     assert result.error is not None and "tmp/crashcourse-escaped.txt" in result.error
     assert "'..' part, which climbs out of the folder" in result.error
+
+
+def test_level_6s_reader_never_follows_a_link_its_loader_planted(tmp_path):
+    """A loader (the learner's code, which may run without a box) swaps the journal's folder for a link
+    to somewhere else: the reader lays the next crash state out inside its own folder or refuses it,
+    never writing through the link; a state that names a file outside is refused before anything."""
+    from grader.engine.crash_models import CrashState
+    from grader.levels.journal import LoaderReader
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def load(directory):
+        wal = os.path.join(directory, "wal")
+        if os.path.isdir(wal) and not os.path.islink(wal):
+            import shutil
+            shutil.rmtree(wal)
+            os.symlink(elsewhere, wal)
+        return {"n": 1}
+
+    reader = LoaderReader(load, str(tmp_path / "scratch"))
+    reader(CrashState(0, "M1", {"checkpoint.json": b"{}", "wal/0001.log": b"a\n"}))
+    try:
+        reader(CrashState(1, "M1", {"checkpoint.json": b"{}", "wal/0001.log": b"a\nb\n", "wal/0002.log": b"c"}))
+    except UnsafeName as exc:
+        assert "link" in str(exc)
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(UnsafeName):
+        reader(CrashState(2, "M1", {"checkpoint.json": b"{}", "../../escaped": b"x"}))
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "scratch" / "escaped").exists()
