@@ -441,3 +441,14 @@ os.ftruncate(fd, 2)
     (tmp_path / "out").mkdir()
     elsewhere = code.replace("os.mkdir('ck')\n", "").replace("ck/", "")
     assert reconcile([], _traced(tmp_path / "out", elsewhere), [ck])[1] is None
+
+
+def test_files_in_dev_shm_are_files_and_devices_are_not(trace):
+    """A temp folder in /dev/shm (memory) holds ordinary files; /dev/null is no file a crash leaves."""
+    feed(trace, ['10 openat(AT_FDCWD</box/home>, "/dev/shm/ck/c.tmp", O_WRONLY|O_CREAT, 0666) = 3</dev/shm/ck/c.tmp>',
+                 '10 write(3</dev/shm/ck/c.tmp>, "{}", 2) = 2',
+                 '10 openat(AT_FDCWD</box/home>, "/dev/null", O_WRONLY, 0666) = 4</dev/null>',
+                 '10 write(4</dev/null>, "{}", 2) = 2'])
+    ops, problem = reconcile([], trace.take(10), ["/dev/shm/ck"])
+    assert problem is None and [(op.kind, op.path) for op in ops] == [("open", "/dev/shm/ck/c.tmp"),
+                                                                      ("write", "/dev/shm/ck/c.tmp")]

@@ -446,8 +446,8 @@ class KernelTrace:
                 return
             if self.name in path:
                 self._tamper("it wrote into the kernel trace itself")
-            if not path.startswith("/") or path.startswith("/dev/"):
-                return  # a pipe, a socket, a terminal: nothing a crash leaves on disk
+            if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
+                return  # a pipe, a socket, a terminal: nothing a crash leaves on disk (/dev/shm holds files)
             if name in ("write", "pwrite64"):
                 data, cut = _string(args[1])
             elif name in ("writev", "pwritev", "pwritev2"):
