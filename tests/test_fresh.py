@@ -89,6 +89,16 @@ def test_nothing_in_memory_reaches_a_fresh_process(learner):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_box_swept_in_this_process_leaves_the_fork_server(learner):
+    # A box graded in-process (an instructor's scenarios, the kit's own tests) sweeps every child of
+    # this process when it shuts down; the fork server is the kit's, and later fresh jobs need it.
+    from grader.grading import sandbox
+    assert fresh.server_pid() is not None
+    sandbox.kill_tree("no-such-box", root_pid=os.getpid())
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
 def test_a_hang_in_a_fresh_process_is_known_here(learner):
     mark = hangs.hang_mark()
     assert fresh.run_fresh(_stuck, learner.spin).startswith("stopped: learner.py, line")

@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 
 from grader.engine import hangs, loader
 
-__all__ = ["start", "run_fresh", "origin", "FreshProcessDied", "served_here"]
+__all__ = ["start", "run_fresh", "origin", "FreshProcessDied", "served_here", "server_pid"]
 
 _server: Optional[tuple] = None   # (pid, fd to write requests, fd to read replies), once started
 _unread = 0                       # requests sent whose answer was not read (the caller was interrupted)
@@ -49,6 +49,12 @@ def served_here() -> bool:
 
 
 _in_child = False
+
+
+def server_pid() -> Optional[int]:
+    """The fork server's pid in this process, if one runs: a sweep of this process's children must
+    leave it (and the children it keeps ready) alone, or every later fresh job finds it gone."""
+    return _server[0] if _server is not None else None
 
 
 # -- the server --------------------------------------------------------------------------------------------

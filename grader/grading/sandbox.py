@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from grader.engine import fresh
+
 
 PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
@@ -284,6 +286,9 @@ def kill_tree(token: str, root_pid: Optional[int] = None, session: Optional[int]
               keep: Iterable[int] = (), home: Optional[str] = None) -> int:
     """Kill the box's processes until none is left: its session, ``root_pid``'s descendants, the marked."""
     keep = set(keep) | {os.getpid()}
+    server = fresh.server_pid()
+    if server is not None:  # this process's fork server is the kit's, not the box's
+        keep |= {server} | set(descendants(server))
     killed = 0
     for attempt in range(50):
         targets = set(marked(token, home))
