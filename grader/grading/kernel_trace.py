@@ -195,6 +195,9 @@ class KernelTrace:
         # fd -> [path it was opened at, writable, handle, position or None, is_dir]; a dup()ed descriptor
         # shares the list (and so the position), as it shares the open file in the kernel.
         self.fds: dict[int, list] = {}
+        # Folders the trace saw made (mkdir), under the names they have now: a folder made, fsynced and
+        # renamed into place is no longer where it was made by the time the judge could look.
+        self.made_dirs: set = set()
         self.root = os.path.realpath(scratch)  # the box's own folder: bound at the same path inside
         self.pool: list = []  # this call's kernel operations no recorded one has claimed yet (see settle)
         self.pool_since: Optional[int] = None
@@ -396,10 +399,17 @@ class KernelTrace:
         if entry is not None and entry[1] and not entry[4] and not any(e is entry for e in self.fds.values()):
             self._emit("close", api="close", path=entry[0], handle=entry[2])
 
+    def _moved(self, source: str, dest: str) -> None:
+        """A rename: a folder the trace saw made keeps being one under its new name (its insides too)."""
+        inside = source + os.sep
+        moved = {p for p in self.made_dirs if p == source or p.startswith(inside)}
+        self.made_dirs -= moved
+        self.made_dirs |= {dest + p[len(source):] for p in moved}
+
     def _is_dir(self, path: str, flags: str) -> Optional[bool]:
         """Whether an open's file is a folder: O_DIRECTORY says so; else, in the box's own folder (the same
         files inside and out), the judge looks; elsewhere (the box's own /tmp) it cannot, and says None."""
-        if "O_DIRECTORY" in flags:
+        if "O_DIRECTORY" in flags or path in self.made_dirs:
             return True
         if path == self.root or path.startswith(self.root + os.sep):
             return os.path.isdir(path)
@@ -500,7 +510,10 @@ class KernelTrace:
             self._closed(_annotation(args[0])[0])
             return
         if name in ("rename", "link"):
-            self._emit(name, api=name, path=self._path(pid, args[0]), dest=self._path(pid, args[1]))
+            source, dest = self._path(pid, args[0]), self._path(pid, args[1])
+            if name == "rename":
+                self._moved(source, dest)
+            self._emit(name, api=name, path=source, dest=dest)
             return
         if name in ("renameat", "renameat2", "linkat"):
             source = self._path(pid, args[1], args[0])
@@ -512,18 +525,25 @@ class KernelTrace:
                            handle=entry[2], flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0]
                            else frozenset())
                 return
-            self._emit("rename" if name.startswith("rename") else "link", api=name,
-                       path=source, dest=self._path(pid, args[3], args[2]))
+            dest = self._path(pid, args[3], args[2])
+            if name.startswith("rename"):
+                self._moved(source, dest)
+            self._emit("rename" if name.startswith("rename") else "link", api=name, path=source, dest=dest)
             return
         if name in ("unlink", "rmdir", "mkdir"):
-            self._emit(name, api=name, path=self._path(pid, args[0]))
+            path = self._path(pid, args[0])
+            (self.made_dirs.add if name == "mkdir" else self.made_dirs.discard)(path)
+            self._emit(name, api=name, path=path)
             return
         if name == "unlinkat":
-            self._emit("rmdir" if "AT_REMOVEDIR" in args[2] else "unlink", api=name,
-                       path=self._path(pid, args[1], args[0]))
+            path = self._path(pid, args[1], args[0])
+            self.made_dirs.discard(path)
+            self._emit("rmdir" if "AT_REMOVEDIR" in args[2] else "unlink", api=name, path=path)
             return
         if name == "mkdirat":
-            self._emit("mkdir", api=name, path=self._path(pid, args[1], args[0]))
+            path = self._path(pid, args[1], args[0])
+            self.made_dirs.add(path)
+            self._emit("mkdir", api=name, path=path)
             return
         if name in ("symlink", "symlinkat"):
             self._emit("symlink", api=name, path=self._path(pid, args[-1], args[1] if name == "symlinkat" else None))
