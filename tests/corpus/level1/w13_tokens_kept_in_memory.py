@@ -1,8 +1,10 @@
-"""VERDICT: fail fields,tokensUsed,load-accepts
+"""VERDICT: fail fields,tokensUsed
 
 Writes tokensUsed as 0 and keeps the real count in memory (in ``sys``), where its load_checkpoint finds
 it again in the process that saved (and puts it in whatever file it reads). After a real crash memory
-is gone: resume counts the spend from 0 (tokensUsed), as the file says.
+is gone: resume counts the spend from 0 (tokensUsed), as the file says. Every load the checks make
+runs in a process that never saved, so the loader gives back each file as it is (load-accepts holds,
+whichever tests ran before it: it used to fail only after a test that saved in the same process).
 """
 import json
 import sys
