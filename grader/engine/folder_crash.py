@@ -180,238 +180,317 @@ def folder_states(ops: Iterable[Op], initial: dict, directory: str, models: Iter
     unknown = set(models) - set(MODELS)
     if unknown:
         raise ValueError(f"unknown crash model(s) {sorted(unknown)}; choose from {', '.join(MODELS)}")
-    directory = os.path.abspath(directory)
-    power = [m for m in models if m in ("M3", "M4", "M5")]
-    # The replay keeps no per-write copies (its own history costs a copy of the file per write);
-    # what a power cut may keep is tracked here, bounded: a sample of the versions each file's data
-    # passed through since its last fsync (taken at the crash points built), and the bytes the
-    # latest unsynced writes replaced (for M4's missing write).
-    fs = FileSystem(initial, initial_dirs, track_durability=False)
-    versions: dict = {}          # id(inode) -> versions of its data since its last fsync, oldest first
-    undo: dict = {}              # id(inode) -> deque of (offset, length, bytes it replaced), latest writes
-
-    existed = set(initial)       # names that held data before the run: rewriting one is in place
-    first = {p: fs.names[p] for p in initial if _within(p, directory)}  # the files the run started with
-    first_ids = {id(v) for v in first.values()}
-    renamed_in: dict = {}        # id(inode) -> index of the rename that gave it a name, since its last fsync
-    appended: set = set()        # ids of inodes written at their end since their last fsync
-    last_write: dict = {}        # id(inode) -> index of its latest unsynced write
-    append_handles: set = set()  # handles opened with O_APPEND
-    emptied: set = set()         # ids of inodes truncated during the run (written again from the start)
-    touched: set = set()         # ids of the first files written or truncated (only those can differ)
-    any_sync = _Names()          # M4
-    dir_sync = _Names()          # M5
-    new_dirs: dict = {}          # folder made during the run, not yet fsynced in its parent -> op index
+    replay = _Replay(initial, initial_dirs, os.path.abspath(directory), models)
     wanted = (lambda k: True) if points is None else points.__contains__
+    if wanted(0):
+        yield from replay.states_at(0)
+    for i, op in enumerate(ops):
+        if not replay.concerns(op):
+            if on_op is not None:
+                on_op(i, op)
+            continue
+        inode = replay.prepare(op)
+        if on_op is not None:
+            on_op(i, op)
+        if "M2" in models and wanted(i):
+            yield from replay.torn_states(i, op, inode)
+        replay.apply(i, op, inode)
+        if wanted(i + 1):
+            yield from replay.states_at(i + 1)
 
-    def rel(path: str) -> str:
-        return path[len(directory) + 1:]
 
-    def listing(choose=None, names=None) -> tuple:
+class _Replay:
+    """The folder replayed one operation at a time, with what a power cut could still undo.
+
+    The replay keeps no per-write copies (its own history costs a copy of the file per write);
+    what a power cut may keep is tracked here, bounded: a sample of the versions each file's data
+    passed through since its last fsync (taken at the crash points built), and the bytes the
+    latest unsynced writes replaced (for M4's missing write). Inodes are keyed by ``id``.
+    """
+
+    def __init__(self, initial: dict, initial_dirs: Iterable[str], directory: str, models: tuple):
+        self.directory = directory
+        self.models = models
+        self.power = [m for m in models if m in ("M3", "M4", "M5")]
+        self.initial = initial
+        self.fs = FileSystem(initial, initial_dirs, track_durability=False)
+        self.versions: dict = {}       # inode -> versions of its data since its last fsync, oldest first
+        self.undo: dict = {}           # inode -> deque of (offset, length, bytes it replaced), latest writes
+        self.existed = set(initial)    # names that held data before the run: rewriting one is in place
+        self.first = {p: self.fs.names[p] for p in initial if self.within(p)}  # the files the run started with
+        self.first_ids = {id(v) for v in self.first.values()}
+        self.renamed_in: dict = {}     # inode -> index of the rename that gave it a name, since its last fsync
+        self.appended: set = set()     # inodes written at their end since their last fsync
+        self.last_write: dict = {}     # inode -> index of its latest unsynced write
+        self.append_handles: set = set()  # handles opened with O_APPEND
+        self.emptied: set = set()      # inodes truncated during the run (written again from the start)
+        self.touched: set = set()      # the first files written or truncated (only those can differ)
+        self.any_sync = _Names()       # M4
+        self.dir_sync = _Names()       # M5
+        self.new_dirs: dict = {}       # folder made during the run, not yet fsynced in its parent -> op index
+
+    # -- names and listings
+
+    def within(self, path: Optional[str]) -> bool:
+        return _within(path, self.directory)
+
+    def rel(self, path: str) -> str:
+        return path[len(self.directory) + 1:]
+
+    def listing(self, choose=None, names=None) -> tuple:
         """The folder as ``(files, dirs)``; ``names`` overrides where some names point (None: absent),
         ``choose(inode)`` gives the bytes each inode holds (default: all it was given)."""
-        files = {}
-        table = fs.names if names is None else {**fs.names, **names}
-        for path, inode in table.items():
-            if inode is None or not _within(path, directory):
-                continue
-            files[rel(path)] = inode.snap() if choose is None else choose(inode)
-        dirs = tuple(sorted(rel(d) for d in fs.dirs if _within(d, directory)))
+        table = self.fs.names if names is None else {**self.fs.names, **names}
+        files = {self.rel(path): inode.snap() if choose is None else choose(inode)
+                 for path, inode in table.items() if inode is not None and self.within(path)}
+        dirs = tuple(sorted(self.rel(d) for d in self.fs.dirs if self.within(d)))
         return files, dirs
 
-    def drop_folders(files: dict, dirs: tuple, gone: Iterable[str]) -> tuple:
-        gone = [rel(g) for g in gone]
+    def holding(self, inode, data: bytes) -> tuple:
+        """The folder with ``inode`` holding ``data`` and every other file all it was given."""
+        return self.listing(lambda i: data if i is inode else i.snap())
+
+    def without_new_folders(self, files: dict, dirs: tuple) -> tuple:
+        gone = [self.rel(g) for g in self.new_dirs]
 
         def inside(name: str) -> bool:
             return any(name == g or name.startswith(g + os.sep) for g in gone)
         return {n: d for n, d in files.items() if not inside(n)}, tuple(d for d in dirs if not inside(d))
 
-    def data_versions(inode) -> list:
+    # -- one operation
+
+    def concerns(self, op: Op) -> bool:
+        """Whether ``op`` can change the folder (a sync always can)."""
+        return op.kind == "sync" or self.within(op.path) or op.path == self.directory or self.within(op.dest)
+
+    def prepare(self, op: Op):
+        """Fill in what the trace left implicit; the inode ``op`` acts on, before it runs."""
+        if op.kind == "fsync" and (op.path == self.directory or op.path in self.fs.dirs):
+            op.is_dir = True  # a folder opened without O_DIRECTORY (Node's fs.openSync(dir, "r"))
+        inode = self.fs.inode_for(op)
+        if op.kind == "write" and op.offset < 0:  # O_APPEND: the kernel writes at the end
+            op.offset = len(inode.data) if inode is not None else 0
+        return inode
+
+    def apply(self, i: int, op: Op, inode) -> None:
+        """Replay operation number ``i`` and note what a power cut could now undo."""
+        before_names = {p: self.fs.names.get(p) for p in (op.path, op.dest) if p is not None}
+        if op.kind == "write" and inode is not None:
+            self._before_write(op, inode)
+        if op.kind == "open" and "append" in op.flags:
+            self.append_handles.add(op.handle)
+        self.fs.apply(op)
+        after = self.fs.inode_for(op)
+        if op.kind == "truncate" or op.kind == "open" and "trunc" in op.flags:
+            self.emptied.add(id(after))
+        if op.kind in ("write", "truncate", "open") and after is not None:
+            self.touched.add(id(after))
+        if op.kind == "write" and inode is not None:
+            self.last_write[id(inode)] = i
+        note = _NOTES.get(op.kind)
+        if note is not None:
+            note(self, i, op, inode, before_names)
+
+    def _before_write(self, op: Op, inode) -> None:
+        if self.power:
+            replaced = bytes(inode.data[op.offset:op.offset + len(op.data)])
+            self.undo.setdefault(id(inode), collections.deque(maxlen=UNDO)).append((op.offset, len(op.data), replaced))
+        if op.offset >= len(inode.data) > 0 and (
+                op.handle in self.append_handles or id(inode) in self.first_ids and id(inode) not in self.emptied):
+            self.appended.add(id(inode))  # a log or journal growing: not a new file being filled
+
+    def _names_changed(self, i: int, op: Op, inode, before_names: dict) -> None:
+        for p, before in before_names.items():
+            after = self.fs.names.get(p)
+            if before is not after and self.within(p):
+                self.any_sync.changed(p, before, after, i)
+                self.dir_sync.changed(p, before, after, i)
+        if op.kind in ("rename", "link") and self.fs.names.get(op.dest) is not None:  # a new name for the data
+            moved = self.fs.names[op.dest]
+            if moved.snap() != moved.synced:
+                self.renamed_in[id(moved)] = i
+
+    def _made_folder(self, i: int, op: Op, inode, before_names: dict) -> None:
+        if self.within(op.path) or op.path == self.directory:
+            self.new_dirs[op.path] = i
+
+    def _removed_folder(self, i: int, op: Op, inode, before_names: dict) -> None:
+        self.new_dirs.pop(op.path, None)
+
+    def _synced_all(self, i: int, op: Op, inode, before_names: dict) -> None:
+        for kept in (self.versions, self.undo, self.new_dirs, self.renamed_in, self.appended):
+            kept.clear()
+        self.any_sync.reset()
+        self.dir_sync.reset()
+
+    def _wrote(self, i: int, op: Op, inode, before_names: dict) -> None:
+        if op.handle in self.fs.sync_handles:  # O_SYNC: the write is its own fsync
+            self._fsynced(i, op, inode, before_names)
+
+    def _fsynced(self, i: int, op: Op, inode, before_names: dict) -> None:
+        self.any_sync.reset()  # under M4 any fsync is a barrier (ext4 commits its whole journal)
+        if op.kind == "fsync" and op.is_dir:
+            self.dir_sync.reset([p for p in self.dir_sync.since if os.path.dirname(p) == op.path])
+            for d in [d for d in self.new_dirs if os.path.dirname(d) == op.path]:
+                del self.new_dirs[d]
+        elif inode is not None:
+            for kept in (self.versions, self.undo, self.renamed_in, self.last_write):
+                kept.pop(id(inode), None)
+            self.appended.discard(id(inode))
+
+    # -- the states at one point
+
+    def states_at(self, k: int) -> Iterator[FolderState]:
+        if self.power:
+            self._sample_versions()
+        if "M1" in self.models:
+            files, dirs = self.listing()
+            yield FolderState(k, "M1", files, dirs, [self.kill_loss()])
+        if self.power:
+            seen: set = set()
+            for state in self._power_states(k):
+                if (state.model, state.key()) not in seen:
+                    seen.add((state.model, state.key()))
+                    yield state
+
+    def _sample_versions(self) -> None:
+        for path, inode in self.fs.names.items():
+            if self.within(path) and inode.snap() != inode.synced:
+                seen = self.versions.setdefault(id(inode), [])
+                if not seen or seen[-1] is not inode.snap():
+                    seen.append(inode.snap())
+                # Bounded: a file written a million times keeps a sample, and a large one fewer.
+                if len(seen) > max(2, min(4 * VERSIONS, VERSION_BYTES // max(1, len(inode.snap())))):
+                    seen[:] = seen[::2]
+
+    def kill_loss(self) -> Loss:
+        """A state with every operation so far on disk: broken, it shows a file changed in place, if any."""
+        changed = [self.rel(p) for p, inode in self.first.items() if id(inode) in self.touched
+                   and self.fs.names.get(p) is inode and inode.snap() != self.initial[p]]
+        return Loss("kill", changed[0], None, f"{changed[0]} was changed in place", "in-place") if changed \
+            else Loss("kill")
+
+    def _power_states(self, k: int) -> Iterator[FolderState]:
+        unsynced = {}
+        for path, inode in self.fs.names.items():
+            if self.within(path) and inode.snap() != inode.synced:
+                unsynced[id(inode)] = (inode, self.rel(path))  # its newest name: the one a link or rename gave it
+        unsynced = list(unsynced.values())
+        for model in self.power:
+            files, dirs = self.listing()
+            yield FolderState(k, model, files, dirs, [self.kill_loss()])  # everything landed: the M1 state
+            yield from self._data_states(k, model, unsynced)
+            for states in _MODEL_STATES.get(model, ()):
+                yield from states(self, k, model, unsynced)
+
+    # M3 and after: a file's data is all of it, only what was fsynced, or a version it passed through.
+
+    def _data_states(self, k: int, model: str, unsynced: list) -> Iterator[FolderState]:
+        if not unsynced:
+            return
+        files, dirs = self.listing(lambda inode: inode.synced)
+        yield FolderState(k, model, files, dirs, [
+            self._data_loss(inode, name, inode.synced, "only what was fsynced") for inode, name in unsynced])
+        for inode, name in unsynced:
+            for version in self._data_versions(inode):
+                files, dirs = self.holding(inode, version)
+                what = "only what was fsynced" if version is inode.synced else "an older unsynced version"
+                yield FolderState(k, model, files, dirs, [self._data_loss(inode, name, version, what)])
+
+    def _data_loss(self, inode, name: str, version: bytes, what: str) -> Loss:
+        return Loss("data", name, self.last_write.get(id(inode)),
+                    f"{name} holds {what} ({len(version):,} of {len(inode.snap()):,} bytes)",
+                    self._data_kind(inode, name), len(version))
+
+    def _data_versions(self, inode) -> list:
         """What ``inode`` may hold after a power cut besides all of it: its fsynced data and the
         versions its unsynced writes passed through (capped at :data:`VERSIONS`, both ends kept)."""
-        history = [v for v in versions.get(id(inode), ()) if v is not inode.snap()]
+        history = [v for v in self.versions.get(id(inode), ()) if v is not inode.snap()]
         if len(history) > VERSIONS - 1:
             step = len(history) / (VERSIONS - 1)
             history = [history[int(i * step)] for i in range(VERSIONS - 2)] + [history[-1]]
         return [inode.synced, *history]
 
-    def data_kind(inode, name: str) -> str:
-        if id(inode) in renamed_in:
+    def _data_kind(self, inode, name: str) -> str:
+        if id(inode) in self.renamed_in:
             return "rename-before-data"
-        if id(inode) in appended:
+        if id(inode) in self.appended:
             return "append"
-        if os.path.join(directory, name) in existed:
+        if os.path.join(self.directory, name) in self.existed:
             return "in-place"
         return "unsynced-data"
 
-    def power_states(k: int) -> Iterator[FolderState]:
-        seen: set = set()
-        for state in _power_states(k):
-            if (state.model, state.key()) not in seen:
-                seen.add((state.model, state.key()))
-                yield state
+    # M4: a name still where an earlier step left it; one unsynced write missing while later ones landed.
 
-    def _power_states(k: int) -> Iterator[FolderState]:
-        unsynced = {}
-        for path, inode in fs.names.items():
-            if _within(path, directory) and inode.snap() != inode.synced:
-                unsynced[id(inode)] = (inode, rel(path))  # its newest name: the one a link or rename gave it
-        for model in power:
-            files, dirs = listing()
-            yield FolderState(k, model, files, dirs, [kill_loss()])  # everything landed: the M1 state
-            if unsynced:
-                files, dirs = listing(lambda inode: inode.synced)
-                yield FolderState(k, model, files, dirs, [
-                    Loss("data", name, last_write.get(id(inode)),
-                         f"{name} holds only what was fsynced ({len(inode.synced):,} of {len(inode.snap()):,} bytes)",
-                         data_kind(inode, name), len(inode.synced))
-                    for inode, name in unsynced.values()])
-                for inode, name in unsynced.values():
-                    for version in data_versions(inode):
-                        files, dirs = listing(lambda i, inode=inode, version=version: version if i is inode else i.snap())
-                        what = "only what was fsynced" if version is inode.synced else "an older unsynced version"
-                        yield FolderState(k, model, files, dirs, [Loss(
-                            "data", name, last_write.get(id(inode)),
-                            f"{name} holds {what} ({len(version):,} of {len(inode.snap()):,} bytes)",
-                            data_kind(inode, name), len(version))])
-            if model == "M4":
-                for path, seen in any_sync.since.items():
-                    for n, earlier in enumerate(seen[:-1]):
-                        files, dirs = listing(names={path: earlier})
-                        yield FolderState(k, model, files, dirs, [Loss(
-                            "entry", rel(path), any_sync.undone(path, n),
-                            _entry_words(rel(path), earlier, fs.names.get(path)) + " while a later step did",
-                            "reordered", _size(earlier))])
-                for inode, name in unsynced.values():
-                    writes = list(undo.get(id(inode), ()))
-                    for skip in range(len(writes) - 1):
-                        data = _without(inode.snap(), *writes[skip])
-                        files, dirs = listing(lambda i, inode=inode, data=data: data if i is inode else i.snap())
-                        yield FolderState(k, model, files, dirs, [Loss(
-                            "hole", name, None,
-                            f"{name} lacks its unsynced write #{skip + 1} while later ones landed",
-                            "append" if id(inode) in appended else "reordered")])
-            if model == "M5":
-                lost = {p: seen[0] for p, seen in dir_sync.since.items() if seen[0] is not fs.names.get(p)}
-                if lost or new_dirs:
-                    files, dirs = listing(names=lost)
-                    files, dirs = drop_folders(files, dirs, new_dirs)
-                    yield FolderState(k, model, files, dirs, [
-                        Loss("entry", rel(p), dir_sync.undone(p, 0), _entry_words(rel(p), lost[p], fs.names.get(p))
-                             + " (its folder was not fsynced after)", "dir-not-fsynced", _size(lost[p])) for p in lost]
-                        + [Loss("folder", rel(d), i, f"the folder {rel(d)}/ made during the run is gone",
-                                "dir-not-fsynced") for d, i in new_dirs.items()])
-                    for p in lost:
-                        for n, earlier in enumerate(dir_sync.since[p][:-1]):
-                            files, dirs = listing(names={p: earlier})
-                            yield FolderState(k, model, files, dirs, [Loss(
-                                "entry", rel(p), dir_sync.undone(p, n), _entry_words(rel(p), earlier, fs.names.get(p))
-                                + " (its folder was not fsynced after)", "dir-not-fsynced", _size(earlier))])
+    def _reordered_names(self, k: int, model: str, unsynced: list) -> Iterator[FolderState]:
+        for path, seen in self.any_sync.since.items():
+            for n, earlier in enumerate(seen[:-1]):
+                files, dirs = self.listing(names={path: earlier})
+                yield FolderState(k, model, files, dirs, [Loss(
+                    "entry", self.rel(path), self.any_sync.undone(path, n),
+                    _entry_words(self.rel(path), earlier, self.fs.names.get(path)) + " while a later step did",
+                    "reordered", _size(earlier))])
 
-    def kill_loss() -> Loss:
-        """A state with every operation so far on disk: broken, it shows a file changed in place, if any."""
-        changed = [rel(p) for p, inode in first.items() if id(inode) in touched and fs.names.get(p) is inode
-                   and inode.snap() != initial[p]]
-        return Loss("kill", changed[0], None, f"{changed[0]} was changed in place", "in-place") if changed \
-            else Loss("kill")
+    def _missing_writes(self, k: int, model: str, unsynced: list) -> Iterator[FolderState]:
+        for inode, name in unsynced:
+            writes = list(self.undo.get(id(inode), ()))
+            for skip in range(len(writes) - 1):
+                files, dirs = self.holding(inode, _without(inode.snap(), *writes[skip]))
+                yield FolderState(k, model, files, dirs, [Loss(
+                    "hole", name, None, f"{name} lacks its unsynced write #{skip + 1} while later ones landed",
+                    "append" if id(inode) in self.appended else "reordered")])
 
-    def states_at(k: int) -> Iterator[FolderState]:
-        if power:
-            for path, inode in fs.names.items():
-                if _within(path, directory) and inode.snap() != inode.synced:
-                    seen = versions.setdefault(id(inode), [])
-                    if not seen or seen[-1] is not inode.snap():
-                        seen.append(inode.snap())
-                    # Bounded: a file written a million times keeps a sample, and a large one fewer.
-                    if len(seen) > max(2, min(4 * VERSIONS, VERSION_BYTES // max(1, len(inode.snap())))):
-                        seen[:] = seen[::2]
-        if "M1" in models:
-            files, dirs = listing()
-            yield FolderState(k, "M1", files, dirs, [kill_loss()])
-        if power:
-            yield from power_states(k)
+    # M5: a name as at its folder's last fsync; a folder made during the run gone with its contents.
 
-    if wanted(0):
-        yield from states_at(0)
-    for i, op in enumerate(ops):
-        path_in, dest_in = _within(op.path, directory) or op.path == directory, _within(op.dest, directory)
-        if op.kind != "sync" and not (path_in or dest_in):
-            if on_op is not None:
-                on_op(i, op)
-            continue
-        if op.kind == "fsync" and (op.path == directory or op.path in fs.dirs):
-            op.is_dir = True  # a folder opened without O_DIRECTORY (Node's fs.openSync(dir, "r"))
-        inode = fs.inode_for(op)
-        if op.kind == "write" and op.offset < 0:  # O_APPEND: the kernel writes at the end
-            op.offset = len(inode.data) if inode is not None else 0
-        if on_op is not None:
-            on_op(i, op)
-        if "M2" in models and op.kind == "write" and len(op.data) > 1 and inode is not None and wanted(i):
-            before = inode.snap()
-            files, dirs = listing()
-            names = [rel(p) for p, v in fs.names.items() if v is inode and _within(p, directory)]
-            for cut in tears(len(op.data), op.offset):
-                torn = bytearray(before)
-                if len(torn) < op.offset:
-                    torn.extend(b"\0" * (op.offset - len(torn)))
-                torn[op.offset:op.offset + cut] = op.data[:cut]
-                yield FolderState(i, "M2", {**files, **dict.fromkeys(names, bytes(torn))}, dirs,
-                                  [Loss("torn", names[0] if names else "", i, f"{cut:,} of {len(op.data):,} bytes",
-                                        "in-place" if id(inode) in first_ids else
-                                        "append" if op.offset >= len(before) else "torn-write")],
-                                  torn=(cut, len(op.data)))
-        before_names = {p: fs.names.get(p) for p in (op.path, op.dest) if p is not None}
-        if power and op.kind == "write" and inode is not None:
-            replaced = bytes(inode.data[op.offset:op.offset + len(op.data)])
-            undo.setdefault(id(inode), collections.deque(maxlen=UNDO)).append((op.offset, len(op.data), replaced))
-        if op.kind == "write" and inode is not None and op.offset >= len(inode.data) > 0 \
-                and (op.handle in append_handles or id(inode) in first_ids and id(inode) not in emptied):
-            appended.add(id(inode))  # a log or journal growing: not a new file being filled
-        if op.kind == "open" and "append" in op.flags:
-            append_handles.add(op.handle)
-        fs.apply(op)
-        if op.kind == "truncate" or op.kind == "open" and "trunc" in op.flags:
-            emptied.add(id(fs.inode_for(op)))
-        if op.kind in ("write", "truncate", "open") and fs.inode_for(op) is not None:
-            touched.add(id(fs.inode_for(op)))
-        if op.kind == "write" and inode is not None:
-            last_write[id(inode)] = i
-        if op.kind in ("open", "rename", "link", "unlink"):
-            for p, before in before_names.items():
-                after = fs.names.get(p)
-                if before is not after and _within(p, directory):
-                    any_sync.changed(p, before, after, i)
-                    dir_sync.changed(p, before, after, i)
-            if op.kind in ("rename", "link") and fs.names.get(op.dest) is not None:  # a new name for the data
-                moved = fs.names[op.dest]
-                if moved.snap() != moved.synced:
-                    renamed_in[id(moved)] = i
-        elif op.kind == "mkdir" and path_in:
-            new_dirs[op.path] = i
-        elif op.kind == "rmdir":
-            new_dirs.pop(op.path, None)
-        elif op.kind == "sync":
-            versions.clear()
-            undo.clear()
-            any_sync.reset()
-            dir_sync.reset()
-            new_dirs.clear()
-            renamed_in.clear()
-            appended.clear()
-        elif op.kind == "fsync" or (op.kind == "write" and op.handle in fs.sync_handles):
-            any_sync.reset()  # under M4 any fsync is a barrier (ext4 commits its whole journal)
-            if op.kind == "fsync" and op.is_dir:
-                dir_sync.reset([p for p in dir_sync.since if os.path.dirname(p) == op.path])
-                for d in [d for d in new_dirs if os.path.dirname(d) == op.path]:
-                    del new_dirs[d]
-            elif inode is not None:
-                versions.pop(id(inode), None)
-                undo.pop(id(inode), None)
-                renamed_in.pop(id(inode), None)
-                appended.discard(id(inode))
-                last_write.pop(id(inode), None)
-        if wanted(i + 1):
-            yield from states_at(i + 1)
+    def _unsynced_folders(self, k: int, model: str, unsynced: list) -> Iterator[FolderState]:
+        lost = {p: seen[0] for p, seen in self.dir_sync.since.items() if seen[0] is not self.fs.names.get(p)}
+        if not (lost or self.new_dirs):
+            return
+        files, dirs = self.without_new_folders(*self.listing(names=lost))
+        yield FolderState(k, model, files, dirs, [self._entry_loss(p, 0, lost[p]) for p in lost] + [
+            Loss("folder", self.rel(d), i, f"the folder {self.rel(d)}/ made during the run is gone", "dir-not-fsynced")
+            for d, i in self.new_dirs.items()])
+        for p in lost:
+            for n, earlier in enumerate(self.dir_sync.since[p][:-1]):
+                files, dirs = self.listing(names={p: earlier})
+                yield FolderState(k, model, files, dirs, [self._entry_loss(p, n, earlier)])
+
+    def _entry_loss(self, path: str, n: int, earlier) -> Loss:
+        return Loss("entry", self.rel(path), self.dir_sync.undone(path, n),
+                    _entry_words(self.rel(path), earlier, self.fs.names.get(path))
+                    + " (its folder was not fsynced after)", "dir-not-fsynced", _size(earlier))
+
+    # M2: a write in flight cut at each page boundary.
+
+    def torn_states(self, i: int, op: Op, inode) -> Iterator[FolderState]:
+        if op.kind != "write" or len(op.data) <= 1 or inode is None:
+            return
+        before = inode.snap()
+        files, dirs = self.listing()
+        names = [self.rel(p) for p, v in self.fs.names.items() if v is inode and self.within(p)]
+        mistake = "in-place" if id(inode) in self.first_ids else "append" if op.offset >= len(before) else "torn-write"
+        for cut in tears(len(op.data), op.offset):
+            torn = bytearray(before)
+            if len(torn) < op.offset:
+                torn.extend(b"\0" * (op.offset - len(torn)))
+            torn[op.offset:op.offset + cut] = op.data[:cut]
+            yield FolderState(i, "M2", {**files, **dict.fromkeys(names, bytes(torn))}, dirs,
+                              [Loss("torn", names[0] if names else "", i, f"{cut:,} of {len(op.data):,} bytes",
+                                    mistake)], torn=(cut, len(op.data)))
+
+
+# What each kind of operation changes in what a power cut could undo, after it is replayed.
+_NOTES = {
+    "open": _Replay._names_changed, "rename": _Replay._names_changed, "link": _Replay._names_changed,
+    "unlink": _Replay._names_changed, "mkdir": _Replay._made_folder, "rmdir": _Replay._removed_folder,
+    "sync": _Replay._synced_all, "fsync": _Replay._fsynced, "write": _Replay._wrote,
+}
+
+# The states each power-cut model adds to M3's (a file's data: all, the fsynced part, or a version).
+_MODEL_STATES = {
+    "M4": (_Replay._reordered_names, _Replay._missing_writes),
+    "M5": (_Replay._unsynced_folders,),
+}
 
 
 def _size(inode) -> Optional[int]:
