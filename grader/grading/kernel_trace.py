@@ -56,7 +56,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from grader.engine.ops import Op, short_name
 from grader.grading.wire import ELIDED
@@ -425,137 +425,137 @@ class KernelTrace:
         self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
 
     def _call(self, pid: str, name: str, args: list, ret: int, ret_path: Optional[str]) -> None:
-        if name in _OPENS:
-            path = os.fsdecode(_unescape(ret_path)) if ret_path else ""
-            if self.name in path:
-                # The trace has no name: only a descriptor's link under /proc/<pid>/fd reopens it.
-                self._tamper("it opened the trace itself through /proc")
-            flags = "O_WRONLY|O_CREAT|O_TRUNC" if name == "creat" else args[1 if name == "open" else 2]
-            writable = any(f in flags for f in _WRITE_FLAGS)
-            handle = next(_HANDLES)
-            is_dir = self._is_dir(path, flags)
-            self._opened(ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir])
-            if writable and not is_dir:
-                named = {"O_CREAT": "create", "O_TRUNC": "trunc", "O_APPEND": "append", "O_EXCL": "excl",
-                         "O_SYNC": "sync", "O_DSYNC": "sync", "O_TMPFILE": "tmpfile"}
-                self._emit("open", api=name, path=path, handle=handle,
-                           flags=frozenset(v for k, v in named.items() if k in flags))
+        """One successful system call, read into the operations and the descriptor table (:data:`_SYSCALLS`)."""
+        handler = _SYSCALLS.get(name)
+        if handler is not None:
+            handler(self, _Syscall(pid, name, args, ret, ret_path))
+
+    def _at(self, c: "_Syscall", dirfd: int) -> str:
+        """The path argument after the folder descriptor ``args[dirfd]`` (the ``*at`` calls)."""
+        return self._path(c.pid, c.args[dirfd + 1], c.args[dirfd])
+
+    def _fd_target(self, arg: str) -> tuple:
+        """A descriptor argument's (path it was opened at, handle), or what strace names it and None."""
+        fd, path = _annotation(arg)
+        entry = self.fds.get(fd)
+        return (entry[0], entry[2]) if entry else (path, None)
+
+    def _open(self, c: "_Syscall") -> None:
+        path = os.fsdecode(_unescape(c.ret_path)) if c.ret_path else ""
+        if self.name in path:
+            # The trace has no name: only a descriptor's link under /proc/<pid>/fd reopens it.
+            self._tamper("it opened the trace itself through /proc")
+        flags = "O_WRONLY|O_CREAT|O_TRUNC" if c.name == "creat" else c.args[1 if c.name == "open" else 2]
+        writable = any(f in flags for f in _WRITE_FLAGS)
+        handle = next(_HANDLES)
+        is_dir = self._is_dir(path, flags)
+        self._opened(c.ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir])
+        if writable and not is_dir:
+            self._emit("open", api=c.name, path=path, handle=handle,
+                       flags=frozenset(v for k, v in _OPEN_FLAGS.items() if k in flags))
+
+    def _dup(self, c: "_Syscall") -> None:
+        if c.name == "fcntl" and not c.args[1].startswith("F_DUPFD"):
             return
-        if name in _DUPS:
-            if name == "fcntl" and not args[1].startswith("F_DUPFD"):
-                return
-            entry = self.fds.get(_annotation(args[0])[0])
-            if entry is not None:
-                self._opened(ret, entry)
+        entry = self.fds.get(_annotation(c.args[0])[0])
+        if entry is not None:
+            self._opened(c.ret, entry)
+
+    def _write(self, c: "_Syscall") -> None:
+        fd, path = _annotation(c.args[2] if c.name == "copy_file_range" else c.args[0])
+        if path == self.pipe:
+            self.wire += c.ret
             return
-        if name in _WRITES:
-            target = args[2] if name == "copy_file_range" else args[0]
-            fd, path = _annotation(target)
-            if path == self.pipe:
-                self.wire += ret
-                return
-            if self.name in path:
-                self._tamper("it wrote into the kernel trace itself")
-            if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
-                return  # a pipe, a socket, a terminal: nothing a crash leaves on disk (/dev/shm holds files)
-            if name in ("write", "pwrite64"):
-                data, cut = _string(args[1])
-            elif name in ("writev", "pwritev", "pwritev2"):
-                data, cut = _iovecs(args[1])
-            else:
-                data, cut = b"", True  # copied inside the kernel: strace prints none of the bytes
-            data = data[:ret]
-            entry = self.fds.get(fd)
-            if name.startswith("pwrite"):
-                offset = int(args[-2] if name == "pwritev2" else args[-1])
-                if name == "pwritev2" and offset == -1 and entry is not None and entry[3] is not None:
-                    offset = entry[3]  # -1: at the file's own position, which it then moves
-                    entry[3] += ret
-            else:
-                offset = entry[3] if entry is not None and entry[3] is not None else -1
-                if entry is not None and entry[3] is not None:
-                    entry[3] += ret
-            # Named by the path it was opened at (the recorder's convention too): the handle says which
-            # file it is, whatever it has been renamed to since.
-            flags = {"cut"} if cut else set()
-            if name == "pwritev2" and ("RWF_DSYNC" in args[-1] or "RWF_SYNC" in args[-1]):
-                flags.add("sync")  # durable on return, as every write to a file opened with O_SYNC
-            self._emit("write", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
-                       offset=offset, data=data, size=ret, flags=frozenset(flags))
+        if self.name in path:
+            self._tamper("it wrote into the kernel trace itself")
+        if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
+            return  # a pipe, a socket, a terminal: nothing a crash leaves on disk (/dev/shm holds files)
+        data, cut = _WRITTEN[c.name](c.args)
+        entry = self.fds.get(fd)
+        offset = self._write_offset(c, entry)
+        # Named by the path it was opened at (the recorder's convention too): the handle says which
+        # file it is, whatever it has been renamed to since.
+        flags = {"cut"} if cut else set()
+        if c.name == "pwritev2" and ("RWF_DSYNC" in c.args[-1] or "RWF_SYNC" in c.args[-1]):
+            flags.add("sync")  # durable on return, as every write to a file opened with O_SYNC
+        self._emit("write", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
+                   offset=offset, data=data[:c.ret], size=c.ret, flags=frozenset(flags))
+
+    def _write_offset(self, c: "_Syscall", entry: Optional[list]) -> int:
+        """Where a write lands: a pwrite's own offset; else the descriptor's position, which the write
+        moves (pwritev2's offset -1 means that too); -1 when the position is unknown (at the end)."""
+        at = _OFFSET_ARG.get(c.name)
+        offset = -1 if at is None else int(c.args[at])
+        if offset == -1 and (at is None or c.name == "pwritev2") and entry is not None and entry[3] is not None:
+            offset = entry[3]
+            entry[3] += c.ret
+        return offset
+
+    def _lseek(self, c: "_Syscall") -> None:
+        entry = self.fds.get(_annotation(c.args[0])[0])
+        if entry is not None and entry[3] is not None:
+            entry[3] = c.ret
+
+    def _fsync(self, c: "_Syscall") -> None:
+        fd, path = _annotation(c.args[0])
+        entry = self.fds.get(fd)
+        is_dir = entry[4] if entry is not None else self._is_dir(path, "")
+        # Outside the box's folder only the recorder can say whether it was a folder (a label: the
+        # file it names is the kernel's, and no fsync of a folder makes a file durable).
+        self._emit("fsync", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
+                   is_dir=bool(is_dir), flags=frozenset({UNSURE}) if is_dir is None else frozenset())
+
+    def _ftruncate(self, c: "_Syscall") -> None:
+        path, handle = self._fd_target(c.args[0])
+        self._emit("truncate", api=c.name, path=path, handle=handle, size=int(c.args[1]))
+
+    def _truncate(self, c: "_Syscall") -> None:
+        self._emit("truncate", api=c.name, path=self._path(c.pid, c.args[0]), size=int(c.args[1]))
+
+    def _close(self, c: "_Syscall") -> None:
+        self._closed(_annotation(c.args[0])[0])
+
+    def _rename_or_link(self, c: "_Syscall") -> None:
+        source, dest = self._path(c.pid, c.args[0]), self._path(c.pid, c.args[1])
+        self._renamed_or_linked(c, source, dest)
+
+    def _rename_or_link_at(self, c: "_Syscall") -> None:
+        source = self._at(c, 0)
+        by_fd = _PROC_FD.match(source)
+        if c.name == "linkat" and by_fd and int(by_fd.group(1)) in self.fds:
+            # linkat of an open (O_TMPFILE) file by descriptor: the handle says which file
+            entry = self.fds[int(by_fd.group(1))]
+            self._emit("link", api=c.name, path=entry[0], dest=self._at(c, 2), handle=entry[2],
+                       flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0] else frozenset())
             return
-        if name == "lseek":
-            entry = self.fds.get(_annotation(args[0])[0])
-            if entry is not None and entry[3] is not None:
-                entry[3] = ret
-            return
-        if name in ("fsync", "fdatasync"):
-            fd, path = _annotation(args[0])
-            entry = self.fds.get(fd)
-            is_dir = entry[4] if entry is not None else self._is_dir(path, "")
-            # Outside the box's folder only the recorder can say whether it was a folder (a label: the
-            # file it names is the kernel's, and no fsync of a folder makes a file durable).
-            self._emit("fsync", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
-                       is_dir=bool(is_dir), flags=frozenset({UNSURE}) if is_dir is None else frozenset())
-            return
-        if name == "ftruncate":
-            fd, path = _annotation(args[0])
-            entry = self.fds.get(fd)
-            self._emit("truncate", api=name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
-                       size=int(args[1]))
-            return
-        if name == "truncate":
-            self._emit("truncate", api=name, path=self._path(pid, args[0]), size=int(args[1]))
-            return
-        if name == "close":
-            self._closed(_annotation(args[0])[0])
-            return
-        if name in ("rename", "link"):
-            source, dest = self._path(pid, args[0]), self._path(pid, args[1])
-            if name == "rename":
-                self._moved(source, dest)
-            self._emit(name, api=name, path=source, dest=dest)
-            return
-        if name in ("renameat", "renameat2", "linkat"):
-            source = self._path(pid, args[1], args[0])
-            by_fd = _PROC_FD.match(source)
-            if name == "linkat" and by_fd and int(by_fd.group(1)) in self.fds:
-                # linkat of an open (O_TMPFILE) file by descriptor: the handle says which file
-                entry = self.fds[int(by_fd.group(1))]
-                self._emit("link", api=name, path=entry[0], dest=self._path(pid, args[3], args[2]),
-                           handle=entry[2], flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0]
-                           else frozenset())
-                return
-            dest = self._path(pid, args[3], args[2])
-            if name.startswith("rename"):
-                self._moved(source, dest)
-            self._emit("rename" if name.startswith("rename") else "link", api=name, path=source, dest=dest)
-            return
-        if name in ("unlink", "rmdir", "mkdir"):
-            path = self._path(pid, args[0])
-            (self.made_dirs.add if name == "mkdir" else self.made_dirs.discard)(path)
-            self._emit(name, api=name, path=path)
-            return
-        if name == "unlinkat":
-            path = self._path(pid, args[1], args[0])
-            self.made_dirs.discard(path)
-            self._emit("rmdir" if "AT_REMOVEDIR" in args[2] else "unlink", api=name, path=path)
-            return
-        if name == "mkdirat":
-            path = self._path(pid, args[1], args[0])
-            self.made_dirs.add(path)
-            self._emit("mkdir", api=name, path=path)
-            return
-        if name in ("symlink", "symlinkat"):
-            self._emit("symlink", api=name, path=self._path(pid, args[-1], args[1] if name == "symlinkat" else None))
-            return
-        if name in ("sync", "syncfs"):
-            self._emit("sync", api=name)
-            return
-        if name == "chdir":
-            self.cwd = self._path(pid, args[0])
-            return
-        if name == "fchdir":
-            self.cwd = _annotation(args[0])[1]
+        self._renamed_or_linked(c, source, self._at(c, 2))
+
+    def _renamed_or_linked(self, c: "_Syscall", source: str, dest: str) -> None:
+        kind = "rename" if c.name.startswith("rename") else "link"
+        if kind == "rename":
+            self._moved(source, dest)
+        self._emit(kind, api=c.name, path=source, dest=dest)
+
+    def _name_changed(self, c: "_Syscall") -> None:
+        """unlink, rmdir, mkdir and their ``*at`` forms (unlinkat with AT_REMOVEDIR is an rmdir)."""
+        at = c.name.endswith("at")
+        path = self._at(c, 0) if at else self._path(c.pid, c.args[0])
+        base = c.name[:-2] if at else c.name
+        (self.made_dirs.add if base == "mkdir" else self.made_dirs.discard)(path)
+        kind = "rmdir" if c.name == "unlinkat" and "AT_REMOVEDIR" in c.args[2] else base
+        self._emit(kind, api=c.name, path=path)
+
+    def _symlink(self, c: "_Syscall") -> None:
+        self._emit("symlink", api=c.name, path=self._path(c.pid, c.args[-1], c.args[1] if c.name == "symlinkat" else None))
+
+    def _sync(self, c: "_Syscall") -> None:
+        self._emit("sync", api=c.name)
+
+    def _chdir(self, c: "_Syscall") -> None:
+        self.cwd = self._path(c.pid, c.args[0])
+
+    def _fchdir(self, c: "_Syscall") -> None:
+        self.cwd = _annotation(c.args[0])[1]
 
     # -- the judge's questions -----------------------------------------------------------------
     def tracer_killed(self) -> bool:
@@ -606,6 +606,49 @@ class KernelTrace:
         # Later labels must reach what keep() stored.
         self.pool = [stored.get(id(op), op) for op in unclaimed]
         return problem or forged
+
+
+class _Syscall(NamedTuple):
+    """One successful system call as strace printed it: its thread, name, arguments and result."""
+
+    pid: str
+    name: str
+    args: list
+    ret: int
+    ret_path: Optional[str]  # what a returned descriptor names (strace -y)
+
+
+# What each system call does to the operations or the descriptor table (the others change nothing).
+_SYSCALLS = {
+    **dict.fromkeys(_OPENS, KernelTrace._open),
+    **dict.fromkeys(_DUPS, KernelTrace._dup),
+    **dict.fromkeys(_WRITES, KernelTrace._write),
+    "lseek": KernelTrace._lseek,
+    "fsync": KernelTrace._fsync, "fdatasync": KernelTrace._fsync,
+    "ftruncate": KernelTrace._ftruncate, "truncate": KernelTrace._truncate,
+    "close": KernelTrace._close,
+    "rename": KernelTrace._rename_or_link, "link": KernelTrace._rename_or_link,
+    "renameat": KernelTrace._rename_or_link_at, "renameat2": KernelTrace._rename_or_link_at,
+    "linkat": KernelTrace._rename_or_link_at,
+    **dict.fromkeys(("unlink", "rmdir", "mkdir", "unlinkat", "mkdirat"), KernelTrace._name_changed),
+    "symlink": KernelTrace._symlink, "symlinkat": KernelTrace._symlink,
+    "sync": KernelTrace._sync, "syncfs": KernelTrace._sync,
+    "chdir": KernelTrace._chdir, "fchdir": KernelTrace._fchdir,
+}
+
+# The bytes each write call carries, and whether strace printed fewer than were written.
+_WRITTEN = {
+    "write": lambda args: _string(args[1]), "pwrite64": lambda args: _string(args[1]),
+    "writev": lambda args: _iovecs(args[1]), "pwritev": lambda args: _iovecs(args[1]),
+    "pwritev2": lambda args: _iovecs(args[1]),
+    # Copied inside the kernel: strace prints none of the bytes.
+    "sendfile": lambda args: (b"", True), "copy_file_range": lambda args: (b"", True),
+}
+# Where a positioned write's offset argument is (the others write at the descriptor's position).
+_OFFSET_ARG = {"pwrite64": -1, "pwritev": -1, "pwritev2": -2}
+# An open's flags as the replay names them.
+_OPEN_FLAGS = {"O_CREAT": "create", "O_TRUNC": "trunc", "O_APPEND": "append", "O_EXCL": "excl",
+               "O_SYNC": "sync", "O_DSYNC": "sync", "O_TMPFILE": "tmpfile"}
 
 
 # -- the kernel's account, labelled ----------------------------------------------------------------
@@ -714,36 +757,46 @@ def label(recorded: list, kernel: list, roots: list) -> tuple[Optional[str], lis
     did not is kept as it is, named by its system call.
     """
     cache: dict = {}
-
-    def real(path: Optional[str]) -> Optional[str]:
-        return _nameless(_real(path, cache))
-
     mine = [op for op in recorded if claimable_by_recorder(op, roots) or (op.kind in COMPARED and (
         _inside(_real(op.path, cache), roots) or _inside(_real(op.dest, cache), roots)))]
     free = list(kernel)
     for op in mine:
         if op.kind == "write" and not op.data and not op.size:
             continue
-        size = op.size if ELIDED in op.flags else len(op.data)
-        same_kind = [k for k in free if k.kind == op.kind and (op.kind != "write" or k.size == size)]
-        named = real(op.path), real(op.dest)
-        match = next((k for k in same_kind if (real(k.path), real(k.dest)) == named), None) \
-            or (same_kind[0] if same_kind else None)
+        match = _counterpart(op, free, cache)
         if match is None:
             return f"{MISMATCH}: the recorded operations include {_told(op)}, which the kernel never saw", free
         free.remove(match)
-        if op.api and _API.match(op.api):
-            match.api = op.api
-        if UNSURE in match.flags:
-            match.is_dir, match.flags = bool(op.is_dir), match.flags - {UNSURE}
-        if op.kind == "open" and "existed" in op.flags:
-            match.flags = match.flags | {"existed"}
-        if op.kind == "write" and "cut" in match.flags and ELIDED not in op.flags and len(op.data) == match.size:
-            match.data = op.data
-            match.flags = match.flags - {"cut"}
-        if op.kind == "write" and match.offset < 0 and isinstance(op.offset, int) and op.offset >= 0:
-            match.offset = op.offset  # only words: an appending handle's writes land at the end in the replay
+        _take_labels(match, op)
     return None, free
+
+
+def _counterpart(op: Op, free: list, cache: dict) -> Optional[Op]:
+    """The first of ``free`` of ``op``'s kind (and size, for a write) naming the same file, else the first
+    of that kind, else None (see :func:`label`)."""
+    size = op.size if ELIDED in op.flags else len(op.data)
+    same_kind = [k for k in free if k.kind == op.kind and (op.kind != "write" or k.size == size)]
+
+    def real(path: Optional[str]) -> Optional[str]:
+        return _nameless(_real(path, cache))
+    named = real(op.path), real(op.dest)
+    return next((k for k in same_kind if (real(k.path), real(k.dest)) == named), None) \
+        or (same_kind[0] if same_kind else None)
+
+
+def _take_labels(match: Op, op: Op) -> None:
+    """Give the kernel's operation ``match`` the words of the recorded ``op`` (see :func:`label`)."""
+    if op.api and _API.match(op.api):
+        match.api = op.api
+    if UNSURE in match.flags:
+        match.is_dir, match.flags = bool(op.is_dir), match.flags - {UNSURE}
+    if op.kind == "open" and "existed" in op.flags:
+        match.flags = match.flags | {"existed"}
+    if op.kind == "write" and "cut" in match.flags and ELIDED not in op.flags and len(op.data) == match.size:
+        match.data = op.data
+        match.flags = match.flags - {"cut"}
+    if op.kind == "write" and match.offset < 0 and isinstance(op.offset, int) and op.offset >= 0:
+        match.offset = op.offset  # only words: an appending handle's writes land at the end in the replay
 
 
 def reconcile(recorded: list, kernel: list, roots: list) -> tuple[list, Optional[str]]:
