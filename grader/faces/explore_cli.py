@@ -237,78 +237,19 @@ def describe(op: Op, folder: str) -> str:
 
 
 def _report(args, run, models, table, verdicts, total, points, counts, seconds, refused) -> dict:
-    rows = []
-    broken_states: list = []
-    for k in sorted(table):
-        point = table[k]
-        if not point.states:
-            continue
-        cells = {}
-        for model in models:
-            states = point.states.get(model, [])
-            bad = [(key, losses, torn) for key, losses, torn in states if verdicts[key].broken]
-            cells[model] = "-" if not states else ("ok" if not bad else f"broken {len(bad)}/{len(states)}")
-            for key, losses, torn in bad:
-                broken_states.append((k, model, key, losses, torn))
-        rows.append((k, point.op, cells))
-    # Fold neighbouring points whose verdicts agree (ok or broken per model) into stretches.
-    stretches: list = []
-    for k, op, cells in rows:
-        shape = tuple(c.startswith("broken") for c in cells.values())  # "-" (no state there) folds with ok
-        if stretches and stretches[-1]["shape"] == shape:
-            stretches[-1]["last"], stretches[-1]["last_op"] = k, op
-            for m, c in cells.items():
-                stretches[-1]["cells"][m] = _add(stretches[-1]["cells"][m], c)
-        else:
-            stretches.append({"first": k, "last": k, "first_op": op, "last_op": op, "cells": dict(cells),
-                              "shape": shape})
-    by_point = {}
+    rows, broken_states = _rows(table, models, verdicts)
+    stretches = _stretches(rows)
+    by_point: dict = {}
     for k, model, key, losses, torn in broken_states:
         by_point.setdefault(k, []).append((model, key, losses, torn))
     for s in stretches:
-        s.pop("shape")
         s["broken"] = any(c.startswith("broken") for c in s["cells"].values())
         if s["broken"]:
             k = next(p for p in range(s["first"], s["last"] + 1) if p in by_point)
             model, key, losses, torn = by_point[k][0]
-            v = verdicts[key]
-            s["first_broken"] = {"point": k, "model": model, "what": [loss.words for loss in losses if loss.words],
-                                 "losses": [{"kind": loss.kind, "name": loss.name, "op": loss.op, "size": loss.size,
-                                             "mistake": loss.mistake} for loss in losses],
-                                 "kill_before": table[k].next_call,
-                                 "mistake": folder_crash.mistake(losses),
-                                 "torn": list(torn) if torn else None, "exit": v.returncode,
-                                 "timed_out": v.timed_out, "output": v.output}
-    mistakes: dict = {}
-    for k, model, _key, losses, _torn in broken_states:
-        kind = folder_crash.mistake(losses)
-        entry = mistakes.setdefault(kind, {"kind": kind, "name": folder_crash.KINDS[kind][0],
-                                           "advice": folder_crash.KINDS[kind][1], "states": 0, "models": [],
-                                           "first_point": k, "first_op": table[k].op,
-                                           "file": losses[0].name if losses else ""})
-        entry["states"] += 1
-        if model not in entry["models"]:
-            entry["models"].append(model)
+            s["first_broken"] = _first_broken(k, model, losses, torn, table[k].next_call, verdicts[key])
     checker_seconds = [v.seconds for v in verdicts.values()]
-    notes = list(run.notes)
-    final = table.get(total)
-    exit_code = 1 if broken_states else 0
-    if final is not None and "M1" in final.states and any(verdicts[key].broken for key, _, _ in final.states["M1"]):
-        notes.append("the checker rejects the folder the finished program left (no crash at all): either the "
-                     "program failed or the checker is wrong, so the verdicts below say little")
-        exit_code = 2
-    start_point = table.get(0)
-    if start_point is not None and "M1" in start_point.states and \
-            any(verdicts[key].broken for key, _, _ in start_point.states["M1"]):
-        notes.append("the checker rejects the folder as it was before the program ran")
-    if run.returncode:
-        said = [line for line in run.output.decode("utf-8", "replace").splitlines() if line.strip()]
-        notes.append(f"the program exited with status {run.returncode}" + (f"; it said: {said[-1][:200]}" if said else ""))
-    if run.initial.skipped:
-        notes.append("not rebuilt (links or special files): " + ", ".join(run.initial.skipped[:5]))
-    if refused:
-        notes.append(f"{len(refused)} name(s) from the trace were refused when laying states out, e.g. "
-                     f"{refused[0][0]!r} ({refused[0][1]})")
+    rejects_finished = _rejects(table.get(total), verdicts)
     return {
         "program": list(run.argv), "watch": run.watch, "check": args.check, "models": list(models),
         "model_names": {m: MODEL_NAMES[m] for m in models},
@@ -323,9 +264,96 @@ def _report(args, run, models, table, verdicts, total, points, counts, seconds, 
         "states_per_second": round(counts["distinct"] / seconds, 1) if seconds else None,
         "checker_seconds_mean": round(sum(checker_seconds) / len(checker_seconds), 4) if checker_seconds else None,
         "calls": {k: p.next_call for k, p in sorted(table.items()) if p.next_call},
-        "stretches": stretches, "mistakes": sorted(mistakes.values(), key=lambda m: m["first_point"]),
-        "notes": notes, "output": run.output.decode("utf-8", "replace")[-2000:], "exit": exit_code,
+        "stretches": stretches, "mistakes": _mistakes(broken_states, table),
+        "notes": _notes(run, rejects_finished, _rejects(table.get(0), verdicts), refused),
+        "output": run.output.decode("utf-8", "replace")[-2000:],
+        "exit": 2 if rejects_finished else 1 if broken_states else 0,
     }
+
+
+def _rows(table: dict, models, verdicts: dict) -> tuple:
+    """One row per crash point with states: ``(point, its call, {model: cell})``; and every broken
+    state as ``(point, model, key, losses, torn)``."""
+    rows, broken_states = [], []
+    for k in sorted(table):
+        point = table[k]
+        if not point.states:
+            continue
+        cells = {}
+        for model in models:
+            states = point.states.get(model, [])
+            bad = [(key, losses, torn) for key, losses, torn in states if verdicts[key].broken]
+            cells[model] = "-" if not states else ("ok" if not bad else f"broken {len(bad)}/{len(states)}")
+            broken_states.extend((k, model, key, losses, torn) for key, losses, torn in bad)
+        rows.append((k, point.op, cells))
+    return rows, broken_states
+
+
+def _stretches(rows: list) -> list:
+    """Neighbouring points whose verdicts agree (ok or broken per model), folded into stretches."""
+    stretches: list = []
+    shapes: list = []
+    for k, op, cells in rows:
+        shape = tuple(c.startswith("broken") for c in cells.values())  # "-" (no state there) folds with ok
+        if shapes and shapes[-1] == shape:
+            stretches[-1]["last"], stretches[-1]["last_op"] = k, op
+            for m, c in cells.items():
+                stretches[-1]["cells"][m] = _add(stretches[-1]["cells"][m], c)
+        else:
+            stretches.append({"first": k, "last": k, "first_op": op, "last_op": op, "cells": dict(cells)})
+            shapes.append(shape)
+    return stretches
+
+
+def _first_broken(k: int, model: str, losses: list, torn, kill_before, v) -> dict:
+    """The first broken state of a stretch: what was lost, the call a kill would come before, and what
+    the checker said (``v``, its verdict)."""
+    return {"point": k, "model": model, "what": [loss.words for loss in losses if loss.words],
+            "losses": [{"kind": loss.kind, "name": loss.name, "op": loss.op, "size": loss.size,
+                        "mistake": loss.mistake} for loss in losses],
+            "kill_before": kill_before,
+            "mistake": folder_crash.mistake(losses),
+            "torn": list(torn) if torn else None, "exit": v.returncode,
+            "timed_out": v.timed_out, "output": v.output}
+
+
+def _mistakes(broken_states: list, table: dict) -> list:
+    """Each kind of mistake the broken states show, with the lesson's words, first seen first."""
+    mistakes: dict = {}
+    for k, model, _key, losses, _torn in broken_states:
+        kind = folder_crash.mistake(losses)
+        entry = mistakes.setdefault(kind, {"kind": kind, "name": folder_crash.KINDS[kind][0],
+                                           "advice": folder_crash.KINDS[kind][1], "states": 0, "models": [],
+                                           "first_point": k, "first_op": table[k].op,
+                                           "file": losses[0].name if losses else ""})
+        entry["states"] += 1
+        if model not in entry["models"]:
+            entry["models"].append(model)
+    return sorted(mistakes.values(), key=lambda m: m["first_point"])
+
+
+def _rejects(point: Optional[Point], verdicts: dict) -> bool:
+    """Whether the checker rejects the folder at ``point`` with nothing lost (its M1 state)."""
+    return point is not None and "M1" in point.states and any(verdicts[key].broken for key, _, _ in point.states["M1"])
+
+
+def _notes(run, rejects_finished: bool, rejects_start: bool, refused: list) -> list:
+    """What the reader should know before the verdicts: how the program and the checker behaved."""
+    notes = list(run.notes)
+    if rejects_finished:
+        notes.append("the checker rejects the folder the finished program left (no crash at all): either the "
+                     "program failed or the checker is wrong, so the verdicts below say little")
+    if rejects_start:
+        notes.append("the checker rejects the folder as it was before the program ran")
+    if run.returncode:
+        said = [line for line in run.output.decode("utf-8", "replace").splitlines() if line.strip()]
+        notes.append(f"the program exited with status {run.returncode}" + (f"; it said: {said[-1][:200]}" if said else ""))
+    if run.initial.skipped:
+        notes.append("not rebuilt (links or special files): " + ", ".join(run.initial.skipped[:5]))
+    if refused:
+        notes.append(f"{len(refused)} name(s) from the trace were refused when laying states out, e.g. "
+                     f"{refused[0][0]!r} ({refused[0][1]})")
+    return notes
 
 
 def _add(a: str, b: str) -> str:
