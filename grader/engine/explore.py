@@ -495,40 +495,64 @@ def _saved_while_tool_ran(ops: list[Op], point: int, target: str) -> Optional[Op
 
 def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -> tuple[str, str]:
     """Why the checkpoint is missing or unreadable at crash point ``point``, read from what this loop did
-    (cause, words to add), or ("", "") when the trace shows nothing particular."""
+    (cause, words to add), or ("", "") when the trace shows nothing particular.
+
+    A folder swap caught between its two renames comes first; otherwise the last call that changed the
+    checkpoint's name or emptied it says which (:data:`_LAST_CALL_CAUSES`).
+    """
     done = ops[:point]
-    folder = os.path.dirname(target)
-    moved = next((op for op in reversed(done) if op.kind == "rename" and folder in (op.path, op.dest)), None)
-    if raw is None and moved is not None and moved.path == folder:
-        back = next((op for op in ops[point:] if op.kind == "rename" and op.dest == folder), None)
-        return "folder-swap", (f"This save had just moved the checkpoint folder itself out of the way ({moved.describe()})"
-                               + (f", and the crash came before {short_name(back.path)} was renamed in its place"
-                                  if back else "")
-                               + ": between the two renames of a folder swap there is no checkpoint folder at all")
-    last = next((op for op in reversed(done) if target in (op.path, op.dest) and op.kind in ("rename", "unlink", "open")),
-                None)
+    swapped = _folder_swap(ops, point, os.path.dirname(target)) if raw is None else None
+    if swapped is not None:
+        return swapped
+    last = next((op for op in reversed(done) if target in (op.path, op.dest) and op.kind in _LAST_CALL_CAUSES), None)
     if last is None:
         return "", ""
-    if raw is None and last.kind == "unlink":
-        temp = next((op.path for op in ops[point:] if op.kind == "rename" and op.dest == target), None)
-        return "deleted-first", (f"This save had just deleted checkpoint.json ({last.api}), and the crash came before "
-                                 + (f"{os.path.basename(temp)} was renamed in" if temp else "a new file took its place")
-                                 + ", so at that moment there was no checkpoint at all")
-    if last.kind == "rename":
-        late = [op for op in ops[last.index + 1:] if op.kind == "write" and op.path == last.path
-                and _renamed_since_open(ops, op.index) is last]
-        if late:
-            size = sum(len(op.data) for op in late)
-            return "buffered-rename", (f"This save's {last.api} renamed {os.path.basename(last.path)} over "
-                                       f"checkpoint.json while "
-                                       f"its {size} bytes were still in Python's buffer: the `with` block had not "
-                                       "closed (and so flushed) the file yet, so the bytes reached it only after "
-                                       "the rename")
+    return _LAST_CALL_CAUSES[last.kind](ops, point, last, raw)
+
+
+def _folder_swap(ops: list[Op], point: int, folder: str) -> Optional[tuple[str, str]]:
+    """The checkpoint folder itself renamed out of the way, and the crash before its new one came in."""
+    moved = next((op for op in reversed(ops[:point]) if op.kind == "rename" and folder in (op.path, op.dest)), None)
+    if moved is None or moved.path != folder:
+        return None
+    back = next((op for op in ops[point:] if op.kind == "rename" and op.dest == folder), None)
+    return "folder-swap", (f"This save had just moved the checkpoint folder itself out of the way ({moved.describe()})"
+                           + (f", and the crash came before {short_name(back.path)} was renamed in its place"
+                              if back else "")
+                           + ": between the two renames of a folder swap there is no checkpoint folder at all")
+
+
+def _deleted_first(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) -> tuple[str, str]:
+    if raw is not None:
         return "", ""
-    if last.kind == "open" and last.path == target and raw is not None:
-        return "in-place", ("This save writes checkpoint.json itself: opening it for writing emptied the last save, "
-                            "and the new bytes had not all landed")
-    return "", ""
+    temp = next((op.path for op in ops[point:] if op.kind == "rename" and op.dest == last.path), None)
+    return "deleted-first", (f"This save had just deleted checkpoint.json ({last.api}), and the crash came before "
+                             + (f"{os.path.basename(temp)} was renamed in" if temp else "a new file took its place")
+                             + ", so at that moment there was no checkpoint at all")
+
+
+def _buffered_rename(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) -> tuple[str, str]:
+    late = [op for op in ops[last.index + 1:] if op.kind == "write" and op.path == last.path
+            and _renamed_since_open(ops, op.index) is last]
+    if not late:
+        return "", ""
+    size = sum(len(op.data) for op in late)
+    return "buffered-rename", (f"This save's {last.api} renamed {os.path.basename(last.path)} over "
+                               f"checkpoint.json while "
+                               f"its {size} bytes were still in Python's buffer: the `with` block had not "
+                               "closed (and so flushed) the file yet, so the bytes reached it only after "
+                               "the rename")
+
+
+def _opened_in_place(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) -> tuple[str, str]:
+    if raw is None:  # (an open names the checkpoint by its path: it has no second name)
+        return "", ""
+    return "in-place", ("This save writes checkpoint.json itself: opening it for writing emptied the last save, "
+                        "and the new bytes had not all landed")
+
+
+# The cause a crash shows, by the last call that named the checkpoint before it.
+_LAST_CALL_CAUSES = {"unlink": _deleted_first, "rename": _buffered_rename, "open": _opened_in_place}
 
 
 def explore_loop(run: Callable, scenario: Scenario, *, models: Iterable[str] = ("M1", "M2"),
