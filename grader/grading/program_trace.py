@@ -292,64 +292,94 @@ def operations(trace_path: str, cwd: str, folder: str, unseen: Optional[list] = 
     What the trace cannot follow (a shared writable ``mmap`` of a file in the folder, a symbolic
     link made there, ``io_uring``) is not an operation: each is added to ``unseen`` in words.
     """
-    # The kernel trace's reader, without its memfd: lines are fed to it one at a time from the file.
-    reader = kernel_trace.KernelTrace(tempfile.gettempdir())
-    reader.close()
-    reader.cwd = os.path.realpath(cwd)
-    prefix = folder + os.sep
-    last: Optional[Op] = None
-    pending: list = []
-    counts: dict = {}  # (pid, call name) -> calls so far
-    python_line: dict = {}  # pid -> the program's Python line that made its latest call (see SITECUSTOMIZE)
+    reading = _TraceReading(cwd, folder, unseen)
     with open(trace_path, "rb") as f:
         for raw in f:
             line = raw.rstrip(b"\n").decode("latin-1")
-            if MARK in line:
-                m = _MARK_LINE.match(line)
-                if m:
-                    python_line[m.group(1)] = os.fsdecode(codecs.escape_decode(m.group(2).encode("latin-1"))[0])
-                    continue
-            if line.startswith(" > "):
-                if last is not None and last.payload is None:
-                    m = _FRAME.match(line)
-                    if m and not _RUNTIME.search(m.group(1)):
-                        # A stripped binary names no function: its address in the file is all there is.
-                        last.payload = f"{m.group(2) or m.group(3)} in {os.path.basename(m.group(1))}"
+            if reading.annotation(line):
                 continue
-            if pending:
-                yield from pending
-                pending = []
-            before = len(reader.ops)
-            pid = line.split(" ", 1)[0]
-            call = _NAME.match(line)
-            if call and not line.endswith(" <unfinished ...>"):
-                name = call.group(1) or call.group(2)
-                for path in _paths(line, reader.cwd, name not in _DATA_CALLS):
-                    counts[(pid, name, path)] = counts.get((pid, name, path), 0) + 1
-            reader._line(line)  # noqa: SLF001 - the kernel trace's own reader, fed line by line
-            if reader.tampered:
-                raise ValueError(f"the trace could not be read: {reader.tampered}")
-            new = [op for _, op in reader.ops[before:]]
-            del reader.ops[:]
-            for op in (TracedOp.of(op, reader.cwd) for op in new):
-                if op.kind in kernel_trace.MARKERS:
-                    if unseen is not None and (op.kind == "io_uring" or (op.path or "").startswith(prefix)):
-                        unseen.append(_UNSEEN[op.kind].format(name=os.path.relpath(op.path or folder, folder)))
-                    continue
-                if op.kind == "write" and "cut" in op.flags and (op.path or "").startswith(prefix):
-                    # Bytes copied inside the kernel (copy_file_range, sendfile) or past strace's limit:
-                    # the sizes are right, the bytes the trace did not carry are zeros.
-                    if unseen is not None:
-                        unseen.append(_UNSEEN["cut"].format(name=os.path.relpath(op.path, folder), api=op.api))
-                    op.data = op.data + b"\0" * max(0, op.size - len(op.data))
-                if op.kind == "sync" or (op.path or "").startswith(prefix) or (op.dest or "").startswith(prefix) \
-                        or op.path == folder:
-                    op.note = f"pid {pid}"
-                    op.index = counts.get((pid, op.api, op.path), 0)
-                    op.payload = python_line.get(pid)
-                    pending.append(op)
-                    last = op
-    yield from pending
+            yield from reading.take()  # the calls before this line: no more frames can come for them
+            reading.call(line)
+    yield from reading.take()
+
+
+class _TraceReading:
+    """A program's trace read line by line (see :func:`operations`): the kernel trace's reader makes the
+    operations, and this keeps the folder's, numbered per process, call and path, with their lines."""
+
+    def __init__(self, cwd: str, folder: str, unseen: Optional[list]):
+        # The kernel trace's reader, without its memfd: lines are fed to it one at a time from the file.
+        self.reader = kernel_trace.KernelTrace(tempfile.gettempdir())
+        self.reader.close()
+        self.reader.cwd = os.path.realpath(cwd)
+        self.folder, self.prefix, self.unseen = folder, folder + os.sep, unseen
+        self.last: Optional[Op] = None  # the latest operation kept: a stack frame after it is its own
+        self.pending: list = []
+        self.counts: dict = {}  # (pid, call name, path) -> calls so far
+        self.python_line: dict = {}  # pid -> the program's Python line that made its latest call (see SITECUSTOMIZE)
+
+    def annotation(self, line: str) -> bool:
+        """Read a line that is not a call (the program's Python line, a frame of a call's stack)."""
+        if MARK in line:
+            m = _MARK_LINE.match(line)
+            if m:
+                self.python_line[m.group(1)] = os.fsdecode(codecs.escape_decode(m.group(2).encode("latin-1"))[0])
+                return True
+        if not line.startswith(" > "):
+            return False
+        if self.last is not None and self.last.payload is None:
+            m = _FRAME.match(line)
+            if m and not _RUNTIME.search(m.group(1)):
+                # A stripped binary names no function: its address in the file is all there is.
+                self.last.payload = f"{m.group(2) or m.group(3)} in {os.path.basename(m.group(1))}"
+        return True
+
+    def take(self) -> list:
+        taken, self.pending = self.pending, []
+        return taken
+
+    def call(self, line: str) -> None:
+        """Read one call's line: count it for each file it names, and keep the operations it made."""
+        reader = self.reader
+        before = len(reader.ops)
+        pid = line.split(" ", 1)[0]
+        call = _NAME.match(line)
+        if call and not line.endswith(" <unfinished ...>"):
+            name = call.group(1) or call.group(2)
+            for path in _paths(line, reader.cwd, name not in _DATA_CALLS):
+                self.counts[(pid, name, path)] = self.counts.get((pid, name, path), 0) + 1
+        reader._line(line)  # noqa: SLF001 - the kernel trace's own reader, fed line by line
+        if reader.tampered:
+            raise ValueError(f"the trace could not be read: {reader.tampered}")
+        new = [op for _, op in reader.ops[before:]]
+        del reader.ops[:]
+        for op in (TracedOp.of(op, reader.cwd) for op in new):
+            if op.kind in kernel_trace.MARKERS:
+                self._unseen_marker(op)
+                continue
+            if op.kind == "write" and "cut" in op.flags and (op.path or "").startswith(self.prefix):
+                self._zeros_for_uncarried(op)
+            if op.kind == "sync" or (op.path or "").startswith(self.prefix) \
+                    or (op.dest or "").startswith(self.prefix) or op.path == self.folder:
+                self._keep(op, pid)
+
+    def _unseen_marker(self, op: Op) -> None:
+        if self.unseen is not None and (op.kind == "io_uring" or (op.path or "").startswith(self.prefix)):
+            self.unseen.append(_UNSEEN[op.kind].format(name=os.path.relpath(op.path or self.folder, self.folder)))
+
+    def _zeros_for_uncarried(self, op: Op) -> None:
+        """Bytes copied inside the kernel (copy_file_range, sendfile) or past strace's limit: the sizes
+        are right, the bytes the trace did not carry are zeros."""
+        if self.unseen is not None:
+            self.unseen.append(_UNSEEN["cut"].format(name=os.path.relpath(op.path, self.folder), api=op.api))
+        op.data = op.data + b"\0" * max(0, op.size - len(op.data))
+
+    def _keep(self, op: Op, pid: str) -> None:
+        op.note = f"pid {pid}"
+        op.index = self.counts.get((pid, op.api, op.path), 0)
+        op.payload = self.python_line.get(pid)
+        self.pending.append(op)
+        self.last = op
 
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
