@@ -92,6 +92,12 @@ EXPECTED = {
     "lays_out_outside": ("failed", 0.0, "which the kernel never saw"),
     # Sends a reply whose JSON points at its 4 MiB of bytes 600 times: refused before any copy is made.
     "amplifies_reply": ("error", 0.0, "could not read"),
+    # Sparse files of 60 MiB, free for the box, that a judge rebuilding them would hold: refused as broken.
+    "inflates_replay": ("error", 0.0, "a broken run: rebuilding what your code did to files"),
+    # Tells the recorder of a truncate to 1 GiB, a write of "60 MiB" carrying 3 bytes, an offset of 1 GiB.
+    "tells_huge_sizes": ("error", 0.0, "could not read"),
+    # 40 MiB of JSON empty lists, some 800 MB once decoded: weighed and refused before decoding.
+    "amplifies_json": ("error", 0.0, "could not read"),
     # Looks for a sign that this run is a graded one (a variable, the hostname, a folder's name).
     "tells_grading": ("passed", 10.0, None),
     # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.

@@ -52,6 +52,27 @@ MODEL_NAMES = {
     "M5": "the power is cut and directory entries are durable only after the directory is fsynced",
 }
 BLOCK = 4096
+# What a replay may be made to hold beyond the bytes its operations carry: zeros it makes from a
+# number alone (a truncate that grows a file, a write far past a file's end) and the versions it
+# keeps of files not yet fsynced. Under ``crashcourse grade`` the trace comes from a box the judge
+# does not trust: a few sparse 64 MiB files cost the box nothing and would cost the judge all of it
+# in memory. Correct loops of every level hold under 2 MiB; the cap is the same under a learner's
+# own pytest, in the box and in the judge, so a run is refused alike everywhere. ``crashcourse
+# explore``, which crash-tests the user's own program (whose files may be large), lifts it (None).
+JUDGE_HELD_LIMIT = 64 * 1024 * 1024
+HELD_LIMIT: Optional[int] = JUDGE_HELD_LIMIT
+
+
+class ReplayTooLarge(Exception):
+    """Rebuilding a run's files would hold more than :data:`HELD_LIMIT` bytes: the run is not graded."""
+
+    def __init__(self, held: int, limit: int):
+        super().__init__(
+            f"a broken run: rebuilding what your code did to files would make the grader hold more than "
+            f"{limit // 2**20} MiB ({held // 2**20} MiB so far): files grown with truncate or written far past "
+            "their end, a large file changed many times with no fsync between, or large files left in a folder "
+            "the grader watches. A checkpoint writer needs none of that, and such a run is not graded")
+        self.held, self.limit = held, limit
 
 
 @dataclass
@@ -117,6 +138,20 @@ class FileSystem:
         self.append_handles: set = set()  # opened with O_APPEND: each write lands at the end, whatever its offset says
         self.track = track_durability
         self.linked_renames: list = []  # renames that did nothing: both names were links to one file
+        self.limit = HELD_LIMIT
+        self.zeros = 0  # bytes made from a number alone (see HELD_LIMIT), ever
+        self.kept = 0  # bytes of the versions kept of files not yet fsynced, now
+
+    def _hold(self, zeros: int = 0, kept: int = 0) -> None:
+        self.zeros += zeros
+        self.kept += kept
+        if self.limit is not None and self.zeros + self.kept > self.limit:
+            raise ReplayTooLarge(self.zeros + self.kept, self.limit)
+
+    def _changed(self, inode: "_Inode") -> None:
+        inode.changed(self.track)
+        if self.track:
+            self._hold(kept=len(inode.history[-1]))
 
     def links(self, inode: _Inode) -> int:
         """How many names point at ``inode`` (its link count)."""
@@ -150,7 +185,7 @@ class FileSystem:
             self.names[op.path] = inode
         elif "trunc" in op.flags and inode.data:
             inode.data.clear()
-            inode.changed(self.track)
+            self._changed(inode)
             if self.track:
                 inode.unsynced_writes.append((0, b""))
         self.handles[op.handle] = inode
@@ -163,9 +198,10 @@ class FileSystem:
         offset = self.offset_of(op, inode)
         end = offset + len(data)
         if len(inode.data) < offset:
+            self._hold(zeros=offset - len(inode.data))
             inode.data.extend(b"\0" * (offset - len(inode.data)))
         inode.data[offset:end] = data
-        inode.changed(self.track)
+        self._changed(inode)
         if op.handle in self.sync_handles or "sync" in op.flags:  # O_SYNC, or pwritev's RWF_DSYNC
             self._synced(inode)
         elif self.track:
@@ -178,8 +214,9 @@ class FileSystem:
         if op.size < len(inode.data):
             del inode.data[op.size:]
         else:
+            self._hold(zeros=op.size - len(inode.data))
             inode.data.extend(b"\0" * (op.size - len(inode.data)))
-        inode.changed(self.track)
+        self._changed(inode)
         if self.track:
             inode.unsynced_writes.append((op.size, None))  # a resize, replayed in order with the writes
 
@@ -232,9 +269,9 @@ class FileSystem:
             return len(inode.data)
         return op.offset
 
-    @staticmethod
-    def _synced(inode: _Inode) -> None:
+    def _synced(self, inode: _Inode) -> None:
         inode.synced = inode.snap()
+        self.kept -= sum(len(h) for h in inode.history)
         inode.history.clear()
         inode.unsynced_writes.clear()
 

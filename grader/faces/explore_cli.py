@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from grader.engine import folder_crash
+from grader.engine import crash_models, folder_crash
 from grader.engine.crash_models import MODEL_NAMES, MODELS
 from grader.engine.ops import Op
 
@@ -95,6 +95,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 def explore(args: argparse.Namespace) -> dict:
+    # The program is the user's own and its files may be large: no cap on what its replay holds (a
+    # submission graded by the kit keeps crash_models.HELD_LIMIT).
+    crash_models.HELD_LIMIT = None
     program = list(args.program)
     if program and program[0] == "--":
         program = program[1:]

@@ -89,7 +89,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from grader.engine import hangs
+from grader.engine import crash_models, hangs
 from grader.engine.scripted import DEFAULT_SEED
 from grader.grading import bubblewrap
 from grader.grading.box import Box
@@ -243,6 +243,9 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
 
     level = Path(level_dir).resolve()
     kit_root = level.parent.parent
+    # What a replay of the box's file operations may hold beyond their bytes (a judge needs 150 to 350
+    # MiB of its 2 GiB cap): the engine's own cap, which nothing the batch ran before may have lifted.
+    crash_models.HELD_LIMIT = crash_models.JUDGE_HELD_LIMIT
     scenarios = os.path.abspath(scenarios) if scenarios else None  # read after the chdir below
     # Hidden from the student's code (without a box: a box binds none of these): the instructor's
     # scenarios, the kit's solutions, tests and history, and the course a wheel carries in the package.

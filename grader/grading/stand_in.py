@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from grader.engine import hangs, loader
 from grader.engine import recorder as recorder_module
+from grader.engine.crash_models import ReplayTooLarge
 from grader.engine.explore import REMOTE_FRAMES
 from grader.engine.hangs import LoopTimeout
 from grader.engine.recorder import Op
@@ -513,7 +514,11 @@ class RemoteFunction:
             unseen = message.get("unseen") if worker.kernel is None else None
             if isinstance(unseen, list):
                 rec.unseen.extend(str(u)[:500] for u in unseen[:50])
-            rec.compare_with_disk()
+            try:
+                rec.compare_with_disk()
+            except ReplayTooLarge as exc:  # sizes the kernel saw, past what the judge will hold for a box
+                worker.stop()
+                raise Incident(box.incident(str(exc))) from None
         reads = message.get("reads")
         if isinstance(reads, list):
             # Replay the files the code opened for reading, so audit hooks here (a check that

@@ -262,15 +262,31 @@ def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
     return hook
 
 
+def decoded_cost(body: bytes) -> int:
+    """An upper bound, in bytes, on what decoding the JSON ``body`` makes the judge hold: each object,
+    list and value costs tens of bytes in Python however short its JSON (``[[],[],...]`` is three
+    bytes a list, and a list costs 56 and a pointer). Counted with C-speed ``bytes.count``."""
+    return len(body) * 4 + body.count(b"{") * 240 + body.count(b"[") * 64 + body.count(b",") * 64
+
+
+# What decoding one reply may cost the judge (see decoded_cost): a correct loop's largest reply (level
+# 6's returned state) is under 300 KB of JSON; this is a thousand times that.
+MAX_DECODED = 256 * 1024 * 1024
+
+
 def unframe(data: bytes, objects: Optional[dict] = None) -> Any:
-    """One whole reply from the worker (see :func:`frame`), decoded; None if unreadable."""
+    """One whole reply from the worker (see :func:`frame`), decoded; None if unreadable, or if decoding it
+    would cost the judge more than :data:`MAX_DECODED` (a reply is made in a box the judge does not trust)."""
     if len(data) < HEADER:
         return None
     head, blob_size = _lengths(data)
     if len(data) != HEADER + head + blob_size:
         return None
+    body = data[HEADER:HEADER + head]
+    if decoded_cost(body) > MAX_DECODED:
+        return None
     try:
-        return json.loads(data[HEADER:HEADER + head], object_hook=message_hook(data, HEADER + head, objects))
+        return json.loads(body, object_hook=message_hook(data, HEADER + head, objects))
     except (ValueError, RecursionError):
         return None
 
