@@ -239,8 +239,6 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     ``config``: a configuration from :func:`prepare_config` (same level, seed and examples), which
     this process may use once.
     """
-    import pytest
-
     level = Path(level_dir).resolve()
     kit_root = level.parent.parent
     # What a replay of the box's file operations may hold beyond their bytes (a judge needs 150 to 350
@@ -263,58 +261,87 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     collector = Collector(box, private_seed=seed is not None and seed != DEFAULT_SEED)
     stand_ins = StandIns(box)  # the level's `submission` fixture hands out stand-ins (see the plugin's hook)
     args = judge_args(level, os.path.join(box.root, "pytest"), box.folder, seed, examples)
-    error = None
     mark = hangs.hang_mark()
     os.chdir(kit_root)
     remember_pristine()
     try:
-        if config is not None:
-            # Parsed once before the judges forked (see prepare_config): only this submission's
-            # folder and scratch directory differ.
-            config.option.basetemp = os.path.join(box.root, "pytest")
-            config.option.crashcourse_submission = box.folder
-            config.pluginmanager.register(collector, "crashcourse-judge-collector")
-            config.pluginmanager.register(stand_ins, "crashcourse-judge-stand-ins")
-            os.environ["PYTEST_VERSION"] = pytest.__version__
-            try:
-                code = config.hook.pytest_cmdline_main(config=config)
-            finally:
-                config._ensure_unconfigure()
-        else:
-            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-            code = pytest.main(args + LEAN, plugins=[collector, stand_ins])
-        if collector.collect_errors:
-            error = "the level's tests could not be collected:\n" + collector.collect_errors[0]
-        elif code not in (0, 1) and not collector.tests:
-            error = f"pytest stopped with exit code {int(code)}"
+        error = _run_tests(box, collector, stand_ins, config if config is not None else args)
     except BaseException as exc:  # noqa: BLE001 - the judge reports, it does not crash the batch
         error = f"the grader failed on this submission: {type(exc).__name__}: {exc}"
-    extra = []
-    if scenarios:
-        extra = run_scenarios(scenarios, box)
+    extra = run_scenarios(scenarios, box) if scenarios else []
     killed = box.shutdown()
 
-    names = {box.folder: student or "<submission>", os.path.relpath(box.folder, kit_root): student or "<submission>",
-             box.root: "<sandbox>"}
+    shown = _Shown(box, {box.folder: student or "<submission>",
+                         os.path.relpath(box.folder, kit_root): student or "<submission>", box.root: "<sandbox>"})
     written = written_tasks(level)
-    tests = []
-    for entry in [report_entry(outcome) for outcome in collector.tests.values()] + extra:
-        reason = box.incidents.get(entry["nodeid"])
-        status = entry["status"]
-        max_score = entry["max_score"]
-        if entry.get("task") in written:
-            status, max_score = "manual review", 0.0
-        tests.append({"name": entry["name"], "status": status,
-                      "score": max_score if status == "passed" else 0.0, "max_score": max_score,
-                      "output": _shorten(entry["output"], box, names), "task": entry.get("task"),
-                      "checks": list(entry.get("checks") or []),
-                      "reason": _shorten(reason, box, names) if reason else None})
+    tests = [_test_row(entry, box.incidents.get(entry["nodeid"]), written, shown)
+             for entry in [report_entry(outcome) for outcome in collector.tests.values()] + extra]
     if answers is not None:
         tests.append({"name": "answers.md (written part)", "status": "manual review", "score": 0.0,
                       "max_score": 0.0, "output": answers, "task": None, "reason": None})
     scored = [t for t in tests if t["status"] != "manual review"]
     score = sum(t["score"] for t in scored)
-    max_score = sum(t["max_score"] for t in scored)
+    status, error = _verdict(scored, error, mark)
+    output = bytes(box.output).decode("utf-8", "replace")
+    if box.output_dropped:
+        output += f"\n... ({box.output_dropped} more bytes of output were dropped)"
+    return {"id": student, "score": score if status != "error" or score else 0.0,
+            "max_score": sum(t["max_score"] for t in scored),
+            "status": status, "error": shown(error) if error else None, "tests": tests,
+            "stdout": shown(output), "stray_processes": killed}
+
+
+def _run_tests(box: Box, collector: Collector, stand_ins: StandIns, how: Any) -> Optional[str]:
+    """Run the level's tests in this process, from ``how``: a configuration parsed once before the
+    judges forked (see :func:`prepare_config`; only this submission's folder and scratch directory
+    differ), or pytest's arguments. Returns why the run gave no verdict, or None."""
+    import pytest
+
+    if isinstance(how, list):
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        code = pytest.main(how + LEAN, plugins=[collector, stand_ins])
+    else:
+        how.option.basetemp = os.path.join(box.root, "pytest")
+        how.option.crashcourse_submission = box.folder
+        how.pluginmanager.register(collector, "crashcourse-judge-collector")
+        how.pluginmanager.register(stand_ins, "crashcourse-judge-stand-ins")
+        os.environ["PYTEST_VERSION"] = pytest.__version__
+        try:
+            code = how.hook.pytest_cmdline_main(config=how)
+        finally:
+            how._ensure_unconfigure()
+    if collector.collect_errors:
+        return "the level's tests could not be collected:\n" + collector.collect_errors[0]
+    if code not in (0, 1) and not collector.tests:
+        return f"pytest stopped with exit code {int(code)}"
+    return None
+
+
+class _Shown:
+    """Text as the report shows it: the box's paths named for the reader, and cut to a length."""
+
+    def __init__(self, box: Box, names: dict):
+        self.box, self.names = box, names
+
+    def __call__(self, text: str) -> str:
+        return _shorten(text, self.box, self.names)
+
+
+def _test_row(entry: dict, reason: Optional[str], written: set, shown: _Shown) -> dict:
+    """One test in the report: a task marked for manual review is worth nothing here; ``reason`` is
+    what went wrong with the process while this test ran (a hang, an exit), if anything."""
+    status, max_score = entry["status"], entry["max_score"]
+    if entry.get("task") in written:
+        status, max_score = "manual review", 0.0
+    return {"name": entry["name"], "status": status,
+            "score": max_score if status == "passed" else 0.0, "max_score": max_score,
+            "output": shown(entry["output"]), "task": entry.get("task"),
+            "checks": list(entry.get("checks") or []),
+            "reason": shown(reason) if reason else None}
+
+
+def _verdict(scored: list, error: Optional[str], mark: Any) -> tuple[str, Optional[str]]:
+    """The submission's status and its one-line error, from the tests with points."""
     if error is None and not scored:
         error = "the level has no tests with points"
     # Tests share one run of the loop (the `once` fixture), so an incident (a hang, an exit, a
@@ -327,9 +354,4 @@ def run_judge(level_dir: str, folder: str, root: str, token: str, *, seed: Optio
     stuck = next((hang for kind, hang in hangs.hangs_since(mark) if kind == "stopped"), None)
     if stuck is not None and error is None and status == "failed":
         error = stuck.summary()  # the report's one line for a hang: the learner's function, file and line
-    output = bytes(box.output).decode("utf-8", "replace")
-    if box.output_dropped:
-        output += f"\n... ({box.output_dropped} more bytes of output were dropped)"
-    return {"id": student, "score": score if status != "error" or score else 0.0, "max_score": max_score,
-            "status": status, "error": _shorten(error, box, names) if error else None, "tests": tests,
-            "stdout": _shorten(output, box, names), "stray_processes": killed}
+    return status, error
