@@ -98,6 +98,8 @@ EXPECTED = {
     "tells_huge_sizes": ("error", 0.0, "could not read"),
     # 40 MiB of JSON empty lists, some 800 MB once decoded: weighed and refused before decoding.
     "amplifies_json": ("error", 0.0, "could not read"),
+    # 100 MiB to /dev/null: the trace, capped like any file of the box, stops the run, and says why.
+    "floods_the_trace": ("error", 0.0, "your code wrote more than 64 MiB in all"),
     # Looks for a sign that this run is a graded one (a variable, the hostname, a folder's name).
     "tells_grading": ("passed", 10.0, None),
     # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.
@@ -261,7 +263,8 @@ def test_the_report_has_the_contract_shape(batch):
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
-    if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer") and kernel_trace.problem():
+    if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer", "floods_the_trace") \
+            and kernel_trace.problem():
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
     text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])

@@ -233,6 +233,15 @@ class Worker:
             code = None
         tracer = self.kernel is not None and code is not None and code < 0 and self.kernel.tracer_killed()
         self.stop()
+        if tracer and code == -signal.SIGXFSZ:
+            # strace runs under the box's cap on one file, and its trace is one: everything the code
+            # writes is printed there (to a file, a pipe, /dev/null, the screen), so this bounds what a
+            # box can make the judge read, and a run past it is stopped.
+            raise Incident(self.box.incident(
+                f"your code wrote more than {self.box.limits.file_size // 2**20} MiB in all while {what} (to "
+                "files, /dev/null, pipes or the screen: the grader's trace of it holds every byte, and is capped "
+                "like any file of the box), so the run was stopped and nothing is scored. A checkpointing loop "
+                "writes far less: look for a write or a print in a loop"))
         if tracer:
             raise Incident(self.box.incident(
                 f"the tracer that watches your code's file operations was killed while {what} (code in this "
