@@ -450,101 +450,20 @@ class RemoteFunction:
         return f"<function {self.__name__} from {self.module._filename}, run in the sandbox>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        module, box = self.module, self.module._box
+        box = self.module._box
         if box.expired:
             raise Incident(box.incident(box.expired))
         patched = patched_by_test()
         if patched:
             raise Incident(box.incident(PATCHED.format(names=", ".join(patched[:3]))))
-        worker = module._worker()
-        objects: dict = {}
-        payload_args = prepare(list(args), objects)
-        payload_kwargs = prepare(kwargs, objects)
-        rec = recorder_module.active()
-        box.calls += 1
-        what = f"running {self.__name__}"
+        call = _Call(self, args, kwargs)
         stuck = box.stuck.get(self.__name__)
         if stuck is not None:  # it got stuck in the sandbox earlier in this run: it would only again
             raise hangs.refused_elsewhere(stuck)
-        request = {"op": "call", "module": module._ident, "name": self.__name__, "args": payload_args,
-                   "kwargs": payload_kwargs, "cwd": os.getcwd(), "watch": list(rec.watch) if rec is not None else None,
-                   "forward": forwarded_patches(), "fresh": self.fresh}
-        left = hangs.remaining()
-        if left > 0:
-            # The worker stops the code a little before this process would, and says where it was.
-            request["limit"], request["told"] = max(left * 0.9 - 0.2, left / 2), hangs.limit_told()
-        handle_base = 1_000_000 * box.calls
-        worker.sent_messages = {}  # the worker forgets them too when a call starts
-        started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)
-        try:
-            worker.send(request, what)
-            while True:
-                message = worker.read_message(what, objects=objects)
-                op = message.get("op")
-                if op in ("ops", "callback", "return", "raise"):
-                    if rec is not None and worker.kernel is not None:
-                        # What happened on disk is what the kernel saw (grader.grading.kernel_trace): its
-                        # operations are kept, in its order; the worker's recorded ones only label them.
-                        refused = worker.kernel.settle(message.get("ops") or (), worker.consumed, rec.watch,
-                                                       since=started_at, keep=functools.partial(_keep, rec))
-                        if refused and op == "callback" and message.get("threads"):
-                            refused = _racing(objects.get(message.get("id")), refused)
-                        if refused and refused not in rec.unseen:
-                            rec.unseen.append(refused)
-                    else:
-                        self._take_ops(rec, message.get("ops"), objects, handle_base)
-                if op == "callback":
-                    self._serve_callback(worker, message, objects, what)
-                    continue
-                if op in ("return", "raise"):
-                    break
-        except BaseException:
-            # A timeout signal or an incident mid-call: the worker's state is unknown, so it goes.
-            if worker.alive:
-                worker.stop()
-            raise
-        dropped = message.get("dropped_output")
-        if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > worker.dropped_output:
-            # What the worker printed past what the judge keeps, counted there (grader.grading.worker._Capped).
-            box.output_dropped += dropped - worker.dropped_output
-            worker.dropped_output = dropped
-        if rec is not None:
-            # What the worker's recorder says it missed is the kernel's to tell, where there is a kernel trace:
-            # a call it did not see is still in the kernel's account, and is judged on its effect.
-            unseen = message.get("unseen") if worker.kernel is None else None
-            if isinstance(unseen, list):
-                rec.unseen.extend(str(u)[:500] for u in unseen[:50])
-            try:
-                rec.compare_with_disk()
-            except ReplayTooLarge as exc:  # sizes the kernel saw, past what the judge will hold for a box
-                worker.stop()
-                raise Incident(box.incident(str(exc))) from None
-        reads = message.get("reads")
-        if isinstance(reads, list):
-            # Replay the files the code opened for reading, so audit hooks here (a check that
-            # watches which files a loader read) see what they would have seen in-process.
-            for item in reads[:5000]:
-                if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str):
-                    sys.audit("open", item[0], item[1] if isinstance(item[1], str) else None,
-                              item[2] if isinstance(item[2], int) else None)
-        new_args, new_kwargs = message.get("args"), message.get("kwargs")
-        if isinstance(new_args, list) and len(new_args) == len(args):
-            for old, new in zip(args, new_args):
-                merge(old, new)
-        if isinstance(new_kwargs, dict):
-            for key, old in kwargs.items():
-                if key in new_kwargs:
-                    merge(old, new_kwargs[key])
-        if message.get("op") == "raise":
-            hang = _hang_from(message.get("hang"))
-            if hang is not None:
-                for name in hang[1]:
-                    box.stuck.setdefault(name, hang[0])
-                worker.stop()  # it was stopped mid-call: its state is unknown
-                raise hangs.LoopTimeout(hang[0].story, hang[0].place, hang[0])
-            error = message.get("error") if isinstance(message.get("error"), dict) else {}
-            raise module._exception(error)
-        return message.get("value")
+        message = call.converse()
+        call.take_account(message)
+        call.give_back(message)
+        return call.outcome(message)
 
     @staticmethod
     def _take_ops(rec: Any, ops: Any, objects: dict, handle_base: int) -> None:
@@ -586,6 +505,120 @@ class RemoteFunction:
                          "message": str(exc)}, what)
             return
         worker.send({"op": "value", "value": prepare(value, objects)}, what)
+
+
+class _Call:
+    """One call of a student's function in the worker, from the request to what it returned or raised."""
+
+    def __init__(self, function: RemoteFunction, args: tuple, kwargs: dict):
+        self.function, self.box = function, function.module._box
+        self.worker = function.module._worker()
+        self.args, self.kwargs = args, kwargs
+        self.objects: dict = {}  # handle -> a callable or live object handed to the worker
+        self.payload_args = prepare(list(args), self.objects)
+        self.payload_kwargs = prepare(kwargs, self.objects)
+        self.rec = recorder_module.active()
+        self.box.calls += 1
+        self.what = f"running {function.__name__}"
+
+    def converse(self) -> dict:
+        """Send the call, then serve the model and tool calls it makes until it returns or raises (that
+        last message is returned); every message's file operations go to the recorder on the way."""
+        worker, rec = self.worker, self.rec
+        request = {"op": "call", "module": self.function.module._ident, "name": self.function.__name__,
+                   "args": self.payload_args, "kwargs": self.payload_kwargs, "cwd": os.getcwd(),
+                   "watch": list(rec.watch) if rec is not None else None,
+                   "forward": forwarded_patches(), "fresh": self.function.fresh}
+        left = hangs.remaining()
+        if left > 0:
+            # The worker stops the code a little before this process would, and says where it was.
+            request["limit"], request["told"] = max(left * 0.9 - 0.2, left / 2), hangs.limit_told()
+        self.handle_base = 1_000_000 * self.box.calls
+        worker.sent_messages = {}  # the worker forgets them too when a call starts
+        self.started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)
+        try:
+            worker.send(request, self.what)
+            while True:
+                message = worker.read_message(self.what, objects=self.objects)
+                op = message.get("op")
+                if op in ("ops", "callback", "return", "raise"):
+                    self._record(message)
+                if op == "callback":
+                    self.function._serve_callback(worker, message, self.objects, self.what)
+                elif op in ("return", "raise"):
+                    return message
+        except BaseException:
+            # A timeout signal or an incident mid-call: the worker's state is unknown, so it goes.
+            if worker.alive:
+                worker.stop()
+            raise
+
+    def _record(self, message: dict) -> None:
+        rec, worker = self.rec, self.worker
+        if rec is None or worker.kernel is None:
+            self.function._take_ops(rec, message.get("ops"), self.objects, self.handle_base)
+            return
+        # What happened on disk is what the kernel saw (grader.grading.kernel_trace): its
+        # operations are kept, in its order; the worker's recorded ones only label them.
+        refused = worker.kernel.settle(message.get("ops") or (), worker.consumed, rec.watch,
+                                       since=self.started_at, keep=functools.partial(_keep, rec))
+        if refused and message.get("op") == "callback" and message.get("threads"):
+            refused = _racing(self.objects.get(message.get("id")), refused)
+        if refused and refused not in rec.unseen:
+            rec.unseen.append(refused)
+
+    def take_account(self, message: dict) -> None:
+        """What the worker says about the call besides its value: output it dropped, what its recorder
+        missed (checked against the disk), the files the code read."""
+        worker, box, rec = self.worker, self.box, self.rec
+        dropped = message.get("dropped_output")
+        if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > worker.dropped_output:
+            # What the worker printed past what the judge keeps, counted there (grader.grading.worker._Capped).
+            box.output_dropped += dropped - worker.dropped_output
+            worker.dropped_output = dropped
+        if rec is not None:
+            # What the worker's recorder says it missed is the kernel's to tell, where there is a kernel trace:
+            # a call it did not see is still in the kernel's account, and is judged on its effect.
+            unseen = message.get("unseen") if worker.kernel is None else None
+            if isinstance(unseen, list):
+                rec.unseen.extend(str(u)[:500] for u in unseen[:50])
+            try:
+                rec.compare_with_disk()
+            except ReplayTooLarge as exc:  # sizes the kernel saw, past what the judge will hold for a box
+                worker.stop()
+                raise Incident(box.incident(str(exc))) from None
+        reads = message.get("reads")
+        if isinstance(reads, list):
+            # Replay the files the code opened for reading, so audit hooks here (a check that
+            # watches which files a loader read) see what they would have seen in-process.
+            for item in reads[:5000]:
+                if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str):
+                    sys.audit("open", item[0], item[1] if isinstance(item[1], str) else None,
+                              item[2] if isinstance(item[2], int) else None)
+
+    def give_back(self, message: dict) -> None:
+        """Merge what the code changed in its arguments back into the caller's objects."""
+        new_args, new_kwargs = message.get("args"), message.get("kwargs")
+        if isinstance(new_args, list) and len(new_args) == len(self.args):
+            for old, new in zip(self.args, new_args):
+                merge(old, new)
+        if isinstance(new_kwargs, dict):
+            for key, old in self.kwargs.items():
+                if key in new_kwargs:
+                    merge(old, new_kwargs[key])
+
+    def outcome(self, message: dict) -> Any:
+        """The value the call returned, or what it raised (a hang the worker stopped is a LoopTimeout)."""
+        if message.get("op") != "raise":
+            return message.get("value")
+        hang = _hang_from(message.get("hang"))
+        if hang is not None:
+            for name in hang[1]:
+                self.box.stuck.setdefault(name, hang[0])
+            self.worker.stop()  # it was stopped mid-call: its state is unknown
+            raise hangs.LoopTimeout(hang[0].story, hang[0].place, hang[0])
+        error = message.get("error") if isinstance(message.get("error"), dict) else {}
+        raise self.function.module._exception(error)
 
 
 def _hang_from(data: Any) -> Optional[tuple]:
