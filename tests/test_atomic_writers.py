@@ -189,7 +189,7 @@ def test_the_autograder_zip_is_replaced_whole(tmp_path):
     crashes.assert_atomic()
     assert_durable(crashes)
     with zipfile.ZipFile(io.BytesIO(target.read_bytes())) as z:
-        assert "run_autograder" in z.namelist() and "--seed 7" in z.read("run_autograder").decode()
+        assert "run_autograder" in z.namelist() and "--private" in z.read("run_autograder").decode()
 
 
 def test_the_hints_state_is_replaced_whole(tmp_path, monkeypatch, capsys):

@@ -159,7 +159,10 @@ def test_the_gradescope_package_has_its_scripts_and_no_solutions(tmp_path):
                 "kit/grader/kit/exercises/level2/test_agent.py", "kit/grader/kit/exercises/manifest.json"} <= names
         assert not any("solutions" in n.split("/") for n in names)
         assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
-        assert "--seed 7" in z.read("run_autograder").decode()
+        # The seed is in private.json, root's alone (not on run_autograder's command line).
+        assert "--seed" not in z.read("run_autograder").decode()
+        assert "--private /autograder/source/private.json" in z.read("run_autograder").decode()
+        assert (z.getinfo("private.json").external_attr >> 16) & 0o777 == 0o600
 
 
 def test_links_in_a_submission_are_dropped(tmp_path):

@@ -118,6 +118,8 @@ def register(sub) -> None:
     run.add_argument("--results", default="/autograder/results/results.json")
     run.add_argument("--seed", type=int, default=None)
     run.add_argument("--scenarios", default=None)
+    run.add_argument("--private", default=None, metavar="PATH",
+                     help="the package's private.json (its seed): read, then removed, before any code runs")
     run.add_argument("--timeout", type=float, default=120.0)
     run.set_defaults(handler=cmd_gradescope_run)
 
@@ -373,14 +375,26 @@ def cmd_package(args) -> int:
     from grader.grading.gradescope import build_package
     batch_mod.level_folder(args.level)
     output = args.output or f"crashcourse-level{args.level}-autograder.zip"
+    from grader.grading.gradescope import packaged_seed
     build_package(args.level, output, seed=args.seed, scenarios=args.scenarios, timeout=args.timeout)
     print(f"wrote {output}: upload it as the assignment's autograder (setup.sh and run_autograder at its root)")
+    if args.seed is not None:
+        print(f"it grades with seed {packaged_seed(output)}, drawn from your --seed {args.seed} and a random salt "
+              "(a submission cannot search for it); `crashcourse grade --seed` with that number draws the same "
+              "conversations")
     return 0
 
 
 def cmd_gradescope_run(args) -> int:
     keep_private(args)
-    from grader.grading.gradescope import run_on_gradescope
+    from grader.grading.gradescope import read_private, run_on_gradescope
+    if args.private:
+        try:
+            args.seed = read_private(args.private)["seed"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            # Removed after its first read: a second run in the same container has no seed to grade with.
+            return _complain(f"--private {args.private}: cannot read the package's seed ({exc}); it is removed "
+                             "once read, so each container grades once (Gradescope starts one per submission)")
     return run_on_gradescope(args.level, args.submission, args.results, grade_batch=batch_mod.grade_batch,
                              seed=args.seed, scenarios=args.scenarios, timeout=args.timeout)
 

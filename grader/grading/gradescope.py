@@ -10,12 +10,22 @@ The zip is built from the installed package, so it works the same from a wheel a
 README, hints) under ``grader/kit/`` where an installed package keeps them, and a small
 ``pyproject.toml`` that installs it all. If given, the instructor's seed and scenarios come too.
 It never carries ``solutions/``.
+
+The seed is never on ``run_autograder``'s command line, nor the instructor's own number: the zip
+holds ``private.json`` with a 64-bit seed derived from it and a random salt (:func:`derive_seed`),
+so code that draws the kit's conversations cannot search the seed's space, and ``gradescope-run``
+reads that file and removes it before any submission's code runs. Gradescope starts a container
+for each submission from the image, so each run reads it once; without a box the code runs as
+root in that container, and only the file's absence keeps the seed from it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -39,6 +49,8 @@ apt-get update -qq
 apt-get install -y -qq python3 python3-pip python3-venv bubblewrap strace > /dev/null
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install --quiet /autograder/source/kit
+# The instructor's seed: root's alone (gradescope-run reads it, and removes it, before any code runs).
+if [ -f /autograder/source/private.json ]; then chmod 600 /autograder/source/private.json; fi
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -68,18 +80,48 @@ def package_files(level: int) -> dict:
     return files
 
 
+PRIVATE = "private.json"  # in the zip's root, beside run_autograder: {"seed": the derived seed}
+PRIVATE_PATH = "/autograder/source/" + PRIVATE
+
+
+def derive_seed(seed: int, salt: str) -> int:
+    """The seed a package grades with: 64 bits from the instructor's ``seed`` and a random ``salt``. An
+    instructor's number is often small (7, a year); drawn from 2**64, the seed cannot be found by
+    trying seeds until one draws the conversation the code was given."""
+    return int.from_bytes(hashlib.sha256(f"crashcourse:{int(seed)}:{salt}".encode()).digest()[:8], "big")
+
+
+def packaged_seed(zip_path: str) -> Optional[int]:
+    """The seed a built package grades with (its private.json), or None if it was built without one."""
+    with zipfile.ZipFile(zip_path) as z:
+        if PRIVATE not in z.namelist():
+            return None
+        return int(json.loads(z.read(PRIVATE))["seed"])
+
+
+def read_private(path: str) -> dict:
+    """The options ``run_autograder`` keeps off its command line, read once: the file is removed at once,
+    before any submission's code runs (raises OSError if it is not there)."""
+    with open(path, "rb") as f:
+        data = json.loads(f.read())
+    os.unlink(path)
+    return {"seed": int(data["seed"])}
+
+
 def build_package(level: int, output: str, *, seed: Optional[int] = None, scenarios: Optional[str] = None,
                   timeout: float = 120.0) -> str:
-    """Write the autograder zip for ``level`` to ``output``."""
+    """Write the autograder zip for ``level`` to ``output`` (with ``seed``: see :func:`derive_seed`)."""
     extra = ""
+    files: dict[str, bytes] = {}
     if seed is not None:
-        extra += f"--seed {int(seed)} "
+        extra += f"--private {PRIVATE_PATH} "
+        files[PRIVATE] = json.dumps({"seed": derive_seed(seed, secrets.token_hex(16))}).encode()
     if scenarios:
         extra += f"--scenarios /autograder/source/{Path(scenarios).name} "
-    files: dict[str, bytes] = {
+    files.update({
         "setup.sh": SETUP_SH.encode(),
         "run_autograder": RUN_AUTOGRADER.format(level=level, timeout=timeout, extra=extra).encode(),
-    }
+    })
     for name, data in package_files(level).items():
         files[f"kit/{name}"] = data
     if scenarios:
@@ -91,7 +133,8 @@ def build_package(level: int, output: str, *, seed: Optional[int] = None, scenar
         for name, data in files.items():
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             executable = name in ("setup.sh", "run_autograder")
-            info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+            mode = 0o755 if executable else 0o600 if name == PRIVATE else 0o644
+            info.external_attr = (mode | stat.S_IFREG) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
     write_atomic(output, buffer.getvalue())

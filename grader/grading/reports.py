@@ -40,7 +40,9 @@ def isolation_note(isolation: str) -> str:
                 "student's files, no kit or instructor files but the grader itself, verdicts computed outside).")
     if isolation.endswith("container only"):
         return (f"NOT TAMPER-PROOF (isolation: {isolation}): this code ran in its own container but without a "
-                "box, beside the grader, so it could have changed its own grade.")
+                "box, beside the grader, so it could have changed its own grade. The instructor's seed, if any, "
+                "was read from a file removed before the code ran; the grader's own files and any scenarios file "
+                "were within its reach.")
     return (f"NOT TAMPER-PROOF (isolation: {isolation}): the submissions' code ran without a box, so a "
             "submission could have changed its own grade or another student's, or read files it should not.")
 
