@@ -120,10 +120,21 @@ ROWS = [
     Row(2, "level2/w30_pending_is_only_the_id.py", "test_the_loop_still_finishes_the_task", "pending-shape",
         ("`pendingToolUse` is \"toolu_", "not null or an object", "what does your loop put there?"),
         ("Save exactly version, task",), hint_task=3, hint="Which keys end up in `pendingToolUse`"),
-    # A temp file in /tmp: the first hint is about where the temp file is, not about writing in place.
-    Row(2, "level2/w06_tmp_in_system_tmp.py", "test_the_temp_file_sits_beside_the_checkpoint", "temp-elsewhere",
-        ("written in /tmp, not next to checkpoint.json", "Which folder is your temp file in?"),
-        (TEMP_FILE_QUESTION,), hint="Which folder does that temp file live in"),
+    # A temp file in the system temp folder, another file system (as on a usual machine and in the box):
+    # shutil.move copies it into checkpoint.json, which a crash tears; the story names the copy, not a
+    # write in place of the learner's own, and the hint asks what a move between file systems does.
+    Row(2, "level2/w06_tmp_in_system_tmp.py", "test_a_crash_mid_save_never_leaves_half_a_file", "temp-copied",
+        ("into checkpoint.json and then deleted it", "copied its temp file from ", "what shutil.move does when a rename cannot cross file systems",
+         "Where was the temp file when it was moved in?"),
+        (TEMP_FILE_QUESTION, "This save writes checkpoint.json itself"), hint="What does `shutil.move` do",
+        also={"test_the_temp_file_sits_beside_the_checkpoint": (
+            "temp-copied", ("not next to checkpoint.json, and was copied into checkpoint.json itself",
+                            "a crash during the copy leaves checkpoint.json"), ("on a machine where",))}),
+    # os.replace from there fails with EXDEV: the loop stops, and the story says why, and what to do.
+    Row(2, "level2/w07_mkstemp_default_dir.py", "test_the_loop_still_finishes_the_task", "temp-cross-device",
+        ("Invalid cross-device link", "a rename cannot move a file from one file system to another",
+         "pass dir=directory to tempfile.mkstemp"), ("never wrote", "on a machine where"), hint_task=2,
+        hint="Which folder was the temp file made in"),
     # Level 5: a recorded call left in the list is not "how many blocks does the file list"; the
     # finished state's story says "those calls", and the re-run line comes before the question.
     # Each result in a user message of its own: the API's 400 is told with its cause, the split.

@@ -24,11 +24,22 @@ CASES = {
         "level2/w31_swaps_folders_by_two_renames.py": "between the two renames of a folder swap",
         # The race is named in the box as in-process (a tighter race, where the kernel sees the thread's
         # writes and the call in another order than the recorder, is named by stand_in._racing).
-        "level2/w32_save_a_in_a_thread_joined_late.py": "Save point A was still being written when `list_tickets`"},
+        "level2/w32_save_a_in_a_thread_joined_late.py": "Save point A was still being written when `list_tickets`",
+        # The box's /tmp is a file system of its own, as on a usual machine (and as in-process, where the
+        # kit refuses the rename itself if need be): a rename from it fails with EXDEV, a move copies.
+        "level2/w06_tmp_in_system_tmp.py": "copied its temp file from /tmp into checkpoint.json",
+        "level2/w07_mkstemp_default_dir.py": "Invalid cross-device link",
+        "level2/w33_mkdtemp_then_rename.py": "a rename cannot move a file from one file system to another",
+        "level2/w34_pathlib_gettempdir_replace.py": "Invalid cross-device link",
+        "level2/w35_fsynced_temp_moved_from_system_tmp.py": "copied its temp file from /tmp into checkpoint.json",
+        "level2/c14_shutil_move_beside.py": "",
+        "level2/c15_pathlib_named_temporary_file_dir.py": ""},
+    1: {"level1/w14_temp_in_system_tmp.py": "Invalid cross-device link"},
     # The right one was failed under M5 by grade alone: the kernel trace took the fsync of the folder it
     # built for a file's (the folder had been renamed away by the time the judge looked).
     3: {"level3/right_folder_renamed_into_place": "",
-        "level3/wrong_folder_renamed_in_parent_not_synced": "Was the folder itself new?"},
+        "level3/wrong_folder_renamed_in_parent_not_synced": "Was the folder itself new?",
+        "level3/wrong_durable_temp_in_system_tmp": "Invalid cross-device link"},
     # Rebuilt from its message alone, the error was "TypeError: function takes exactly 5 arguments".
     4: {"level4/wrong_lets_unicode_error_escape": "resume_agent raised UnicodeDecodeError: 'utf-8' codec can't decode"},
     6: {"level6/wrong/loader_applies_a_torn_saves_complete_lines.py": "parts of two saves",

@@ -8,7 +8,8 @@ on the course's scripted task, and every crash state is checked.
 
 A failing variant must trip exactly the listed invariants, no fewer and no more: an extra one
 would mean a failure message that blames the wrong thing. ``UNSEEN`` is a verdict too: code that
-writes by a route the recorder cannot follow is refused, never passed. (The checker reports the most basic
+writes by a route the recorder cannot follow is refused, never passed, and so is ``ERROR``: the loop
+stopped on an exception (``os.replace`` from the system temp folder, another file system, raises EXDEV). (The checker reports the most basic
 broken invariant per crash state, so a torn file shows as PARSE, not also as WHOLE.)
 """
 
@@ -63,7 +64,8 @@ def test_the_corpus_covers_both_verdicts():
 def test_variant_gets_its_verdict(variant):
     expected = verdict(os.path.join(CORPUS, variant))
     exploration = explore_loop(loop_with(variant), support_tickets(0), models=("M1", "M2"))
-    assert exploration.error is None, exploration.report()
+    if "ERROR" not in expected:
+        assert exploration.error is None, exploration.report()
     if "UNSEEN" not in expected:
         assert not exploration.unseen, exploration.report()
     if not expected:

@@ -14,7 +14,7 @@ import pytest
 
 from grader.engine.conversations import generated
 from grader.engine.forwarded import FSYNC_OF_A_FILE, FSYNC_OF_A_FOLDER, OPENING_A_FOLDER, MisbehavingOs
-from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists
+from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER, explore_loop, parent_exists, working_in
 from grader.engine.hangs import time_limit
 from grader.faces.assertions import STUDENT_TIMEOUT, assert_holds, describe_final_file, finished_failure, require
 from grader.faces.plugin import rerun_command
@@ -105,14 +105,13 @@ def run_here(fault, steps, workdir):
     """Run ``steps(arm)`` in ``workdir``, in this process; from ``arm()`` on, ``os`` misbehaves as
     ``fault`` says (see MisbehavingOs: which calls fail, once or every time, on which platform)."""
     faulty = MisbehavingOs(fault)
-    old = os.getcwd()
-    os.chdir(workdir)
-    try:
-        with time_limit(STUDENT_TIMEOUT):  # a save that never returns is stopped, and told where it was
-            value = steps(faulty.arm)
-    finally:
-        faulty.undo()
-        os.chdir(old)
+    # working_in: the system temp folder is another file system, as in the box (grade's faults run there).
+    with working_in(workdir):
+        try:
+            with time_limit(STUDENT_TIMEOUT):  # a save that never returns is stopped, and told where it was
+                value = steps(faulty.arm)
+        finally:
+            faulty.undo()
     return FaultRun(value, faulty.failed, faulty.whole_syncs, workdir)
 
 
@@ -178,7 +177,10 @@ def problem_when_fsync_fails(submission, workdir, fault="file, always"):
     once = fault.endswith("once")
 
     def steps(arm):
-        submission.load("agent.py").save_checkpoint(dict(SAMPLE), "checkpoints")
+        try:
+            submission.load("agent.py").save_checkpoint(dict(SAMPLE), "checkpoints")
+        except Exception as exc:  # noqa: BLE001 - any exception is the finding
+            return f"the first save, before any fault, raised {type(exc).__name__}: {exc}"
         arm()
         module = submission.load("agent.py")
         try:
@@ -189,6 +191,8 @@ def problem_when_fsync_fails(submission, workdir, fault="file, always"):
 
     fails = FSYNC_OF_A_FILE if on_file else FSYNC_OF_A_FOLDER
     run = run_with_fault(submission, {"fails": fails, "once": once, "baseline": "two saves"}, steps, workdir)
+    if isinstance(run.value, str):
+        return run.value  # the save fails with no fault at all: that is the finding
     return _noted(_fsync_finding(run, on_file, once), run)
 
 
@@ -233,6 +237,8 @@ def _story(headline, did, problem, tip, rerun):
 
 def _fsync_tip(problem):
     """What to try for a finding of :func:`problem_when_fsync_fails`, by what it found."""
+    if "before any fault" in problem:
+        return "make a save with no fault at all work first: the failure of the first task that fails says why it raised."
     if "never called os.fsync" in problem:
         return "inside the `with` block, call f.flush() and then os.fsync(f.fileno()), before the rename."
     if "os.sync()" in problem:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import hashlib
 import itertools
 import os
@@ -33,7 +34,7 @@ from grader.engine.invariants import INVARIANTS, Finding, Window, check
 from grader.engine.checkpoint import (CHECKPOINT_NAME, clone, exactly_saved, initial_state, reference_saves, snapshot,
                                      spend, tool_use_blocks)
 from grader.engine.ops import short_name
-from grader.engine.recorder import Op, Recorder, namespaces_of
+from grader.engine.recorder import Op, Recorder, namespaces_of, temp_folder_apart
 from grader.engine.scripted import Scenario
 from grader.engine.turnstile import Turnstile
 from grader.engine.hangs import LOOP_TIMEOUT, Hang, LoopTimeout, hang_mark, hangs_since, time_limit
@@ -214,6 +215,10 @@ class Exploration:
             return f"your loop did not finish this run ({self.scenario})"
         return self.in_one_line()
 
+    def error_cause(self) -> str:
+        """Why the run stopped, as a cause id, where the error says ("" otherwise)."""
+        return "temp-cross-device" if self.error and crossed_file_systems(self.error) else ""
+
     def traced(self) -> bool:
         """Whether the run stopped on an exception with the learner's frames (not on the kit's words)."""
         return bool(self.error) and re.search(r'^\s*File "', self.error, re.M) is not None
@@ -254,10 +259,14 @@ class Exploration:
 
 @contextlib.contextmanager
 def working_in(path: str) -> Iterator[None]:
+    """Learner code runs in ``path``: its current folder, and a file system apart from the system temp
+    folder (a move between the two is refused with EXDEV, as on a usual machine: see
+    :func:`grader.engine.recorder.temp_folder_apart`)."""
     old = os.getcwd()
     os.chdir(path)
     try:
-        yield
+        with temp_folder_apart(path):
+            yield
     finally:
         os.chdir(old)
 
@@ -313,8 +322,28 @@ def record_run(run: Callable, scenario: Scenario, workdir: str, directory: str, 
 REMOTE_FRAMES = "crashcourse_frames"
 
 
+# The kernel's words for EXDEV, in every error a move between two file systems raises.
+CROSS_DEVICE = os.strerror(errno.EXDEV)
+CROSS_DEVICE_STORY = (
+    "Why: the file was moved between the system temp folder (where tempfile puts files unless given dir=; "
+    "/tmp on Linux) and your checkpoint folder. On most machines, and in the grader's box, /tmp is a file "
+    "system of its own, and a rename cannot move a file from one file system to another: the operating "
+    "system refuses with EXDEV (\"Invalid cross-device link\"). Where this machine keeps both on one file "
+    "system, the kit refuses the rename the same way, so your code meets here what it would meet elsewhere. "
+    "Make the temp file in the checkpoint's own folder: pass dir=directory to tempfile.mkstemp or "
+    "NamedTemporaryFile, or build its path with os.path.join(directory, ...).")
+
+
+def crossed_file_systems(exc_or_text: Any) -> bool:
+    """Whether an exception (or its text) is a rename or link refused between two file systems (EXDEV)."""
+    if isinstance(exc_or_text, OSError) and exc_or_text.errno == errno.EXDEV:
+        return True
+    return f"[Errno {errno.EXDEV}] {CROSS_DEVICE}" in str(exc_or_text)
+
+
 def short_traceback(exc: BaseException) -> str:
-    """The exception and the learner's frames it came through (never the kit's own)."""
+    """The exception and the learner's frames it came through (never the kit's own); for a move refused
+    between two file systems, why (:data:`CROSS_DEVICE_STORY`)."""
     remote = getattr(exc, REMOTE_FRAMES, None)
     if isinstance(remote, str):
         where = remote
@@ -325,7 +354,8 @@ def short_traceback(exc: BaseException) -> str:
     message = str(exc)
     if isinstance(remote, str) and where.strip() and message.endswith("]") and " [" in message:
         message = message[:message.rindex(" [")]  # the frames below say where, in full
-    return f"{type(exc).__name__}: {message}\n{where}".rstrip()
+    story = f"\n{CROSS_DEVICE_STORY}" if crossed_file_systems(exc) else ""
+    return f"{type(exc).__name__}: {message}\n{where}".rstrip() + story
 
 
 def windows_for(ops: list[Op], task: str, allow_initial: bool = True, saves: Optional[list] = None,
@@ -493,6 +523,25 @@ def _saved_while_tool_ran(ops: list[Op], point: int, target: str) -> Optional[Op
     return landed[0] if len(landed) > 1 else None
 
 
+_KERNEL_COPIES = ("sendfile", "copy_file_range")  # how shutil copies a file on Linux (the recorder's api or the kernel's)
+
+
+def _copied_in(ops: list[Op], opened: Op, folder: str) -> Optional[str]:
+    """The file outside ``folder`` that the file ``opened`` was filled from and that was then removed
+    (shutil.move's copy and delete, when a rename cannot cross file systems), or None."""
+    copied = False
+    for op in ops[opened.index + 1:]:
+        if op.kind == "write" and op.handle == opened.handle:
+            if not op.api.endswith(_KERNEL_COPIES):
+                return None
+            copied = True
+        elif op.kind == "unlink" and op.path and os.path.dirname(op.path) != folder:
+            return op.path if copied else None
+        elif op.kind in ("model_start", "tool_start", "run_end"):
+            return None
+    return None
+
+
 def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -> tuple[str, str]:
     """Why the checkpoint is missing or unreadable at crash point ``point``, read from what this loop did
     (cause, words to add), or ("", "") when the trace shows nothing particular.
@@ -547,6 +596,12 @@ def _buffered_rename(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) 
 def _opened_in_place(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) -> tuple[str, str]:
     if raw is None:  # (an open names the checkpoint by its path: it has no second name)
         return "", ""
+    source = _copied_in(ops, last, os.path.dirname(last.path))
+    if source is not None:
+        return "temp-copied", (f"This save copied its temp file from {os.path.dirname(source)} into checkpoint.json "
+                               "and then deleted it, which is what shutil.move does when a rename cannot cross file "
+                               "systems (from the system temp folder, say): opening checkpoint.json for the copy "
+                               "emptied the last save, and the copied bytes had not all landed")
     return "in-place", ("This save writes checkpoint.json itself: opening it for writing emptied the last save, "
                         "and the new bytes had not all landed")
 
@@ -842,6 +897,17 @@ def _renamed_from_elsewhere(result: Exploration, ops: list, windows: list, ckpt_
                 "between two file systems is a copy followed by a delete, which a crash can tear",
                 "on a machine where that folder is another file system, the same crash tears the file",
                 cause="temp-elsewhere"))
+            return
+        # A move from another file system copies into checkpoint.json (see _copied_in).
+        source = _copied_in(ops, op, ckpt_dir) if op.kind == "open" and op.path == target else None
+        if source is not None and windows[op.index] is not None:
+            w = windows[op.index]
+            result.violations.append(Violation(
+                "ATOMIC-DIR", "M1", op.index, w.words(), "at " + op.describe(), {},
+                f"the temp file was written in {os.path.dirname(source)}, not next to checkpoint.json, and was "
+                "copied into checkpoint.json itself, then deleted (shutil.move copies when a rename cannot cross file "
+                "systems, as from the system temp folder)",
+                "a crash during the copy leaves checkpoint.json part old, part new, or empty", cause="temp-copied"))
             return
 
 

@@ -94,6 +94,10 @@ CAUSES = {
     "deleted-first": "the old checkpoint is deleted before the new one is renamed in, leaving a moment with none",
     "folder-swap": "the checkpoint folder is swapped with a new one by two renames, leaving a moment with no folder",
     "temp-elsewhere": "the temp file is written in another folder than checkpoint.json, so the rename may be a copy",
+    "temp-cross-device": "the temp file is made in the system temp folder, another file system, and a rename "
+                         "from there into the checkpoint folder is refused (EXDEV)",
+    "temp-copied": "the temp file is moved in from the system temp folder, another file system, so the move "
+                   "copies its bytes into checkpoint.json in place",
     "mixed": "the file matches no save the loop made",
     "counts-turns": "`turns` does not count the tool results the file's messages hold",
     "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import _io
 import builtins
+import contextlib
+import errno
 import functools
 import io
 import os
 import stat
 import sys
+import tempfile
 import threading
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from grader.engine.ops import FS_KINDS, Op, short_name  # noqa: F401 - Op and FS_KINDS: part of this API
 
@@ -202,6 +205,9 @@ class Recorder:
                             self.initial[path] = f.read()
         self._saved_dont_write_bytecode = sys.dont_write_bytecode
         sys.dont_write_bytecode = True  # a .pyc written mid-run is not the submission's doing
+        self._apart = _apart_entry(self.watch) if self.watch else None
+        if self._apart is not None:
+            _APART.append(self._apart)
         self._patch_all()
         _active = self
         return self
@@ -209,6 +215,9 @@ class Recorder:
     def __exit__(self, *exc: Any) -> None:
         global _active
         _active = None
+        if getattr(self, "_apart", None) is not None:
+            _APART.remove(self._apart)
+            self._apart = None
         for obj, name, original in reversed(self._patches):
             setattr(obj, name, original)
         self._patches.clear()
@@ -643,6 +652,7 @@ def _path_op(kind: str, api: str, real: str, two: bool = False):
     if two:
         def op(src: Any, dst: Any, *, src_dir_fd: Optional[int] = None, dst_dir_fd: Optional[int] = None,
                **kwargs: Any) -> None:
+            refuse_across(src, dst, src_dir_fd, dst_dir_fd)
             with _inside():
                 _real[real](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, **kwargs)
             rec = _active
@@ -730,6 +740,100 @@ _OS_WRAPPERS = {
     "rmdir": _path_op("rmdir", "os.rmdir", "os.rmdir"),
     "truncate": _os_truncate, "ftruncate": _os_ftruncate, "sync": _os_sync, "syncfs": _os_syncfs,
 }
+
+
+# -- the system temp folder is a file system of its own -------------------------------------------------
+#
+# On most machines the system temp folder (what tempfile uses: /tmp) is a file system of its own,
+# often one in memory, and a file cannot be renamed from one file system into another: the kernel
+# refuses with EXDEV ("Invalid cross-device link"), and shutil.move copies the bytes instead. The
+# grader's box gives /tmp a file system of its own; where a run's folder and the temp folder share
+# one (one disk for everything, or TMPDIR set inside the run's folder), the kit refuses such a rename
+# itself, with the kernel's own error. So a loop meets what it would meet on a usual machine, and
+# `pytest` and `crashcourse grade` see it do the same thing.
+
+_APART: list = []  # (the temp folder, the folders learner code runs in): one entry per recorder or guard
+
+
+def _apart_entry(folders: Any) -> tuple:
+    # tempfile.tempdir is filled in before any patching: the first gettempdir() writes a probe file.
+    return (os.path.realpath(tempfile.gettempdir()), tuple(os.path.realpath(os.fspath(f)) for f in folders))
+
+
+def _resolved(path: Any, dir_fd: Optional[int]) -> str:
+    full = _abspath(path, dir_fd)
+    return os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+
+
+def _under(path: str, roots: Any) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def crosses(src: Any, dst: Any, src_dir_fd: Optional[int] = None, dst_dir_fd: Optional[int] = None) -> bool:
+    """Whether moving ``src`` to ``dst`` goes between the system temp folder and a folder learner code
+    runs in (either way): two file systems on a usual machine, and in the grader's box."""
+    if not _APART:
+        return False
+    try:
+        a, b = _resolved(src, src_dir_fd), _resolved(dst, dst_dir_fd)
+    except (TypeError, ValueError, OSError):
+        return False
+    for temp, folders in list(_APART):
+        in_a, in_b = _under(a, folders), _under(b, folders)
+        if (in_b and not in_a and _under(a, (temp,))) or (in_a and not in_b and _under(b, (temp,))):
+            return True
+    return False
+
+
+def refuse_across(src: Any, dst: Any, src_dir_fd: Optional[int] = None, dst_dir_fd: Optional[int] = None) -> None:
+    """Raise the kernel's EXDEV for a rename or link that :func:`crosses` file systems (where the source
+    is there at all: a missing one is the kernel's ENOENT, which the real call raises)."""
+    if crosses(src, dst, src_dir_fd, dst_dir_fd):
+        try:
+            there = os.path.lexists(_abspath(src, src_dir_fd))
+        except (TypeError, ValueError):
+            there = True
+        if there:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, None, dst)
+
+
+def _guarded(name: str, inner: Any) -> Any:
+    def guarded(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+        refuse_across(src, dst, kwargs.get("src_dir_fd"), kwargs.get("dst_dir_fd"))
+        return inner(src, dst, *args, **kwargs)
+    guarded.__name__ = guarded.__qualname__ = name
+    guarded.__doc__ = getattr(inner, "__doc__", None)
+    guarded.crashcourse_guard = True  # type: ignore[attr-defined]
+    return guarded
+
+
+@contextlib.contextmanager
+def temp_folder_apart(folder: Any) -> Iterator[None]:
+    """While learner code runs in ``folder`` without a recorder: the system temp folder is another file
+    system (see above), for ``os.rename``, ``os.replace``, ``os.link`` and pathlib over them (a
+    :class:`Recorder` does the same for its watched folders)."""
+    entry = _apart_entry([folder])
+    patches: list = []
+    if not getattr(os.rename, "crashcourse_guard", False):  # an outer guard already wraps them
+        for name in ("rename", "replace", "link"):
+            current = getattr(os, name, None)
+            if current is not None:
+                patches.append((os, name, current))
+                setattr(os, name, _guarded(name, current))
+        pathlib = sys.modules.get("pathlib")
+        accessor = getattr(pathlib, "_NormalAccessor", None) if pathlib else None
+        for name in ("rename", "replace", "link"):
+            current = vars(accessor).get(name) if accessor is not None else None
+            if current is not None:  # Python 3.10 binds these at import
+                patches.append((accessor, name, current))
+                setattr(accessor, name, staticmethod(_guarded(name, getattr(accessor, name))))
+    _APART.append(entry)
+    try:
+        yield
+    finally:
+        _APART.remove(entry)
+        for obj, name, original in reversed(patches):
+            setattr(obj, name, original)
 
 
 # The real functions a module may have bound under its own names, by id, with their recording twins.

@@ -47,6 +47,11 @@ NUDGES = {
                      "call replaces the old file in one step?",
     "folder-swap": "Between renaming the old folder away and the new one in, what would a resume find? Which "
                    "single call replaces checkpoint.json inside its folder?",
+    "temp-cross-device": "Which folder is your temp file made in? Make it beside checkpoint.json (with tempfile, "
+                         "pass dir=directory), so the rename stays inside one file system.",
+    "temp-copied": "Where was the temp file when it was moved in? Between two file systems a move copies the "
+                   "bytes into checkpoint.json itself: make the temp file beside checkpoint.json (with tempfile, "
+                   "pass dir=directory) and os.replace it.",
     "temp-elsewhere": "Which folder is your temp file in? Put it beside checkpoint.json (with tempfile, pass "
                       "dir=directory).",
     "counts-turns": "When does a turn count as done? Compare `turns` with the tool results in `messages` at "
@@ -105,6 +110,9 @@ def assert_holds(exploration: Exploration, invariants: Iterable[str], rerun: str
                         "The first test that read this run shows "
                         "it in full; fix that first, since this test reads the same run.", pytrace=False)
         exploration.told = True
+        cause = exploration.error_cause()
+        if cause:
+            fail(exploration.report(), causes=[cause])
         pytest.fail(exploration.report(), pytrace=False)
     hits = [v for v in exploration.violations if v.invariant in wanted]
     if not hits:

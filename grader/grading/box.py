@@ -125,6 +125,11 @@ class Worker:
         env = sandbox.scrubbed_env(box.root, box.token)
         os.makedirs(env["HOME"], exist_ok=True)
         os.makedirs(env["TMPDIR"], exist_ok=True)
+        if box.boxed:
+            # The box's own /tmp (bubblewrap.command: a small tmpfs) is the system temp folder, a file
+            # system apart from the submission's folder as on a usual machine: a temp file made there
+            # cannot be renamed into the checkpoint folder (EXDEV), and shutil.move copies it instead.
+            env["TMPDIR"] = "/tmp"
         argv = [sys.executable, "-I", "-S", "-c", code]
         pass_fds = (to_worker_r, from_worker_w)
         self.cgroup = None

@@ -64,7 +64,10 @@ def patched_by_test() -> list:
     now = vars(os)
     out = [f"os.{k}" for k, v in _PRISTINE["os"].items()
            if now.get(k, _PRISTINE) is not v and id(now.get(k)) not in allowed and not k.startswith("_")
-           and k != "environ" and not getattr(now.get(k), "_crashcourse_forward", None)]
+           and k != "environ" and not getattr(now.get(k), "_crashcourse_forward", None)
+           # The kit's own guard while code "runs" in a folder (the worker keeps one of its own):
+           # grader.engine.recorder.temp_folder_apart.
+           and not getattr(now.get(k), "crashcourse_guard", False)]
     if builtins.open is not _PRISTINE["open"][0] and id(builtins.open) not in allowed:
         out.append("open")
     return out

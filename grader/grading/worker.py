@@ -343,7 +343,9 @@ class Session:
         # frames say which function, file and line (the judge only sees itself waiting on a pipe).
         limit, told = _seconds(request.get("limit")), _seconds(request.get("told"))
         try:
-            with hangs.time_limit(limit, owner=fn, told=told):
+            # The system temp folder is a file system apart from the folder the call runs in, as in the
+            # judge's own process (grader.engine.recorder.temp_folder_apart; in the box it really is).
+            with hangs.time_limit(limit, owner=fn, told=told), _recorder_module.temp_folder_apart(os.getcwd()):
                 if self.recorder is not None:
                     with self.recorder:
                         value = fn(*args, **kwargs)

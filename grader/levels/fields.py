@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
+import errno
 import json
 import os
 import pickle
@@ -229,6 +230,12 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
 
 
 def _why_save_raised(exc: Exception) -> str:
+    if isinstance(exc, OSError) and (exc.errno == errno.EXDEV or f"[Errno {errno.EXDEV}] " in str(exc)):
+        return ("make the temp file in the checkpoint's own folder (pass dir=directory to tempfile, or build its path "
+                "with os.path.join(directory, ...)): the system temp folder, /tmp on Linux, is a file system of its own "
+                "on most machines and in the grader's box, and a rename cannot move a file from one file system to "
+                "another, so the operating system refuses it with EXDEV (\"Invalid cross-device link\"); the kit "
+                "refuses it the same way where this machine keeps both on one file system")
     if isinstance(exc, TypeError) and "not JSON serializable" in str(exc):
         return ("the loop's state also holds runtime-only things (`client`, a live API client, and `startedAt`, a "
                 "clock reading) that cannot and should not go into the file: pick out the six protocol fields "

@@ -1,6 +1,8 @@
-"""VERDICT: fail ATOMIC-DIR
+"""VERDICT: fail ATOMIC-DIR,PARSE
 
-NamedTemporaryFile in the system temp folder, then shutil.move: across file systems that is a copy.
+NamedTemporaryFile in the system temp folder, then shutil.move: across file systems that is a copy,
+into checkpoint.json itself, which a crash tears (PARSE; it was judged as a rename until the kit put
+the temp folder on a file system of its own, as on a usual machine).
 """
 import json
 import os

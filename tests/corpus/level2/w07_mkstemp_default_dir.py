@@ -1,6 +1,8 @@
-"""VERDICT: fail ATOMIC-DIR
+"""VERDICT: fail ERROR
 
-mkstemp() with no dir: the temp file lands in /tmp and is renamed from there.
+mkstemp() with no dir: the temp file lands in /tmp, and os.replace from there into the checkpoint
+folder fails with EXDEV, since /tmp is another file system (the loop stops at its first save; it
+was judged as a rename on one file system until the kit put the temp folder on one of its own).
 """
 import json
 import os

@@ -1,7 +1,7 @@
-"""VERDICT: fail ATOMIC-DIR
+"""VERDICT: fail ATOMIC-DIR,PARSE
 
 The temp file goes to the system temp folder (mkstemp without dir), then shutil.move brings it in.
-Where /tmp is another file system, the move is a copy that a crash can tear.
+/tmp is another file system (as on a usual machine), so the move is a copy that a crash tears.
 """
 
 import json

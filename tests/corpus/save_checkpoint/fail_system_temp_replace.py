@@ -1,7 +1,7 @@
-"""VERDICT: fail ATOMIC-DIR
+"""VERDICT: fail ERROR
 
-NamedTemporaryFile with no dir (so in /tmp), then os.replace. Works here only because /tmp is on
-the same file system; elsewhere os.replace fails with EXDEV, or a fallback copy tears.
+NamedTemporaryFile with no dir (so in /tmp), then os.replace. /tmp is another file system (as on a
+usual machine), so os.replace fails with EXDEV and the loop stops at its first save.
 """
 
 import json
