@@ -39,7 +39,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from grader.levels import api
 from grader.levels.api import (assistant_turns, at_point, check_messages, CHECKPOINT_NAME, crash_states,
@@ -458,78 +458,132 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
     fails COUNTS, not RESUME too. A resume that raised can only be judged on why it raised.
     """
     if want is None:
-        if outcome.refused is None:
-            got = "returned" if outcome.error is None else f"raised {outcome.error_type}, not CheckpointError"
-            return [("REFUSE", f"there is no checkpoint resume can trust here, yet resume_agent {got}; raise "
-                               "CheckpointError so the caller knows to start over (or to look at the file)")]
-        if not str(outcome.refused).strip():
-            return [("REFUSE", "CheckpointError was raised with no message; say what is wrong with which file")]
-        if outcome.model_calls or (outcome.tools and outcome.tools.calls):
-            return [("REFUSE", "resume called the model or a tool before deciding the file could not be trusted")]
-        if outcome.after != raw:
-            return [("REFUSE", "resume changed or removed the file it refused: that was the only evidence of the run")]
-        return []
-    if outcome.refused is not None:
-        return [("RESUME", f"the file is a whole save a correct loop writes, yet resume refused it ({outcome.refused})")]
-    if outcome.error is not None:
-        if outcome.error_type == "ScriptedModelError" and "tool_result" in outcome.error:
-            return [("PAIRING", "the model was sent a transcript the API refuses: "
-                                + outcome.error.splitlines()[0].split(": ", 1)[-1])]
-        return [("RESUME", f"resume_agent raised {outcome.error.splitlines()[0]}")]
-    state = outcome.returned
-    if not isinstance(state, dict) or any(k not in state for k in FIELDS):
-        return [("RESUME", "resume_agent should return the final state: a dict with the six protocol fields")]
-    got = _as_saved(state, outcome.after)
+        refusal = _judge_refusal(outcome, raw)
+        return [refusal] if refusal else []
+    broken = _judge_return(outcome)
+    if broken is not None:
+        return [broken]
+    got = _as_saved(outcome.returned, outcome.after)
     if got is None:
         try:
-            got = snapshot(state)
+            got = snapshot(outcome.returned)
         except (TypeError, ValueError) as exc:
             return [("RESUME", f"the returned state cannot be written as JSON: {exc}")]
-    found: list[tuple[str, str]] = []
+    judged = _Judged(outcome, got, want, _parse(raw), scenario)
+    found = [f for f in (judge(judged) for judge in _JUDGES) if f is not None]
+    order = list(CHECKS)
+    return sorted(found, key=lambda f: order.index(f[0]))
+
+
+def _judge_refusal(outcome: _Outcome, raw: Optional[bytes]) -> Optional[tuple[str, str]]:
+    """REFUSE, for a file resume cannot trust: it must raise CheckpointError with a reason, before
+    calling anything, and leave the file as it was."""
+    if outcome.refused is None:
+        got = "returned" if outcome.error is None else f"raised {outcome.error_type}, not CheckpointError"
+        return ("REFUSE", f"there is no checkpoint resume can trust here, yet resume_agent {got}; raise "
+                          "CheckpointError so the caller knows to start over (or to look at the file)")
+    if not str(outcome.refused).strip():
+        return ("REFUSE", "CheckpointError was raised with no message; say what is wrong with which file")
+    if outcome.model_calls or (outcome.tools and outcome.tools.calls):
+        return ("REFUSE", "resume called the model or a tool before deciding the file could not be trusted")
+    if outcome.after != raw:
+        return ("REFUSE", "resume changed or removed the file it refused: that was the only evidence of the run")
+    return None
+
+
+def _judge_return(outcome: _Outcome) -> Optional[tuple[str, str]]:
+    """Why a resume of a trustworthy file gave no final state to judge (it refused, raised, or returned
+    something else), or None."""
+    if outcome.refused is not None:
+        return ("RESUME", f"the file is a whole save a correct loop writes, yet resume refused it ({outcome.refused})")
+    if outcome.error is not None:
+        if outcome.error_type == "ScriptedModelError" and "tool_result" in outcome.error:
+            return ("PAIRING", "the model was sent a transcript the API refuses: "
+                               + outcome.error.splitlines()[0].split(": ", 1)[-1])
+        return ("RESUME", f"resume_agent raised {outcome.error.splitlines()[0]}")
+    state = outcome.returned
+    if not isinstance(state, dict) or any(k not in state for k in FIELDS):
+        return ("RESUME", "resume_agent should return the final state: a dict with the six protocol fields")
+    return None
+
+
+class _Judged(NamedTuple):
+    """A resume that returned a state: what each check of :data:`_JUDGES` reads."""
+
+    outcome: _Outcome
+    got: dict          # the state it returned, as saved
+    want: dict         # the final state the run should end in
+    file_data: dict    # the checkpoint it resumed from
+    scenario: Scenario
+
+
+def _judge_pairing(j: _Judged) -> Optional[tuple[str, str]]:
     try:
-        check_messages(got["messages"])
+        check_messages(j.got["messages"])
     except ScriptedModelError as exc:
-        found.append(("PAIRING", f"the returned transcript would be refused by the API: {exc}"))
-    tools = outcome.tools
-    file_data = _parse(raw)
+        return ("PAIRING", f"the returned transcript would be refused by the API: {exc}")
+    return None
+
+
+def _judge_once(j: _Judged) -> Optional[tuple[str, str]]:
+    """ONCE: the first non-idempotent tool that took effect twice, and whether the file could have said."""
+    tools, file_data = j.outcome.tools, j.file_data
     traces = set(_tool_results(file_data.get("messages") or []))
     if isinstance(file_data.get("pendingToolUse"), dict):
         traces.add(file_data["pendingToolUse"].get("id"))
-    for block in (b for r in scenario.responses for b in tool_use_blocks(r.get("content"))):
-        if block["name"] in scenario.non_idempotent and tools.runs_of(block["id"]) > 1:
-            runs = f"`{block['name']}` ({block['id']}) took effect {tools.runs_of(block['id'])} times"
-            if block["id"] not in traces:
-                found.append(("ONCE", f"{runs}: it had started before the crash, but the checkpoint holds no trace "
-                                      "of it (no pendingToolUse, no result), so resume asked the model again and the "
-                                      "model asked for it again, under a new id. No resume can know; only a save at "
-                                      "point A, before the tool runs, would have told it"))
-            else:
-                found.append(("ONCE", f"{runs}: once before the crash and again on resume. Re-run a pending call "
-                                      "under its tool_use id (execute_tool(..., tool_use_id=id)), or answer it with "
-                                      "an error result"))
-            break
+    twice = next((b for r in j.scenario.responses for b in tool_use_blocks(r.get("content"))
+                  if b["name"] in j.scenario.non_idempotent and tools.runs_of(b["id"]) > 1), None)
+    if twice is None:
+        return None
+    runs = f"`{twice['name']}` ({twice['id']}) took effect {tools.runs_of(twice['id'])} times"
+    if twice["id"] not in traces:
+        return ("ONCE", f"{runs}: it had started before the crash, but the checkpoint holds no trace "
+                        "of it (no pendingToolUse, no result), so resume asked the model again and the "
+                        "model asked for it again, under a new id. No resume can know; only a save at "
+                        "point A, before the tool runs, would have told it")
+    return ("ONCE", f"{runs}: once before the crash and again on resume. Re-run a pending call "
+                    "under its tool_use id (execute_tool(..., tool_use_id=id)), or answer it with "
+                    "an error result")
+
+
+def _judge_counts(j: _Judged) -> Optional[tuple[str, str]]:
+    got, want = j.got, j.want
     results = len(_tool_results(got["messages"]))
     if got["turns"] != want["turns"] or got["turns"] != results:
-        found.append(("COUNTS", f"turns ends at {got['turns']} ({results} tool result{'s' if results != 1 else ''} in messages), but the run "
-                                f"takes {want['turns']}: {_turns_went_wrong(got['turns'], results, file_data)}"))
-    elif got["tokensUsed"] != want["tokensUsed"]:
-        found.append(("COUNTS", f"tokensUsed ends at {got['tokensUsed']}, but the responses in the transcript spent "
-                                f"{want['tokensUsed']}: continue from the file's count and add each new response's"))
-    if outcome.model is not None and outcome.model.renamed:
+        return ("COUNTS", f"turns ends at {got['turns']} ({results} tool result{'s' if results != 1 else ''} in messages), but the run "
+                          f"takes {want['turns']}: {_turns_went_wrong(got['turns'], results, j.file_data)}")
+    if got["tokensUsed"] != want["tokensUsed"]:
+        return ("COUNTS", f"tokensUsed ends at {got['tokensUsed']}, but the responses in the transcript spent "
+                          f"{want['tokensUsed']}: continue from the file's count and add each new response's")
+    return None
+
+
+def _judge_resume(j: _Judged) -> Optional[tuple[str, str]]:
+    """RESUME: the state returned is the run's final one (ids the model gave again renamed; the counters
+    are COUNTS' business)."""
+    want = j.want
+    if j.outcome.model is not None and j.outcome.model.renamed:
         text = json.dumps(want)
-        for new, old in outcome.model.renamed.items():
+        for new, old in j.outcome.model.renamed.items():
             text = text.replace(json.dumps(old), json.dumps(new))
         want = json.loads(text)  # the calls asked for again carry the new ids
-    pending = file_data.get("pendingToolUse")
+    pending = j.file_data.get("pendingToolUse")
     counters = {"turns": want["turns"], "tokensUsed": want["tokensUsed"]}  # COUNTS' business, not RESUME's
-    if not matches_under_policy(dict(got, **counters), want, pending.get("id") if isinstance(pending, dict) else None):
-        found.append(("RESUME", _difference(got, want)))
-    if outcome.unsaved:
-        found.append(("SAVED", outcome.unsaved))
-    elif outcome.after is None or _parse(outcome.after) != got:
-        found.append(("SAVED", "after resume_agent returned, checkpoint.json does not hold the state it returned"))
-    order = list(CHECKS)
-    return sorted(found, key=lambda f: order.index(f[0]))
+    if not matches_under_policy(dict(j.got, **counters), want, pending.get("id") if isinstance(pending, dict) else None):
+        return ("RESUME", _difference(j.got, want))
+    return None
+
+
+def _judge_saved(j: _Judged) -> Optional[tuple[str, str]]:
+    if j.outcome.unsaved:
+        return ("SAVED", j.outcome.unsaved)
+    if j.outcome.after is None or _parse(j.outcome.after) != j.got:
+        return ("SAVED", "after resume_agent returned, checkpoint.json does not hold the state it returned")
+    return None
+
+
+# One judge per check a resume that returned a state can break (each returns (check, detail) or None).
+_JUDGES = (_judge_pairing, _judge_once, _judge_counts, _judge_resume, _judge_saved)
 
 
 def _as_saved(state: dict, after: Optional[bytes]) -> Optional[dict]:
