@@ -16,6 +16,7 @@ Where there is no ``fork`` (Windows), the job runs in this process, as before.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import pickle
@@ -31,9 +32,9 @@ from grader.engine import hangs, loader
 __all__ = ["start", "run_fresh", "origin", "FreshProcessDied", "served_here", "server_pid"]
 
 _server: Optional[tuple] = None   # (pid, fd to write requests, fd to read replies), once started
-_unread = 0                       # requests sent whose answer was not read (the caller was interrupted)
 _HEADER = struct.Struct("<Q")
-_REQUEST = struct.Struct("<Qd")   # a request's size, and how long its child may run (0: no limit)
+_REQUEST = struct.Struct("<Qdq")  # a request's size, how long its child may run (0: no limit), its tag
+_REPLY = struct.Struct("<Qq")     # an answer's size, and the tag of the request it answers
 # Past its own time limit (which the child enforces, saying where the code was), a child that still
 # has not answered is killed: a learner's code may catch the stop, or block the signal.
 GRACE = 5.0
@@ -80,9 +81,14 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _receive(fd: int, deadline: Optional[float] = None) -> Any:
-    size, = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    return pickle.loads(_read_exact(fd, size, deadline))
+def _receive(fd: int, tag: int) -> Any:
+    """The answer to request ``tag``. Answers to other requests are skipped: their caller was
+    interrupted (Ctrl-C) before it read them, or was a fork of this process that shared the server."""
+    while True:
+        size, got = _REPLY.unpack(_read_exact(fd, _REPLY.size))
+        data = _read_exact(fd, size)
+        if got == tag:
+            return pickle.loads(data)
 
 
 def start() -> None:
@@ -112,6 +118,30 @@ def start() -> None:
     for fd in (requests_w, replies_r):
         os.set_inheritable(fd, False)
     _server = (pid, requests_w, replies_r)
+    atexit.register(_stop, pid)
+
+
+def _stop(pid: int) -> None:
+    """At exit: end the server (its requests pipe closes) and reap it, so no process outlives this one.
+    A server still waiting on a job (this process was interrupted in one) gets a second, then is killed."""
+    global _server
+    if _server is None or _server[0] != pid or os.getpid() == pid:
+        return
+    for fd in _server[1:]:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _server = None
+    try:
+        for _ in range(100):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):
+        pass  # not this process's child (a fork of the process that started it), or reaped already
 
 
 def _reset_signals() -> None:
@@ -166,7 +196,7 @@ def _serve(requests: int, replies: int) -> None:
             os.kill(spare[0], signal.SIGKILL)
             os.waitpid(spare[0], 0)
             return
-        size, hard = _REQUEST.unpack(head)
+        size, hard, tag = _REQUEST.unpack(head)
         request = _read_exact(requests, size)
         child, in_w, out_r = spare
         chunks: list = []
@@ -193,7 +223,7 @@ def _serve(requests: int, replies: int) -> None:
         if not answer:
             _, status = os.waitpid(child, 0)
             answer = pickle.dumps(("died", _exit_words(status, hard)))
-        _write_all(replies, _HEADER.pack(len(answer)) + answer)
+        _write_all(replies, _REPLY.pack(len(answer), tag) + answer)
         spare = _spare(requests, replies)  # while the caller reads the answer
         if chunks:
             os.waitpid(child, 0)
@@ -214,7 +244,8 @@ def _run_job(request: tuple) -> bytes:
     hangs.adopt(known)
     mark = hangs.hang_mark()
     try:
-        os.chdir(cwd)
+        if cwd is not None:
+            os.chdir(cwd)
     except OSError:
         pass
     try:
@@ -294,17 +325,16 @@ def run_fresh(job: Callable[..., Any], fn: Any, *args: Any, module: Any = None, 
     limit = hangs.loop_timeout()
     longest = max(limit, timeout or 0)
     hard = 2 * (longest + GRACE)  # the import, then the job's call
-    request = (job, tuple(sent), where[0], where[1], module_name, dict(settings or {}), os.getcwd(), known, limit)
+    try:
+        cwd: Optional[str] = os.getcwd()
+    except OSError:  # the folder this process was in is gone (a check's temp folder): the child stays where it starts
+        cwd = None
+    request = (job, tuple(sent), where[0], where[1], module_name, dict(settings or {}), cwd, known, limit)
     _, to_server, from_server = _server
-    global _unread
-    while _unread:  # answers to requests whose caller was interrupted: they are not this one's
-        _receive(from_server)
-        _unread -= 1
+    tag = int.from_bytes(os.urandom(7), "little")
     data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(to_server, _REQUEST.pack(len(data), hard or 0.0) + data)
-    _unread += 1
-    answer = _receive(from_server)
-    _unread -= 1
+    _write_all(to_server, _REQUEST.pack(len(data), hard or 0.0, tag) + data)
+    answer = _receive(from_server, tag)
     if answer[0] == "died":
         raise FreshProcessDied(answer[1])
     hangs.absorb(answer[2])
