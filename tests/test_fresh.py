@@ -146,6 +146,33 @@ def test_memory_hides_nothing_under_grade_either(tmp_path):
     assert failed["solution"] == set()
 
 
+def test_level_one_loads_run_afresh_under_grade_as_under_pytest(tmp_path):
+    """Level 1's loader checks run each load in a process that never saved, in the box as in pytest:
+    w13 (tokensUsed kept in ``sys``) fails exactly what its VERDICT says, and a refusal comes back
+    whole (the solution's UnsupportedVersion is still UnsupportedVersion). Each load runs in a temp
+    folder that is gone by the next one: the worker once died on the next fresh call, from there."""
+    corpus = KIT / "tests" / "corpus" / "level1"
+    failed = _grade(tmp_path / "1", 1, {
+        "w13": (corpus / "w13_tokens_kept_in_memory.py", "checkpoint.py"),
+        "solution": (KIT / "solutions" / "level1" / "checkpoint.py", "checkpoint.py")})
+    assert failed["w13"] == {"test_the_file_holds_exactly_the_six_fields",
+                             "test_without_tokens_used_the_spend_budget_trips_late"}
+    assert failed["solution"] == set()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_job_starts_even_when_the_callers_folder_is_gone(learner, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    here = os.getcwd()
+    os.chdir(gone)
+    try:
+        gone.rmdir()
+        assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+    finally:
+        os.chdir(here)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: watch checks in its own process")
 def test_watch_checks_in_a_child_and_keeps_nothing_of_the_learners(tmp_path):
     """Each of watch's checks is a child of the warm process: the learner's module, and whatever it put

@@ -318,6 +318,11 @@ class Session:
                                              "mro": ["SystemExit", "BaseException", "object"],
                                              "message": f"the process running it ended before it returned: {exc}",
                                              "where": "", "code": None}}
+        except Exception as exc:  # noqa: BLE001 - this worker serves every later call: a kit fault is told, not fatal
+            return {"op": "raise", "error": {"type": "RuntimeError", "module": "builtins",
+                                             "mro": ["RuntimeError", "Exception", "BaseException", "object"],
+                                             "message": f"the grader could not start a fresh process for it "
+                                                        f"({type(exc).__name__}: {exc})", "where": "", "code": None}}
         return None
 
     def call(self, request: dict) -> dict:

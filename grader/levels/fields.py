@@ -746,14 +746,6 @@ def _load_bytes(module: Any, raw: bytes) -> tuple[Any, Optional[BaseException]]:
         os.makedirs(folder)
         with open(os.path.join(folder, CHECKPOINT_NAME), "wb") as f:
             f.write(raw)
-        if hasattr(module.load_checkpoint, "in_a_fresh_process"):
-            # Under grade the call goes to the box's worker as it is (issue 23: a fresh child there
-            # does not yet bring a refusal back whole); a re-run of one test can differ there.
-            with working_in(workdir), time_limit(loop_timeout(), owner=module.load_checkpoint):
-                try:
-                    return module.load_checkpoint(folder), None
-                except (Exception, LoopTimeout) as exc:  # noqa: BLE001 - which exception, if any, is what is checked
-                    return None, exc
         returned, raised, stopped = _load_after_crash(module.load_checkpoint, workdir, folder)
         return (None, stopped) if stopped is not None else (returned, raised)
 
