@@ -214,52 +214,82 @@ def message_hook(body: bytes, start: int, objects: Optional[dict] = None):
     float JSON cannot hold, ``$op`` one file operation. JSON decodes inner objects first, so each
     tag sees its contents already decoded. Anything else stays a plain dict.
     """
-    end = len(body)
-    objects = {} if objects is None else objects
-    # What the references may add up to: the raw bytes sent, each once (frame() places every Blob
-    # of its own). A reply that points at the same bytes many times would make the judge copy them
-    # each time, and a few MiB could grow it by gigabytes.
-    left = [end - start]
+    return _Hook(body, start, {} if objects is None else objects)
 
-    def hook(obj: dict) -> Any:
+
+class _Hook:
+    """The object hook of :func:`message_hook`: each tag decoded by its own method (:data:`_TAGS`)."""
+
+    def __init__(self, body: bytes, start: int, objects: dict):
+        self.body, self.start, self.end, self.objects = body, start, len(body), objects
+        # What the references may add up to: the raw bytes sent, each once (frame() places every Blob
+        # of its own). A reply that points at the same bytes many times would make the judge copy them
+        # each time, and a few MiB could grow it by gigabytes.
+        self.left = self.end - start
+
+    def __call__(self, obj: dict) -> Any:
         if len(obj) != 1:
             return obj
         (tag, inner), = obj.items()
-        if tag == "$B":
-            if isinstance(inner, list) and len(inner) == 2 and all(type(n) is int and n >= 0 for n in inner) \
-                    and start + inner[0] + inner[1] <= end:
-                left[0] -= inner[1]
-                if left[0] < 0:
-                    raise ValueError("references to more bytes than the message holds")
-                return body[start + inner[0]:start + inner[0] + inner[1]]
-            raise ValueError("a reference to bytes outside the message")
-        if tag == "$t" and isinstance(inner, list):
-            return tuple(inner)
-        if tag == "$s" and isinstance(inner, list):
-            try:
-                return frozenset(inner)
-            except TypeError:
-                return RemoteObject("set", "(a set of unhashable values)")
-        if tag == "$d" and isinstance(inner, list):
-            out = {}
-            for pair in inner:
-                if isinstance(pair, list) and len(pair) == 2:
-                    try:
-                        out[pair[0]] = pair[1]
-                    except TypeError:
-                        out[repr(pair[0])] = pair[1]
-            return out
-        if tag == "$o" and type(inner) is int:
-            return objects[inner] if inner in objects else RemoteObject(*_MISSING_OBJECT)
-        if tag == "$r" and isinstance(inner, list) and len(inner) == 2:
-            return RemoteObject(str(inner[0]), str(inner[1]))
-        if tag == "$f" and inner in ("nan", "inf", "-inf"):
-            return float(inner)
-        if tag == "$op" and isinstance(inner, list) and len(inner) == len(OP_FIELDS):
-            return decode_op(dict(zip(OP_FIELDS, inner)))
-        return obj
+        decode = _TAGS.get(tag)
+        if decode is None:
+            return obj
+        value = decode(self, inner)
+        return obj if value is _PLAIN else value
 
-    return hook
+    def blob(self, inner: Any) -> bytes:
+        if isinstance(inner, list) and len(inner) == 2 and all(type(n) is int and n >= 0 for n in inner) \
+                and self.start + inner[0] + inner[1] <= self.end:
+            self.left -= inner[1]
+            if self.left < 0:
+                raise ValueError("references to more bytes than the message holds")
+            return self.body[self.start + inner[0]:self.start + inner[0] + inner[1]]
+        raise ValueError("a reference to bytes outside the message")
+
+    def tuple_(self, inner: Any) -> Any:
+        return tuple(inner) if isinstance(inner, list) else _PLAIN
+
+    def set_(self, inner: Any) -> Any:
+        if not isinstance(inner, list):
+            return _PLAIN
+        try:
+            return frozenset(inner)
+        except TypeError:
+            return RemoteObject("set", "(a set of unhashable values)")
+
+    def dict_(self, inner: Any) -> Any:
+        if not isinstance(inner, list):
+            return _PLAIN
+        out = {}
+        for pair in inner:
+            if isinstance(pair, list) and len(pair) == 2:
+                try:
+                    out[pair[0]] = pair[1]
+                except TypeError:
+                    out[repr(pair[0])] = pair[1]
+        return out
+
+    def own_object(self, inner: Any) -> Any:
+        if type(inner) is not int:
+            return _PLAIN
+        return self.objects[inner] if inner in self.objects else RemoteObject(*_MISSING_OBJECT)
+
+    def stand_in(self, inner: Any) -> Any:
+        return RemoteObject(str(inner[0]), str(inner[1])) if isinstance(inner, list) and len(inner) == 2 else _PLAIN
+
+    def float_(self, inner: Any) -> Any:
+        return float(inner) if inner in ("nan", "inf", "-inf") else _PLAIN
+
+    def op(self, inner: Any) -> Any:
+        if isinstance(inner, list) and len(inner) == len(OP_FIELDS):
+            return decode_op(dict(zip(OP_FIELDS, inner)))
+        return _PLAIN
+
+
+# A tagged form whose contents are not what its tag says: it stays the plain dict it was.
+_PLAIN = object()
+_TAGS = {"$B": _Hook.blob, "$t": _Hook.tuple_, "$s": _Hook.set_, "$d": _Hook.dict_, "$o": _Hook.own_object,
+         "$r": _Hook.stand_in, "$f": _Hook.float_, "$op": _Hook.op}
 
 
 def decoded_cost(body: bytes) -> int:
