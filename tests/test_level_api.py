@@ -130,3 +130,35 @@ def test_the_first_failure_is_the_check_the_test_recorded_not_the_columns_first(
     assert told == 'the loader took a bad seal\n  Re-run just this test: pytest "t.py::test_v"'
     # No check recorded (the test failed some other way): the column's first story.
     assert col.explain([], [], "a message", "").startswith("save wrote no seal")
+
+
+def overrides_typed_apart(path: Path) -> list:
+    """``name.method: what`` for each method a level's class overrides from LevelModule with other types
+    than LevelModule's own (an ``api.`` prefix is the same name)."""
+    base = {name: inspect.signature(fn) for name, fn in vars(api.LevelModule).items() if inspect.isfunction(fn)}
+    out = []
+    for cls in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)):
+        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in base):
+            want = base[fn.name]
+            args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+            given = {a.arg: ast.unparse(a.annotation).replace("api.", "") if a.annotation else None for a in args}
+            given["return"] = ast.unparse(fn.returns).replace("api.", "") if fn.returns else None
+            wanted = {p.name: p.annotation for p in want.parameters.values() if p.name != "self"}
+            wanted["return"] = want.return_annotation
+            out += [f"{cls.name}.{fn.name}: {arg} is {given.get(arg)}, LevelModule says {hint}"
+                    for arg, hint in wanted.items() if given.get(arg) != hint]
+    return out
+
+
+@pytest.mark.parametrize("path", level_module_files(), ids=lambda p: str(p.relative_to(KIT)))
+def test_a_levels_overrides_are_typed_as_the_level_interface_types_them(path):
+    assert overrides_typed_apart(path) == []
+
+
+def test_an_override_typed_any_is_seen(tmp_path):
+    loose = tmp_path / "level_module.py"
+    loose.write_text("class L(api.LevelModule):\n"
+                     "    def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:\n"
+                     "        return None\n")
+    assert overrides_typed_apart(loose) == ["L.column: level is Any, LevelModule says Level",
+                                            "L.column: return is Optional[Any], LevelModule says Optional[Column]"]

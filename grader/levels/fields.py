@@ -43,6 +43,7 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from grader.levels import api
@@ -905,7 +906,7 @@ class FieldsLevel(LevelModule):
 
     namespace = "fields"
 
-    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+    def column(self, title: str, folder: Path, level: api.Level, seed: int = 0) -> Optional[api.Column]:
         """Each check of :data:`LEVEL1_CHECKS`, ok or what went wrong on resume."""
         module, failed = self.import_file(title, folder, level)
         if failed is not None:
@@ -927,10 +928,10 @@ class FieldsLevel(LevelModule):
                 col.cells[key] = [check.cell]
         return col
 
-    def render_options(self, level: Any) -> dict:
+    def render_options(self, level: api.Level) -> dict:
         return {"group": False, "heading": "resume check (crash a run, then resume it)"}
 
-    def engine_words(self, level: Any) -> str:
+    def engine_words(self, level: api.Level) -> str:
         return ("Each row crashes a run that saves with this checkpoint.py, resumes it with the kit's resume driver, "
                 "and says what went wrong.")
 

@@ -26,6 +26,7 @@ import random
 import sys
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from grader.levels import api
@@ -628,7 +629,7 @@ class JournalLevel(LevelModule):
     namespace = "loop"
     own_loader = True
 
-    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+    def column(self, title: str, folder: Path, level: api.Level, seed: int = 0) -> Optional[api.Column]:
         """The bytes row runs the loop uncrashed on the long task the tests use (its model answers early
         once the verdict is settled, as there) and compares what it wrote with the size of the
         conversation, so the demo's ratio and turn count are the ones pytest prints."""

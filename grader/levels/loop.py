@@ -11,7 +11,7 @@ import contextlib
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from grader.levels import api
 from grader.levels.api import explore_loop, LevelModule, loop_timeout, NESTED_FOLDER, parent_exists, support_tickets
@@ -22,7 +22,7 @@ __all__ = ["LEVEL", "LoopLevel"]
 class LoopLevel(LevelModule):
     namespace = "loop"
 
-    def column(self, title: str, folder: Path, level: Any, seed: int = 0) -> Optional[Any]:
+    def column(self, title: str, folder: Path, level: api.Level, seed: int = 0) -> Optional[api.Column]:
         """The crash matrix column of the loop in ``folder`` on the course's scripted task."""
         fn, failed = self.import_function(title, folder, level)
         if failed is not None:
@@ -36,7 +36,7 @@ class LoopLevel(LevelModule):
                                    timeout=loop_timeout())
         return api.column(title, exploration, scenario.task)
 
-    def warm(self, level: Any, scenarios: list) -> None:
+    def warm(self, level: api.Level, scenarios: list) -> None:
         """Check the kit's own solution on the level's conversations, before the judges fork.
 
         Verdicts are shared by runs of the same conversation (:func:`grader.engine.explore.shared_verdicts`),

@@ -26,6 +26,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from grader.levels import api
@@ -730,7 +731,7 @@ class ParallelLevel(LevelModule):
     namespace = "loop"
     several_calls = True
 
-    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+    def column(self, title: str, folder: Path, level: api.Level, seed: int = 0) -> Optional[api.Column]:
         fn, failed = self.import_function(title, folder, level)
         if failed is not None:
             return failed

@@ -39,6 +39,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from grader.levels import api
@@ -1027,7 +1028,7 @@ class ResumeLevel(LevelModule):
 
     namespace = "resume"
 
-    def column(self, title: str, folder: Any, level: Any, seed: int = 0) -> Optional[Any]:
+    def column(self, title: str, folder: Path, level: api.Level, seed: int = 0) -> Optional[api.Column]:
         """The pipeline of :func:`explore_resume`, kept per crash point so each row of the matrix can
         say what resume made of the file that crash left."""
         module, failed = self.import_file(title, folder, level)
@@ -1067,11 +1068,11 @@ class ResumeLevel(LevelModule):
                 cell.remove(api.OK)
         return col
 
-    def drive(self, level: Any) -> Optional[api.Drive]:
+    def drive(self, level: api.Level) -> Optional[api.Drive]:
         """`crashcourse run` resumes the checkpoint a stopped run left, with this level's function."""
         return api.Drive(level.function, resumes=True)
 
-    def engine_words(self, level: Any) -> str:
+    def engine_words(self, level: api.Level) -> str:
         return ("Each row: a correct loop is killed at that point, then this resume_agent runs on what it left "
                 "(a fresh scripted model; tools that remember what ran before the crash).")
 
