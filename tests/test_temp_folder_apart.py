@@ -112,7 +112,33 @@ import os, tempfile
 def where():
     temp = tempfile.gettempdir()
     return temp, os.stat(temp).st_dev != os.stat(".").st_dev
+
+
+def move_in():
+    fd, tmp = tempfile.mkstemp()
+    os.close(fd)
+    os.replace(tmp, "moved.json")
 '''
+
+
+@pytest.mark.parametrize("boxed", [False, True], ids=["bare sandbox", "bubblewrap box"])
+def test_the_grading_worker_refuses_the_rename_too(tmp_path, boxed):
+    """Without a box the worker's temp folder is in the submission's own root, on its file system:
+    the worker refuses the rename itself, as the box's kernel does."""
+    if boxed and bubblewrap.check() is not None:
+        pytest.skip(f"no bubblewrap box here: {bubblewrap.check()}")
+    root = tmp_path / "box"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "agent.py").write_text(AGENT)
+    box = Box(str(root / "sub"), str(root), f"apart-move-{os.getpid()}-{boxed}", 30.0, boxed=boxed)
+    try:
+        move_in = stand_in.RemoteSubmission(Path(box.folder), box).function("agent.py", "move_in")
+        with pytest.raises(OSError) as caught:
+            move_in()
+    finally:
+        box.shutdown()
+    assert "Invalid cross-device link" in str(caught.value)
+    assert not (root / "sub" / "moved.json").exists()
 
 
 @pytest.mark.skipif(bubblewrap.check() is not None, reason=f"no bubblewrap box here: {bubblewrap.check()}")
