@@ -20,6 +20,7 @@ import pytest
 
 from grader.engine import recorder as recorder_module
 from grader.engine.explore import working_in
+from grader.engine.loader import import_file
 from grader.engine.recorder import Recorder
 from grader.grading import bubblewrap, stand_in
 from grader.grading.box import Box
@@ -71,6 +72,23 @@ def test_a_rename_from_the_temp_folder_into_the_run_folder_fails_with_the_kernel
         for path in (tmp, tmp + ".old"):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def test_a_name_bound_at_import_is_guarded_too(folder, tmp_path):
+    """`from os import replace` in a learner's file (level 1 runs its save with no recorder)."""
+    source = tmp_path / "saver.py"
+    source.write_text("from os import replace\n\n\ndef save(tmp):\n    replace(tmp, 'checkpoint.json')\n")
+    saver = import_file(source, "apart")
+    real = saver.replace
+    tmp = _temp_file()
+    try:
+        with working_in(folder):
+            with pytest.raises(OSError) as caught:
+                saver.save(tmp)
+        assert caught.value.errno == errno.EXDEV
+        assert saver.replace is real  # given back once the code is no longer running in the folder
+    finally:
+        os.unlink(tmp)
 
 
 def test_shutil_move_from_the_temp_folder_is_recorded_as_the_copy_it_is(folder):

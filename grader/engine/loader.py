@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import sys
+import weakref
 from types import ModuleType
 from typing import Any, Optional, Union
 
@@ -23,6 +24,7 @@ __all__ = ["ImportProblem", "import_file", "load_file", "import_problem", "descr
 
 _counter = itertools.count()
 MADE: set = set()            # the names of the modules import_file made: the learner's files
+_LIVE: "weakref.WeakSet" = weakref.WeakSet()  # those modules themselves, while anything holds them
 BEFORE_FIRST_IMPORT: list = []  # called once, before the first learner file is imported in this process
 
 
@@ -49,12 +51,19 @@ def import_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission", n
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     MADE.add(name)
+    _LIVE.add(module)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     finally:
         sys.modules.pop(name, None)
     return module
+
+
+def made_modules() -> list:
+    """The learner's modules :func:`import_file` made that are still alive (their names bound at import
+    are swapped while code runs: grader.engine.recorder.temp_folder_apart)."""
+    return list(_LIVE)
 
 
 def load_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission") -> ModuleType:

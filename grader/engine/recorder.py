@@ -807,6 +807,10 @@ def _guarded(name: str, inner: Any) -> Any:
     return guarded
 
 
+def _through_os(name: str, *args: Any, **kwargs: Any) -> Any:
+    return getattr(os, name)(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def temp_folder_apart(folder: Any) -> Iterator[None]:
     """While learner code runs in ``folder`` without a recorder: the system temp folder is another file
@@ -814,12 +818,26 @@ def temp_folder_apart(folder: Any) -> Iterator[None]:
     :class:`Recorder` does the same for its watched folders)."""
     entry = _apart_entry([folder])
     patches: list = []
+    bound: list = []
     if not getattr(os.rename, "crashcourse_guard", False):  # an outer guard already wraps them
+        guards = {}
         for name in ("rename", "replace", "link"):
             current = getattr(os, name, None)
             if current is not None:
                 patches.append((os, name, current))
                 setattr(os, name, _guarded(name, current))
+                # A bound name calls whatever os holds at the time: a recorder's wrapper while one records.
+                guards[id(current)] = _guarded(name, functools.partial(_through_os, name))
+        # `from os import replace` in a learner's file (one the kit's loader imported) binds the real
+        # function at import: its name is swapped too, as the recorder swaps it.
+        from grader.engine.loader import made_modules  # late: the loader imports nothing of the kit
+        for module in made_modules():
+            space = vars(module)
+            for key, value in list(space.items()):
+                guard = guards.get(id(value))
+                if guard is not None and any(value is p[2] for p in patches):
+                    bound.append((space, key, value))
+                    space[key] = guard
         pathlib = sys.modules.get("pathlib")
         accessor = getattr(pathlib, "_NormalAccessor", None) if pathlib else None
         for name in ("rename", "replace", "link"):
@@ -832,6 +850,9 @@ def temp_folder_apart(folder: Any) -> Iterator[None]:
         yield
     finally:
         _APART.remove(entry)
+        for space, key, original in reversed(bound):
+            if getattr(space.get(key), "crashcourse_guard", False):
+                space[key] = original
         for obj, name, original in reversed(patches):
             setattr(obj, name, original)
 
