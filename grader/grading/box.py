@@ -119,7 +119,11 @@ class Worker:
         extra = ", '--bytes', 'kernel'" if traced else ""
         # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
         # the site-packages folders are still on the path, for a submission that imports a library.
-        code = (f"import sys, site; sys.path[:0] = [{KIT_PARENT!r}]; sys.path += site.getsitepackages(); "
+        # Not -I: its flags (sys.flags.isolated, safe_path...) would tell the code it is graded, and
+        # what -I guards against is not there (no PYTHON* variable in the box's environment, no
+        # user site without site); the working folder -c puts first on the path is taken off.
+        code = (f"import sys, site; sys.path[:] = [{KIT_PARENT!r}] + [p for p in sys.path if p] "
+                f"+ site.getsitepackages(); "
                 f"from grader.grading.worker import main; "
                 f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
@@ -130,7 +134,7 @@ class Worker:
             # system apart from the submission's folder as on a usual machine: a temp file made there
             # cannot be renamed into the checkpoint folder (EXDEV), and shutil.move copies it instead.
             env["TMPDIR"] = "/tmp"
-        argv = [sys.executable, "-I", "-S", "-c", code]
+        argv = [sys.executable, "-S", "-c", code]
         pass_fds = (to_worker_r, from_worker_w)
         self.cgroup = None
         self.consumed = 0  # bytes of whole messages read from the worker (where the kernel trace must reach)

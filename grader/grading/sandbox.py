@@ -203,12 +203,15 @@ def scrubbed_env(root: str, token: str) -> dict:
     """The only environment a submission sees: no instructor variables, HOME and TMPDIR in its box.
 
     Nothing in it says "this is grading": the sweep (:func:`marked`) knows the box's processes by
-    their HOME, a folder of the box's own, rather than by a variable of the grader's.
+    their HOME, a folder of the box's own, rather than by a variable of the grader's. No variable a
+    learner's own pytest run would not have either (a fixed ``PYTHONHASHSEED``, say: hashing is
+    randomised per process, as in any run), and a user name, so ``getpass.getuser()`` answers as on
+    any machine (the box's uid has no entry in its ``/etc/passwd``).
     """
     home, tmp = os.path.join(root, "home"), os.path.join(root, "tmp")
     _HOMES[token] = home
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+            "USER": "learner", "LOGNAME": "learner"}
 
 
 # -- finding and ending processes -------------------------------------------------------------------

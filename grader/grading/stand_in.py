@@ -34,6 +34,8 @@ from grader.grading.bubblewrap import read_box_file
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.wire import Callback, Stand
 
+# The variables pytest sets in its own process while a test runs: the judge's are handed to the code.
+PYTEST_VARIABLES = ("PYTEST_CURRENT_TEST", "PYTEST_VERSION")
 SAFE_MODULES = {"datetime", "decimal", "fractions", "pathlib", "uuid", "collections"}
 
 
@@ -531,7 +533,9 @@ class _Call:
         request = {"op": "call", "module": self.function.module._ident, "name": self.function.__name__,
                    "args": self.payload_args, "kwargs": self.payload_kwargs, "cwd": os.getcwd(),
                    "watch": list(rec.watch) if rec is not None else None,
-                   "forward": forwarded_patches(), "fresh": self.function.fresh}
+                   "forward": forwarded_patches(), "fresh": self.function.fresh,
+                   # What a learner's own pytest shows the code while it runs (grader.grading.worker.as_in_pytest).
+                   "pytest": [os.environ.get(name) for name in PYTEST_VARIABLES]}
         left = hangs.remaining()
         if left > 0:
             # The worker stops the code a little before this process would, and says where it was.

@@ -419,6 +419,28 @@ class _Capped:
         return getattr(self._stream, name)
 
 
+PYTEST_VARIABLES = ("PYTEST_CURRENT_TEST", "PYTEST_VERSION")  # grader.grading.stand_in.PYTEST_VARIABLES
+
+
+def as_in_pytest(values: Any) -> None:
+    """The environment a learner's own pytest gives the code during a test: its two variables, with the
+    judge's values (the test and phase running now, pytest's version), so a graded call looks the same."""
+    if not isinstance(values, list) or len(values) != len(PYTEST_VARIABLES):
+        return
+    for name, value in zip(PYTEST_VARIABLES, values):
+        if isinstance(value, str) and value.isprintable():
+            os.environ[name] = value[:500]
+        else:
+            os.environ.pop(name, None)
+
+
+def _looks_like_pytest() -> None:
+    """``sys.argv`` as a learner's own ``pytest`` run has it (its entry point), not ``-c``."""
+    import importlib.util
+    spec = importlib.util.find_spec("pytest")
+    sys.argv = [os.path.join(os.path.dirname(spec.origin), "__main__.py") if spec and spec.origin else "pytest"]
+
+
 def serve(folder: str, bytes_from_kernel: bool = False) -> None:
     session = Session(folder, bytes_from_kernel)
     if bytes_from_kernel:
@@ -433,6 +455,7 @@ def serve(folder: str, bytes_from_kernel: bool = False) -> None:
         if op == "load":
             send(session.load(request))
         elif op == "call":
+            as_in_pytest(request.get("pytest"))
             session.threads_before = set(threading.enumerate())  # any thread started after this is the code's
             reply = session.call_fresh(request) if request.get("fresh") else session.call(request)
             if reply is not None:
@@ -482,6 +505,7 @@ def main(argv: Optional[list] = None) -> None:
     os.closerange(start, 1 << 16)
     sys.dont_write_bytecode = True
     sys.addaudithook(_note_read)
+    _looks_like_pytest()
     serve(options["folder"], options.get("bytes") == "kernel")
     # Leave at once: a non-daemon thread a submission started must not keep this process alive.
     os._exit(0)

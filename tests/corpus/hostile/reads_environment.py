@@ -71,9 +71,10 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
 
 
 # Fails loudly if the grader let the instructor's environment, or their home folder, through.
-# (PWD is set by bubblewrap to the box's own working folder.)
+# (PWD is set by bubblewrap to the box's own working folder; USER and LOGNAME name no one real, and
+# pytest's two variables are the judge's, set during a call as a learner's own pytest sets them.)
 _ALLOWED = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "CRASHCOURSE_SANDBOX",
-            "LC_CTYPE", "PWD"}
+            "LC_CTYPE", "PWD", "USER", "LOGNAME", "PYTEST_CURRENT_TEST", "PYTEST_VERSION"}
 _LEAKED = sorted(set(os.environ) - _ALLOWED)
 if _LEAKED or os.environ.get("HOME", "").startswith("/root"):
     raise RuntimeError(f"the grader leaked {_LEAKED} or HOME={os.environ.get('HOME')}")
