@@ -10,7 +10,7 @@ and no entry for it in ``/etc/passwd``; ``python -S``; pytest not loaded in the 
 On level 3, a check that needs a fault (an fsync that fails, a folder that cannot be opened) runs
 the same steps in a fresh worker without the fault and then with it, the fault made by the kernel.
 A probe there compares everything it can see in each worker with what it saw in the others (kept
-in a file of its own, which outlives a worker) and raises at once if anything differs: none does,
+in a file in its HOME, which outlives a worker) and raises at once if anything differs: none does,
 so it earns the full marks of the solution it wraps.
 """
 
@@ -56,10 +56,10 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
 LEVEL3_PROBE = OBSERVE + '''
 
 import json as _json
-import tempfile as _tempfile
 
 _ME = os.urandom(8).hex()  # this process (every worker is pid 2 in its own pid namespace)
-_NOTES = os.path.join(_tempfile.gettempdir(), "probe-notes.jsonl")
+# In HOME, which every worker of a submission shares (each box has a /tmp of its own).
+_NOTES = os.path.join(os.path.expanduser("~"), "probe-notes.jsonl")
 _real_save = save_checkpoint
 
 
@@ -192,6 +192,6 @@ except RuntimeError as exc:
     print(exc)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, TMPDIR=str(tmp_path)))
+                          env=dict(os.environ, HOME=str(tmp_path)))
     assert done.stdout.startswith("TOLD env:"), done.stdout + done.stderr
     shutil.rmtree(tmp_path / "ck", ignore_errors=True)
