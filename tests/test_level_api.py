@@ -162,3 +162,22 @@ def test_an_override_typed_any_is_seen(tmp_path):
                      "        return None\n")
     assert overrides_typed_apart(loose) == ["L.column: level is Any, LevelModule says Level",
                                             "L.column: return is Optional[Any], LevelModule says Optional[Column]"]
+
+
+def test_check_speaks_of_a_named_checks_column_in_its_levels_words():
+    """``crashcourse check``'s verdict says what the column holds as its meaning words it, not as a loop's."""
+    from grader.faces.matrix import Painter
+    from grader.faces.student.check import CheckOutcome, _show_verdict
+    from grader.faces.student.testrun import TestRun
+
+    level, plain = manifest.load(KIT).levels[0], Painter(enabled=False)
+    told: list = []
+    _show_verdict(CheckOutcome(level, KIT, seal_column({}), TestRun(0)), plain, told.append)
+    assert told[0] == f"Level {level.number} passes: every test, and every check in the matrix."
+    told.clear()
+    meaning = api.NamedChecks(fine="", failing="", passes="every seal", disagrees="a seal above is broken")
+    col = seal_column({"sealed": "save wrote no seal"})
+    col.meaning = meaning
+    _show_verdict(CheckOutcome(level, KIT, col, TestRun(0)), plain, told.append)
+    assert told[-1] == "Note: the tests pass, but a seal above is broken; the level counts as failing until both agree."
+    assert not any("crash state" in line for line in told), told

@@ -53,12 +53,16 @@ EXPECT = {
     "level": {"title": "A toy level made from the template", "words": "Each row: your loop killed at that point "
               "(crash models M1, M2)", "cell": "torn file", "story": "PARSE broken",
               "first_test": "test_a_crash_mid_save_never_leaves_half_a_file", "failing_task": 1,
-              "points": ("1 / 2", "2 / 2"), "summary": "crash states"},
+              "points": ("1 / 2", "2 / 2"), "summary": "crash states",
+              "passes": "Level 1 passes: every test, and every crash state in the matrix.",
+              "legend": "What a resume would find:"},
     "named-checks": {"title": "A toy level with named checks", "words": "Each row saves with this checkpoint.py "
                      "and loads it back", "cell": "raises on no file",
                      "story": "Loaded from a folder where nothing had been saved yet.",
                      "first_test": "test_a_folder_with_no_checkpoint_loads_as_none", "failing_task": 2,
-                     "points": ("2 / 3", "3 / 3"), "summary": "1 of 2 checks fail (no-file)"},
+                     "points": ("2 / 3", "3 / 3"), "summary": "1 of 2 checks fail (no-file)",
+                     "passes": "Level 1 passes: every test, and every check of save and load in the matrix.",
+                     "legend": "What each check found:"},
 }
 
 
@@ -95,6 +99,7 @@ def test_demo_draws_the_new_levels_matrix_in_its_own_words(toy):
     assert f"Level 1: {want['title']}" in done.stdout and want["words"] in done.stdout
     assert want["cell"] in done.stdout and "all 0 crash states" not in done.stdout
     assert want["summary"] in done.stdout, done.stdout
+    assert want["legend"] in done.stdout, done.stdout  # the legend headed in the level's words
 
 
 def test_check_fails_the_starter_with_the_first_failure_in_full(toy):
@@ -107,10 +112,11 @@ def test_check_fails_the_starter_with_the_first_failure_in_full(toy):
 
 
 def test_check_passes_the_solution(toy):
-    _, root, _ = toy
+    name, root, _ = toy
     done = crashcourse(root, "check", "1", "--path", "solutions/level1")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Level 1 passes: every test, and every crash state in the matrix." in done.stdout
+    # In the level's own words: a loop's crash states, or the checks a level with named checks declares.
+    assert EXPECT[name]["passes"] in done.stdout, done.stdout
 
 
 def test_hint_leads_the_starter_to_its_failing_task_and_has_nothing_for_the_solution(toy):

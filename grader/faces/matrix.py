@@ -164,8 +164,8 @@ def _note_words(cells: tuple, used: list) -> None:
 
 
 def _legend_lines(shown: list[Column], used: list, width: int) -> list[str]:
-    """What each word shown means, in the words of the levels drawn."""
-    lines = ["", "  What a resume would find:"]
+    """What each word shown means, in the words of the levels drawn (headed as the first column's level says)."""
+    lines = ["", f"  {shown[0].meaning.legend}"]
     # Cell words and their lines, declared with the checks: the drawn levels' own words first.
     known = registry.legend_for(c.namespace for c in shown)
     words = [w for w in known if w in used]

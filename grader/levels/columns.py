@@ -64,6 +64,11 @@ class ColumnMeaning:
     """
 
     stuck_after = "so no crash state could be checked"
+    # What ``check`` says the level's column holds once everything passes ("Level N passes: every test,
+    # and ..."), and when the tests pass but the column does not ("Note: the tests pass, but ...").
+    passes = "every crash state in the matrix"
+    disagrees = "the crash matrix above shows a crash state that breaks a rule"
+    legend = "What a resume would find:"  # the heading of the matrix's legend (what each cell word means)
 
     def failed(self, col: "Column") -> bool:
         e = col.exploration
@@ -120,10 +125,16 @@ class NamedChecks(ColumnMeaning):
     The level words its summary: ``fine`` when every check holds, ``failing`` when some do not, each
     a format string that may use ``{title}``, ``{rows}`` (checks shown), ``{bad}`` (failing),
     ``{names}`` (their ids, sorted) and ``{states}`` (crash states); ``stuck_after`` ends the
-    summary of a column whose code got stuck after some checks were shown."""
+    summary of a column whose code got stuck after some checks were shown; ``passes`` and
+    ``disagrees`` are what ``check`` says of the column when all passes, and when the tests pass but
+    the column does not; ``legend`` heads the list of what each cell word means (see
+    :class:`ColumnMeaning`)."""
 
-    def __init__(self, fine: str, failing: str, stuck_after: str = ColumnMeaning.stuck_after):
+    def __init__(self, fine: str, failing: str, stuck_after: str = ColumnMeaning.stuck_after,
+                 passes: str = "every check in the matrix", disagrees: str = "the matrix above shows a check that fails",
+                 legend: str = ColumnMeaning.legend):
         self.fine, self.failing, self.stuck_after = fine, failing, stuck_after
+        self.passes, self.disagrees, self.legend = passes, disagrees, legend
 
     def failed(self, col: "Column") -> bool:
         return bool(col.problems) or not col.cells

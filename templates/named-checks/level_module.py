@@ -81,8 +81,13 @@ def check_no_file(module: Any, seed: int = 0) -> Optional[tuple]:
 class ToyChecksLevel(NamedChecksLevel):
     namespace = NAMESPACE
     check_functions = {"round-trip": check_round_trip, "no-file": check_no_file}
+    # The column's words: its summary, all well or not, what `crashcourse check` says of it when the
+    # level passes or when the tests pass but a check here fails, and the heading of its legend.
     meaning = NamedChecks(fine="{title}: all {rows} checks hold", failing="{title}: {bad} of {rows} checks fail "
-                                                                          "({names})")
+                                                                          "({names})",
+                          passes="every check of save and load in the matrix",
+                          disagrees="a check of save and load in the matrix above fails",
+                          legend="What each check found:")
     heading = "check (save, then load)"
     engine_sentence = "Each row saves with this checkpoint.py and loads it back, and says what went wrong."
 

@@ -149,7 +149,9 @@ def _show_verdict(outcome: CheckOutcome, paint: matrix.Painter, out: Callable[[s
     """The level passes (and what is next), or what to run for a nudge."""
     level, tests, col = outcome.level, outcome.tests, outcome.column
     if outcome.ok:
-        out(paint(f"Level {level.number} passes: every test, and every crash state in the matrix.", "32"))
+        # The column's words for what it holds (a loop's crash states, a level's named checks).
+        holds = f", and {col.meaning.passes}" if col is not None else ""
+        out(paint(f"Level {level.number} passes: every test{holds}.", "32"))
         if level.answers:
             out(level.answers_reminder(outcome.folder))
         later = [lv for lv in manifest_mod.load(level.root).existing() if lv.number > level.number]
@@ -169,8 +171,7 @@ def _show_verdict(outcome: CheckOutcome, paint: matrix.Painter, out: Callable[[s
         out(f"Not there yet. For a nudge: crashcourse hint {level.number}   (task {task} fails first, but the "
             f"cause is task {hinted}'s: {cause})")
     if col is not None and tests.passed and col.failed:
-        out("Note: the tests pass, but the crash matrix above shows a crash state that breaks a rule; the "
-            "level counts as failing until both agree.")
+        out(f"Note: the tests pass, but {col.meaning.disagrees}; the level counts as failing until both agree.")
 
 
 def _first_failure_text(outcome: CheckOutcome, tests: TestRun) -> str:
