@@ -34,12 +34,17 @@ from grader.grading.kernel_trace import Call, KernelTrace
 
 KIT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.strace  # see tests/conftest.py: SYSTEM_MARKERS
 CORPUS = KIT / "tests" / "corpus" / "level3"
 HOSTILE = KIT / "tests" / "corpus" / "hostile" / "level3" / "fools_the_fault_checks.py"
 THREADED = KIT / "tests" / "corpus" / "hostile" / "level3" / "folder_fsync_in_a_thread.py"
 CHECKS = import_file(KIT / "exercises" / "level3" / "test_agent.py", "level3_checks_for_faults")
-needs_strace = pytest.mark.skipif(kernel_trace.problem() is not None, reason=f"{kernel_trace.problem()}")
+
+
+def needs_strace(test):
+    """A test of the faults strace injects: marked `strace` (tests/conftest.py: SYSTEM_MARKERS), and
+    skipped where strace cannot trace. The others here plan faults, or make them in the box, without it."""
+    return pytest.mark.strace(pytest.mark.skipif(kernel_trace.problem() is not None,
+                                                 reason=f"{kernel_trace.problem()}")(test))
 
 
 def hx(text: str) -> str:

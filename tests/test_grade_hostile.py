@@ -36,7 +36,8 @@ from grader.grading import sandbox
 
 KIT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.bubblewrap  # see tests/conftest.py: SYSTEM_MARKERS
+# The tests that grade the batch in bubblewrap boxes (or start boxes as root) are marked `bubblewrap`
+# (tests/conftest.py: SYSTEM_MARKERS); the rest run without a box.
 CORPUS = KIT / "tests" / "corpus" / "hostile"
 ESCAPES = [Path("/tmp/crashcourse-escaped.txt"), KIT / "escaped.txt"]
 
@@ -247,6 +248,7 @@ def batch(tmp_path_factory):
             "before_dirs": before_dirs, "hashes": hashes, "temp": temp}
 
 
+@pytest.mark.bubblewrap
 def test_the_report_has_the_contract_shape(batch):
     report = batch["report"]
     assert report["level"] == 2
@@ -261,6 +263,7 @@ def test_the_report_has_the_contract_shape(batch):
 
 
 @pytest.mark.parametrize("student", sorted(EXPECTED))
+@pytest.mark.bubblewrap
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
     if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer", "floods_the_trace") \
@@ -274,6 +277,7 @@ def test_each_submission_earns_what_its_code_earns(batch, student):
 
 
 @pytest.mark.parametrize("student", sorted(ODD))
+@pytest.mark.bubblewrap
 def test_an_odd_folder_is_graded_or_refused_with_a_reason(batch, student):
     status, words = ODD[student]
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
@@ -283,6 +287,7 @@ def test_an_odd_folder_is_graded_or_refused_with_a_reason(batch, student):
         assert words in text, text[:1500]
 
 
+@pytest.mark.bubblewrap
 def test_no_attack_reports_an_escape(batch):
     for s in batch["report"]["submissions"]:
         if EXPECTED.get(s["id"], ("",))[0] == "error" and "ESCAPED" in (EXPECTED[s["id"]][2] or ""):
@@ -291,6 +296,7 @@ def test_no_attack_reports_an_escape(batch):
         assert "ESCAPED" not in text, (s["id"], text[:1500])
 
 
+@pytest.mark.bubblewrap
 def test_a_linked_answers_md_does_not_bring_the_secret_into_the_report(batch):
     assert SECRET_TEXT not in json.dumps(batch["report"])
     got = {s["id"]: s for s in batch["report"]["submissions"]}["answers_symlink"]
@@ -320,10 +326,12 @@ def test_the_judge_reads_a_box_file_without_following_a_link(tmp_path):
     assert bubblewrap.read_box_file(str(tmp_path), "submission/answers.md") == (b"mine", "")
 
 
+@pytest.mark.bubblewrap
 def test_the_kits_files_are_unchanged(batch):
     assert kit_hashes() == batch["hashes"]
 
 
+@pytest.mark.bubblewrap
 def test_ids_cannot_forge_report_rows(batch):
     md = reports.to_markdown(batch["report"])
     assert not any(line.startswith("| forged") for line in md.splitlines())
@@ -331,6 +339,7 @@ def test_ids_cannot_forge_report_rows(batch):
     assert "NOT TAMPER-PROOF" not in md and "bubblewrap box" in md
 
 
+@pytest.mark.bubblewrap
 def test_fake_results_and_patched_pytest_earn_the_starters_score(batch):
     subs = {s["id"]: s for s in batch["report"]["submissions"]}
     starter = [t["status"] for t in subs["starter"]["tests"]]
@@ -338,6 +347,7 @@ def test_fake_results_and_patched_pytest_earn_the_starters_score(batch):
     assert [t["status"] for t in subs["patches_pytest"]["tests"]] == starter
 
 
+@pytest.mark.bubblewrap
 def test_nothing_is_left_behind(batch):
     assert _our_processes(batch["temp"]) == [], "a process from the graded submissions is still running"
     assert _sleepers() == [], "the process leaves_sleeper started outlived the batch"
@@ -346,6 +356,7 @@ def test_nothing_is_left_behind(batch):
     assert _grade_dirs(batch["temp"]) <= batch["before_dirs"], "a temporary grading folder was not removed"
 
 
+@pytest.mark.bubblewrap
 def test_every_report_format_reads_back(batch, tmp_path):
     report = batch["report"]
     md = reports.to_markdown(report)
@@ -439,6 +450,7 @@ def test_a_box_binds_only_its_allowlist(monkeypatch):
     assert args[args.index(sys.prefix + "/src/kit") - 1] == "--tmpfs"
 
 
+@pytest.mark.bubblewrap
 def test_a_syntax_error_is_shown_once_as_python_shows_it(batch):
     """The submission's error and its first test show Python's own report; the other tests name it."""
     got = {s["id"]: s for s in batch["report"]["submissions"]}["syntax_error"]
@@ -449,6 +461,7 @@ def test_a_syntax_error_is_shown_once_as_python_shows_it(batch):
     assert rest and all("Not run:" in t["output"] and "SyntaxError" not in t["output"] for t in rest), rest
 
 
+@pytest.mark.bubblewrap
 def test_an_exception_shows_the_learners_frames_never_the_kits(batch):
     got = {s["id"]: s for s in batch["report"]["submissions"]}["allocates_6gib"]
     told = [t for t in got["tests"] if "MemoryError" in t["output"] and not t["output"].startswith("Not checked")]
@@ -516,6 +529,7 @@ def _root_with_own_uids() -> None:
         pytest.skip(f"boxes cannot have uids of their own here: {bubblewrap.own_uid_problem()}")
 
 
+@pytest.mark.bubblewrap
 def test_a_box_graded_by_root_cannot_fork_past_its_cap_without_a_cgroup(tmp_path):
     """The kernel never applies RLIMIT_NPROC to uid 0; a box graded by root runs as a uid of its own,
     so it does: fork fails with EAGAIN once the box holds its share of processes."""
@@ -532,6 +546,7 @@ def test_a_box_graded_by_root_cannot_fork_past_its_cap_without_a_cgroup(tmp_path
     assert seen["owner"] == seen["box_uid"] >= bubblewrap.BOX_UID_BASE, seen
 
 
+@pytest.mark.bubblewrap
 def test_boxes_graded_by_root_cannot_signal_each_other_even_outside_their_pid_namespaces(tmp_path):
     """Two judges' boxes are two uids. Seen from the host (as if a box had left its pid namespace),
     one box's uid may not signal the other's process, nor the judge's."""

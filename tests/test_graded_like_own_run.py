@@ -29,7 +29,6 @@ import pytest
 from grader.grading import bubblewrap
 
 KIT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.bubblewrap
 
 OBSERVE = '''
 
@@ -127,6 +126,7 @@ def _probe(text: str) -> dict:
 OWN = {"HOME", "PATH", "LANG", "USER", "LOGNAME", "SHELL", "TERM", "PWD", "TMPDIR"}
 
 
+@pytest.mark.bubblewrap  # tests/conftest.py: SYSTEM_MARKERS
 def test_level2_code_sees_the_same_under_grade_as_under_its_own_pytest(tmp_path):
     _box_or_skip()
     source = (KIT / "solutions" / "level2" / "agent.py").read_text() + LEVEL2_PROBE
@@ -161,6 +161,7 @@ def test_level2_code_sees_the_same_under_grade_as_under_its_own_pytest(tmp_path)
     assert (graded["pytest"], own["pytest"]) == (False, True)
 
 
+@pytest.mark.bubblewrap  # tests/conftest.py: SYSTEM_MARKERS
 def test_a_level3_fault_run_looks_like_every_other_run(tmp_path):
     """Under grade, every worker of the submission (the plain runs, each fault check's run without the
     fault and its run with it) sees the same: a probe that compares them all, and raises on any
