@@ -3,10 +3,10 @@
 A box's account of its files (the kernel's trace of it, or its recorder's) and its replies on the
 wire are numbers the judge must not take at their word: a sparse 60 MiB file costs the box nothing,
 a three-byte ``[]`` costs a decoder sixty. Each test below gives the judge's parts such numbers and
-checks that they refuse with a reason, holding little memory (measured with ``getrusage`` in a child
-process, so this process's own heap does not count). The last test grades the hostile corpus's
-``inflates_replay``, ``tells_huge_sizes``, ``amplifies_json`` and ``amplifies_reply`` with
-``crashcourse grade`` beside the working loop and measures every process of the batch.
+checks that they refuse with a reason, holding little memory (measured in a child process, so this
+process's own heap does not count). The last test grades the hostile corpus's ``inflates_replay``,
+``tells_huge_sizes``, ``amplifies_json``, ``amplifies_reply`` and ``churns_files`` with ``crashcourse
+grade`` beside the working loop and measures every process of the batch (``getrusage``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from grader.engine import crash_models
 from grader.engine.crash_models import FileSystem, ReplayTooLarge
 from grader.engine.ops import Op
-from grader.grading import bubblewrap, wire
+from grader.grading import bubblewrap, kernel_trace, wire
 
 KIT = Path(__file__).resolve().parent.parent
 CORPUS = KIT / "tests" / "corpus" / "hostile"
@@ -134,6 +134,20 @@ def test_a_file_operation_past_the_boxs_file_cap_is_refused(field, value):
         wire.decode_op(fields)
 
 
+def test_a_trace_keeps_no_more_operations_than_its_cap(tmp_path):
+    """24,000 opens and closes (a trace of 64 MiB could name 1.6 million): the trace keeps MAX_OPS and
+    says the run is broken; a fault check's list of calls is capped the same way."""
+    from grader.grading.kernel_trace import MAX_OPS, KernelTrace
+    for keep_calls in (False, True):
+        trace = KernelTrace(str(tmp_path), keep_calls=keep_calls)
+        trace.close()
+        for _ in range(12_000):
+            trace._line('7 openat(AT_FDCWD</tmp>, "/tmp/churn.bin", O_WRONLY|O_CREAT|O_CLOEXEC, 0644) = 3</tmp/churn.bin>')
+            trace._line("7 close(3</tmp/churn.bin>) = 0")
+        assert trace.refused and "more than 20,000 file operations" in trace.refused
+        assert len(trace.ops) <= MAX_OPS and len(trace.calls or ()) <= MAX_OPS
+
+
 # -- through crashcourse grade -----------------------------------------------------------------------
 
 EXPECTED = {
@@ -142,6 +156,7 @@ EXPECTED = {
     "tells_huge_sizes": ("error", 0.0, "could not read"),
     "amplifies_json": ("error", 0.0, "could not read"),
     "amplifies_reply": ("error", 0.0, "could not read"),
+    "churns_files": ("error", 0.0, "more than 20,000 file operations"),
 }
 
 
@@ -171,6 +186,8 @@ def test_a_batch_of_amplifying_boxes_keeps_every_judge_small(tmp_path):
     assert code == 0, proc.stderr
     report = {s["id"]: s for s in json.loads(out.read_text())["submissions"]}
     for name, (status, score, words) in EXPECTED.items():
+        if name == "churns_files" and kernel_trace.problem():
+            continue  # its operations are outside the folder: without the kernel's account no one counts them
         got = report[name]
         text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
         assert (got["status"], got["score"]) == (status, score), (name, text[:1500])

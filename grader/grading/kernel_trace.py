@@ -80,6 +80,14 @@ COMPARED = frozenset({"open", "write", "truncate", "fsync", "sync", "rename", "l
 # box with a larger cap could make one) is compared by its first bytes, its size and its offset.
 STRING_LIMIT = 64 * 1024 * 1024
 MISMATCH = "the recorded file operations do not match what the kernel saw"
+# How many operations (and, for a fault check, calls) one worker's trace may hold for the judge, and one
+# run's recording keep: correct loops of every level make under 2,000 in a run (level 6's long one), and
+# each costs the judge some 400 bytes, twice (the trace's copy and the recorder's). A trace is at most
+# 64 MiB of text, which could name 1.6 million.
+MAX_OPS = 20_000
+TOO_MANY = (f"a broken run: your code made more than {MAX_OPS:,} file operations (opens, writes, fsyncs, closes, "
+            "renames...) in one run, as the kernel counted them; a checkpointing loop makes a few thousand, and the "
+            "grader does not rebuild more. Look for a file opened or written in a loop that never ends")
 
 # Kept call by call when a worker's tracer injects faults (grader.grading.faults): failed ones too.
 KEPT = frozenset({"open", "openat", "write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync",
@@ -202,6 +210,7 @@ class KernelTrace:
         self.pool: list = []  # this call's kernel operations no recorded one has claimed yet (see settle)
         self.pool_since: Optional[int] = None
         self.tampered: Optional[str] = None
+        self.refused: Optional[str] = None  # a broken run, told as such (TOO_MANY)
         self.proc: Any = None
         self.first_pid: Optional[str] = None  # the worker: strace's first tracee
         self.worker_ended = False  # strace wrote how the worker ended (it does unless it was killed first)
@@ -360,6 +369,9 @@ class KernelTrace:
             flags = known[1] if known is not None and known[0] == path else ""
             if name == "close" and value >= 0:
                 self.open_flags.pop(fd, None)
+        if len(self.calls) >= MAX_OPS:
+            self.refused = TOO_MANY
+            return
         self.calls.append(Call(pid, name, ordinal, self.wire, value, failed.group(1) if failed else None,
                                line.rstrip().endswith("(INJECTED)"), path, flags, at_cwd))
 
@@ -384,6 +396,9 @@ class KernelTrace:
         return path
 
     def _emit(self, kind: str, **fields: Any) -> None:
+        if len(self.ops) >= MAX_OPS:  # not yet taken by the judge (see take)
+            self.refused = TOO_MANY  # and nothing more is kept: the judge's memory stays bounded
+            return
         self.ops.append((self.wire, Op(-1, kind, **fields)))
 
     def _opened(self, ret: int, entry: list) -> None:

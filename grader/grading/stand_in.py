@@ -29,7 +29,7 @@ from grader.engine.crash_models import ReplayTooLarge
 from grader.engine.explore import REMOTE_FRAMES
 from grader.engine.hangs import LoopTimeout
 from grader.engine.recorder import Op
-from grader.grading import faults
+from grader.grading import faults, kernel_trace
 from grader.grading.bubblewrap import read_box_file
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.wire import Callback, Stand
@@ -192,6 +192,8 @@ class RemoteSubmission:
                 armed["at"] = worker.consumed
             value = steps(arm)
             kernel = worker.kernel
+            if kernel is not None and kernel.catch_up(worker.consumed) and kernel.refused:
+                raise Incident(box.incident(kernel.refused))
             if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
                 raise Incident(box.incident("the kernel's trace of your code stopped before the check ended, so the "
                                             "fault could not be checked" + (f" ({kernel.tampered})" if kernel and
@@ -225,6 +227,8 @@ class RemoteSubmission:
             kernel = worker.kernel
             slipped: list = []
             if checked is not None:
+                if kernel is not None and kernel.catch_up(worker.consumed) and kernel.refused:
+                    raise Incident(self.box.incident(kernel.refused))
                 if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
                     raise Incident(self.box.incident("the kernel's trace of your code stopped before the check ended, "
                                                      "so the fault could not be checked"))
@@ -561,6 +565,17 @@ class _Call:
             raise
 
     def _record(self, message: dict) -> None:
+        self._settle(message)
+        rec, kernel = self.rec, self.worker.kernel
+        # Counted as the judge keeps them (the kernel's account, or the recorder's without one): past
+        # the cap the run is broken, and nothing more is kept.
+        too_many = kernel.refused if kernel is not None else None
+        if too_many is None and rec is not None and len(rec.ops) > kernel_trace.MAX_OPS:
+            too_many = kernel_trace.TOO_MANY
+        if too_many:
+            raise Incident(self.box.incident(too_many))
+
+    def _settle(self, message: dict) -> None:
         rec, worker = self.rec, self.worker
         if rec is None or worker.kernel is None:
             self.function._take_ops(rec, message.get("ops"), self.objects, self.handle_base)
