@@ -5,7 +5,7 @@ wire are numbers the judge must not take at their word: a sparse 60 MiB file cos
 a three-byte ``[]`` costs a decoder sixty. Each test below gives the judge's parts such numbers and
 checks that they refuse with a reason, holding little memory (measured in a child process, so this
 process's own heap does not count). The last test grades the hostile corpus's ``inflates_replay``,
-``tells_huge_sizes``, ``amplifies_json``, ``amplifies_reply`` and ``churns_files`` with ``crashcourse
+``tells_huge_sizes``, ``amplifies_json``, ``amplifies_reply``, ``amplifies_call`` and ``churns_files`` with ``crashcourse
 grade`` beside the working loop and measures every process of the batch (``getrusage``).
 """
 
@@ -157,6 +157,7 @@ EXPECTED = {
     "amplifies_json": ("error", 0.0, "could not read"),
     "amplifies_reply": ("error", 0.0, "could not read"),
     "churns_files": ("error", 0.0, "more than 20,000 file operations"),
+    "amplifies_call": ("error", 0.0, "with arguments that would cost the grader more than 256 MiB to read"),
 }
 
 

@@ -29,7 +29,7 @@ from grader.engine.crash_models import ReplayTooLarge
 from grader.engine.explore import REMOTE_FRAMES
 from grader.engine.hangs import LoopTimeout
 from grader.engine.recorder import Op
-from grader.grading import faults, kernel_trace
+from grader.grading import faults, kernel_trace, wire
 from grader.grading.bubblewrap import read_box_file
 from grader.grading.box import Box, Incident, Worker
 from grader.grading.wire import Callback, Stand
@@ -490,6 +490,10 @@ class RemoteFunction:
         args, kwargs = message.get("args"), message.get("kwargs")
         ident = message.get("id")
         if isinstance(message.get("json"), bytes):  # plain JSON data (see grader.grading.wire.plain_json)
+            if wire.decoded_cost(message["json"]) > wire.MAX_DECODED:  # weighed before it is decoded, as a reply is
+                raise Incident(self.module._box.incident(
+                    f"a broken run: your code called {getattr(fn, '__name__', 'the model or a tool')} with arguments "
+                    f"that would cost the grader more than {wire.MAX_DECODED // 2**20} MiB to read"))
             try:
                 args, kwargs = json.loads(message["json"])
                 kwargs = with_kept_messages(kwargs, worker.sent_messages.get(ident), message.get("keep"))
