@@ -332,7 +332,8 @@ class RemoteModule(types.ModuleType):
         worker = box.ensure_worker()
         what = f"importing {self._filename}"
         limit = hangs.loop_timeout()  # as the plugin gives an import in-process
-        worker.send({"op": "load", "filename": self._filename, "limit": limit, "told": limit}, what)
+        worker.send({"op": "load", "filename": self._filename, "limit": limit, "told": limit,
+                     "pytest": [os.environ.get(name) for name in PYTEST_VARIABLES]}, what)
         reply = worker.read_message(what)
         if reply.get("op") != "loaded":
             error = reply.get("error") if isinstance(reply.get("error"), dict) else {}

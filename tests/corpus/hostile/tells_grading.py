@@ -1,5 +1,6 @@
 # The working loop, which first looks for anything that says "this run is graded": a variable,
-# the hostname, a folder named for grading (its own, HOME, TMPDIR, the mounts it can see).
+# the hostname, a folder named for grading (its own, HOME, TMPDIR, the mounts it can see), or what a
+# learner's own pytest run has and a box once lacked (pytest's variable, a user name, a plain argv).
 
 import json
 import os
@@ -72,9 +73,24 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
 
 def _attack():
     """Signs a loop could use to behave one way under grade and another under its own pytest."""
+    import getpass
     import socket
+    import sys
     # (Only the grader's own words: the folders a test machine runs in may say "grade" themselves.)
     signs = [f"${k}" for k in os.environ if any(w in k.upper() for w in ("CRASHCOURSE", "SANDBOX"))]
+    # What a learner's own pytest run has and a box once lacked, or the other way round.
+    if "PYTHONHASHSEED" in os.environ:
+        signs.append("a fixed PYTHONHASHSEED")
+    if "PYTEST_CURRENT_TEST" not in os.environ:
+        signs.append("imported outside a pytest test")
+    if any(getattr(sys.flags, f, 0) for f in ("isolated", "ignore_environment", "safe_path")):
+        signs.append("python -I")
+    if sys.argv[:1] in (["-c"], [""]):
+        signs.append(f"sys.argv {sys.argv}")
+    try:
+        getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name: a uid with no passwd entry and no USER
+        signs.append("no user name")
     host = socket.gethostname()
     if any(w in host.lower() for w in ("crashcourse", "sandbox")):
         signs.append(f"hostname {host}")
