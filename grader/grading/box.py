@@ -205,8 +205,10 @@ class Worker:
                     message = unframe(data, objects)
                     if not isinstance(message, dict):
                         self.stop()
-                        raise Incident(self.box.incident(f"the process running your code sent the grader something "
-                                                         f"it could not read while {what}"))
+                        raise Incident(self.box.incident(
+                            f"the process running your code sent the grader something it could not read while {what}: "
+                            "a broken run (a message not in the grader's format, or one naming sizes, offsets or bytes "
+                            "past what the box allows, or costing far more to read than its size), so nothing is scored"))
                     return message
             left = self.box.time_left()
             if left <= 0:
