@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from grader.engine import crash_models
 from grader.engine.folder_crash import folder_states
 from grader.engine.ops import Op
 from grader.faces import cli
@@ -260,6 +261,14 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert cli.main(["explore", "--watch", str(tmp_path), "--check", "true"]) == 2
     assert cli.main(["explore", "--watch", str(tmp_path), "--check", "true", "--", "no-such-program-here"]) == 2
     assert "no such program" in capsys.readouterr().err
+
+
+def test_explore_lifts_the_replays_cap_only_while_it_runs(tmp_path):
+    """A program of the user's own may hold large files, so explore lifts the judge's cap on what a replay
+    holds; afterwards the process keeps the cap (a grade, or a test of the cap, run after it in one process)."""
+    assert crash_models.HELD_LIMIT == crash_models.JUDGE_HELD_LIMIT
+    assert cli.main(["explore", "--watch", str(tmp_path), "--check", "true", "--", "no-such-program-here"]) == 2
+    assert crash_models.HELD_LIMIT == crash_models.JUDGE_HELD_LIMIT
 
 
 @needs_box

@@ -96,8 +96,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 def explore(args: argparse.Namespace) -> dict:
     # The program is the user's own and its files may be large: no cap on what its replay holds (a
-    # submission graded by the kit keeps crash_models.HELD_LIMIT).
-    crash_models.HELD_LIMIT = None
+    # submission graded by the kit keeps crash_models.HELD_LIMIT). Put back after, so a caller in the
+    # same process (a test, then a grade) keeps the judge's cap.
+    held, crash_models.HELD_LIMIT = crash_models.HELD_LIMIT, None
+    try:
+        return _explore_program(args)
+    finally:
+        crash_models.HELD_LIMIT = held
+
+
+def _explore_program(args: argparse.Namespace) -> dict:
     program = list(args.program)
     if program and program[0] == "--":
         program = program[1:]
