@@ -184,6 +184,7 @@ ENTRY = {"grader/__pycache__/__init__", "grader/__pycache__/__main__", "grader/f
          "grader/faces/__pycache__/cli"}
 
 
+@pytest.mark.bubblewrap  # grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 def test_grade_from_a_checkout_writes_nothing_into_the_kit(tmp_path):
     """A checkout (as an editable install reads it), with bytecode writing on: after a batch with
     --seed and a relative --scenarios, the kit holds exactly the files it held, but grade's entry."""

@@ -72,6 +72,7 @@ def test_the_plugin_copies_the_ids_into_the_report(pytester):
     assert registry.PROPERTY not in reports["test_plain"]
 
 
+@pytest.mark.bubblewrap  # grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 def test_the_class_report_counts_level_4s_checks_with_level_4s_words(tmp_path):
     """The starter of level 4 is planted to break REFUSE, COUNTS and PAIRING (and its turn cap
     ignores the turns from before the crash): each gets a row, described as level 4 means it."""

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 KIT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.bubblewrap  # every test grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 CORPUS = KIT / "tests" / "corpus"
 THREADED = CORPUS / "level5" / "wrong" / "tools_in_a_thread_pool.py"
 # Some of the level-2 cases added for issue 18 (the others are held in-process by tests/test_level2.py),

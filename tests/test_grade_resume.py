@@ -323,6 +323,7 @@ def reference(tmp_path_factory):
     return {"tmp": tmp, "subs": subs, "report": json.loads(out.read_text())}
 
 
+@pytest.mark.bubblewrap  # grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 def test_a_batch_stopped_three_times_finishes_with_the_uninterrupted_report(reference):
     tmp = reference["tmp"]
     # The class under another name: one journal per batch, so this copy starts without the reference's.
@@ -361,6 +362,7 @@ def test_a_batch_stopped_three_times_finishes_with_the_uninterrupted_report(refe
     assert set().union(*(_started(t) for t in traces)) == set(CLASS)
 
 
+@pytest.mark.bubblewrap  # grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 def test_every_format_is_written_from_the_batchs_one_journal_without_grading_again(reference):
     """The reference run wrote JSON; asking for Markdown and CSV afterwards (two formats in one
     command, paired by a stem) takes every result from the same journal: nobody is graded twice."""
@@ -380,6 +382,7 @@ def test_every_format_is_written_from_the_batchs_one_journal_without_grading_aga
     assert all(f"| {student} |" in Path(f"{stem}.md").read_text().replace("\\_", "_") for student in CLASS)
 
 
+@pytest.mark.bubblewrap  # grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 def test_other_options_are_refused_and_fresh_grades_everything_again(reference):
     """Changed files being graded again is checked above on the journal itself; here the command's
     own --fresh, with one student's file changed since the reference run."""

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 KIT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.bubblewrap  # every test grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 CORPUS = KIT / "tests" / "corpus"
 FILES = {1: "checkpoint.py", 2: "agent.py", 3: "agent.py", 4: "resume.py", 5: "agent.py", 6: "agent.py"}
 

@@ -145,6 +145,7 @@ def test_run_drives_the_levels_file_or_says_it_cannot(toy, which, tmp_path):
         assert "works on no level of this kit" in done.stdout
 
 
+@pytest.mark.bubblewrap  # grades through crashcourse grade's box (tests/conftest.py: SYSTEM_MARKERS)
 def test_grade_scores_the_new_level_and_counts_its_checks(toy, tmp_path):
     name, root, entry = toy
     subs = tmp_path / "subs"
