@@ -193,3 +193,26 @@ def test_watch_checks_in_a_child_and_keeps_nothing_of_the_learners(tmp_path):
     (mine / "agent.py").write_text(source.replace("os.replace(tmp, path)", "os.rename(tmp, path + '.x')"),
                                    encoding="utf-8")
     assert watch.check_in_a_child(level, mine, examples=2) is False
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_function_bound_as_a_partial_runs_afresh_too(tmp_path):
+    # `resume_agent = functools.partial(_resume, ...)` at module level: the fresh child finds the
+    # partial under its module name, so what the first call kept in memory is gone for the second.
+    path = tmp_path / "partial_learner.py"
+    path.write_text(textwrap.dedent("""\
+        import functools
+        import sys
+
+        def _count(step):
+            sys.__dict__["_partial_calls"] = sys.__dict__.get("_partial_calls", 0) + step
+            return sys.__dict__["_partial_calls"]
+
+        count = functools.partial(_count, 1)
+        """))
+    module = import_file(path)
+    assert fresh.origin(module.count) == (str(path), "count")
+    assert module.count() == 1 and module.count() == 2  # in this process, memory carries over
+    assert fresh.run_fresh(_call, module.count) == 1
+    assert fresh.run_fresh(_call, module.count) == 1
+    sys.__dict__.pop("_partial_calls", None)

@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Container, Iterable, Iterator, Optional
 
-from grader.engine import crash_models, layout
+from grader.engine import crash_models, fresh, layout
 from grader.engine.crash_models import CrashState, MODEL_NAMES
 from grader.engine.invariants import INVARIANTS, Finding, Window, check
 from grader.engine.checkpoint import (CHECKPOINT_NAME, clone, exactly_saved, initial_state, reference_saves, snapshot,
@@ -716,14 +716,15 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
             again_dir = os.path.realpath(again_dir)
             folder_arg = directory if not os.path.isabs(directory) else os.path.join(again_dir, relative)
 
-            def lay_out(folder: str, state: CrashState = state, again_dir: str = again_dir) -> None:
-                if before is not None:
-                    before(folder)
-                # Names from the run: laid out only as plain names inside the folder (grader.engine.layout).
-                layout.lay_out(folder, state.files, state.dirs, within=again_dir)
-
             mark = hang_mark()
-            rec, _returned, error, _ = record_run(run, scenario, again_dir, folder_arg, timeout=timeout, before=lay_out)
+            # A second run is a new process after the crash: it starts from what a fresh import of the
+            # learner's file holds (a counter that names temp files starts again at 0 there), never
+            # from what the first run left in memory (grader.engine.fresh).
+            try:
+                rec, _returned, error = fresh.run_fresh(_second_run, run, scenario, again_dir, folder_arg, timeout,
+                                                        dict(state.files), tuple(state.dirs), before, timeout=timeout)
+            except fresh.FreshProcessDied as exc:
+                rec, _returned, error = RecordedRun(), None, f"SystemExit: it ended the process it ran in ({exc})"
             stuck = next((hang for _, hang in hangs_since(mark)), None)
             folder = os.path.join(again_dir, folder_arg)
             found = ""
@@ -761,6 +762,37 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
                 "and never let a new run's saves read or extend files an earlier run left"))
             return  # one leftover that breaks the second run is the lesson; more would repeat it
 
+
+
+@dataclass
+class RecordedRun:
+    """What a recorder saw of one run, as plain data (a second run made in a fresh process sends it back)."""
+
+    ops: list = field(default_factory=list)
+    unseen: list = field(default_factory=list)
+    initial: dict = field(default_factory=dict)
+    initial_dirs: set = field(default_factory=set)
+    watch: list = field(default_factory=list)
+
+
+def _second_run(run: Callable, scenario: Scenario, again_dir: str, folder_arg: str, timeout: Optional[float],
+                files: dict, dirs: tuple, before: Optional[Callable[[str], None]]) -> tuple:
+    """Lay out the folder a crash left and run the loop there once: ``(RecordedRun, returned, error)``."""
+
+    def lay_out(folder: str) -> None:
+        if before is not None:
+            before(folder)
+        # Names from the run: laid out only as plain names inside the folder (grader.engine.layout).
+        layout.lay_out(folder, files, dirs, within=again_dir)
+
+    rec, returned, error, _ = record_run(run, scenario, again_dir, folder_arg, timeout=timeout, before=lay_out)
+    if fresh.served_here():
+        try:
+            pickle.dumps(returned)
+        except Exception:  # noqa: BLE001 - an object of the learner's own class: only its name can travel
+            returned = f"<{type(returned).__name__}>"
+    return RecordedRun(list(rec.ops), list(rec.unseen), dict(rec.initial), set(rec.initial_dirs),
+                       list(rec.watch)), returned, error
 
 
 _VERDICTS: dict = {}

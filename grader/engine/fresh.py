@@ -17,6 +17,7 @@ Where there is no ``fork`` (Windows), the job runs in this process, as before.
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import os
 import pickle
@@ -284,6 +285,8 @@ def origin(fn: Any, module: Any = None) -> Optional[tuple[str, str]]:
     space = vars(module) if module is not None else None
     if space is None:
         target = getattr(fn, "__func__", fn)
+        while isinstance(target, functools.partial):  # `resume_agent = partial(_resume, ...)`: the module of _resume
+            target = target.func
         space = getattr(target, "__globals__", None)
         if space is None:
             call = vars(type(fn)).get("__call__")  # a callable object: its class's method
