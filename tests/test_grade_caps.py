@@ -31,6 +31,12 @@ CORPUS = KIT / "tests" / "corpus" / "hostile"
 MiB = 1 << 20
 
 
+@pytest.fixture(autouse=True)
+def _the_kits_cap(monkeypatch):
+    """The cap as the kit ships it, whatever a test run in this process before set it to."""
+    monkeypatch.setattr(crash_models, "HELD_LIMIT", crash_models.JUDGE_HELD_LIMIT)
+
+
 def _op(kind: str, path: str = "/f", handle: int = 1, **fields) -> Op:
     return Op(0, kind, api=kind, path=path, handle=handle, **fields)
 
