@@ -135,6 +135,13 @@ ROWS = [
         ("Invalid cross-device link", "a rename cannot move a file from one file system to another",
          "pass dir=directory to tempfile.mkstemp"), ("never wrote", "on a machine where"), hint_task=2,
         hint="Which folder was the temp file made in"),
+    # The same through a folder from mkdtemp() with no dir, and at level 1 (its save runs with no recorder).
+    Row(2, "level2/w33_mkdtemp_then_rename.py", "test_the_loop_still_finishes_the_task", "temp-cross-device",
+        ("Invalid cross-device link", "os.rename(tmp, ", "the kit refuses the rename the same way"), ("never wrote",),
+        hint_task=2, hint="Which folder was the temp file made in"),
+    Row(1, "level1/w14_temp_in_system_tmp.py", "test_the_file_holds_exactly_the_six_fields", "",
+        ("save_checkpoint raised OSError at save point A of turn 1: [Errno 18] Invalid cross-device link",
+         "What to try: make the temp file in the checkpoint's own folder"), ("write <directory>/checkpoint.json",)),
     # Level 5: a recorded call left in the list is not "how many blocks does the file list"; the
     # finished state's story says "those calls", and the re-run line comes before the question.
     # Each result in a user message of its own: the API's 400 is told with its cause, the split.
