@@ -452,3 +452,40 @@ def test_files_in_dev_shm_are_files_and_devices_are_not(trace):
     ops, problem = reconcile([], trace.take(10), ["/dev/shm/ck"])
     assert problem is None and [(op.kind, op.path) for op in ops] == [("open", "/dev/shm/ck/c.tmp"),
                                                                       ("write", "/dev/shm/ck/c.tmp")]
+
+
+@needs_strace
+@pytest.mark.strace
+def test_a_descriptor_number_belongs_to_its_own_process(tmp_path):
+    """fd 5 in a forked child is not fd 5 in its parent: the kernel's descriptor table is per process.
+    A child that reopens the temp file at the number where its parent holds another file, and a parent
+    that then fsyncs its own file by that number, must not make the temp file look fsynced."""
+    code = """import os, threading
+os.mkdir('ck')
+other = os.open('other.log', os.O_WRONLY | os.O_CREAT)
+pid = os.fork()
+if pid == 0:
+    os.close(other)
+    fd = os.open('ck/c.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert fd == other
+    os.write(fd, b'{}')
+    os._exit(0)
+os.waitpid(pid, 0)
+os.fsync(other)
+# A thread shares its process's table: its descriptor is the main thread's too.
+box = []
+t = threading.Thread(target=lambda: box.append(os.open('ck/t.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)))
+t.start(); t.join()
+os.write(box[0], b'[]')
+os.fsync(box[0])
+os.close(box[0])
+os.rename('ck/c.tmp', 'ck/checkpoint.json')
+"""
+    ck = str(tmp_path / "ck")
+    ops = _traced(tmp_path, code)
+    syncs = [op.path for op in ops if op.kind == "fsync"]
+    assert syncs == [str(tmp_path / "other.log"), f"{ck}/t.tmp"]
+    writes = [(op.path, op.data) for op in ops if op.kind == "write"]
+    assert writes == [(f"{ck}/c.tmp", b"{}"), (f"{ck}/t.tmp", b"[]")]
+    empty = [s for s in crash_states(ops, {}, ck, models=("M3",)) if s.files.get("checkpoint.json") == b""]
+    assert empty, "the power cut may leave checkpoint.json empty: the temp file was never fsynced"

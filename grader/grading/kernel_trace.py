@@ -66,7 +66,7 @@ from grader.grading.wire import ELIDED
 CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy_file_range,lseek,"
          "rename,renameat,renameat2,link,linkat,unlink,unlinkat,rmdir,mkdir,mkdirat,fsync,fdatasync,"
          "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup,dup,dup2,dup3,fcntl,mmap,"
-         "symlink,symlinkat")
+         "symlink,symlinkat,clone,clone3,fork,vfork")
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
@@ -124,6 +124,9 @@ _TARGET = re.compile(r"(\d+)<([^>]*)>")  # a call's first argument under -y: its
 _CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|0x[0-9a-f]+|\?)(?:<([^>]*)>(?:\(deleted\))?)?(?: .*)?$")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 _UNFINISHED = " <unfinished ...>"
+# The calls that start a process or a thread: a new process gets a copy of its parent's descriptors, a
+# thread (CLONE_FILES) shares them.
+_CLONES = ("clone", "clone3", "fork", "vfork")
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 _OPENS = ("open", "openat", "openat2", "creat")
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
@@ -201,8 +204,12 @@ class KernelTrace:
         self.pending: dict[str, str] = {}  # pid -> the first half of an unfinished call
         self.cwd = "/"  # one for all: threads share it, and a child starts with its parent's
         # fd -> [path it was opened at, writable, handle, position or None, is_dir]; a dup()ed descriptor
-        # shares the list (and so the position), as it shares the open file in the kernel.
+        # shares the list (and so the position), as it shares the open file in the kernel. One table per
+        # process: its threads share it, and a child process starts with a copy (the same lists: an
+        # inherited descriptor shares its open file with the parent's). ``fds`` is the table of the
+        # thread whose line is being read; fd 5 in one process is not fd 5 in another.
         self.fds: dict[int, list] = {}
+        self.tables: dict[str, dict[int, list]] = {}  # pid (a thread's id, as strace prints it) -> its table
         # Folders the trace saw made (mkdir), under the names they have now: a folder made, fsynced and
         # renamed into place is no longer where it was made by the time the judge could look.
         self.made_dirs: set = set()
@@ -289,6 +296,7 @@ class KernelTrace:
         pid, rest = m.groups()
         if self.first_pid is None:
             self.first_pid = pid
+        self.fds = self._table_of(pid)
         if rest.startswith(("+++ ", "--- ")):
             if pid == self.first_pid and rest.startswith("+++ "):
                 self.worker_ended = True
@@ -317,6 +325,10 @@ class KernelTrace:
             self._emit("io_uring", api=name)
             return
         if ret == "?" or ret.startswith("-"):
+            return
+        if name in _CLONES:
+            if int(ret, 0) > 0:  # the parent's side: the child's id (its own side returns 0)
+                self._cloned(pid, str(int(ret, 0)), "CLONE_FILES" in args)
             return
         if name == "fcntl" and "F_DUPFD" not in args:
             return  # F_GETFL and the like: nothing changes (and some return flags in hex)
@@ -410,9 +422,38 @@ class KernelTrace:
 
     def _closed(self, fd: int) -> None:
         entry = self.fds.pop(fd, None)
-        # A file stays open while any descriptor dup()ed from the same open names it.
-        if entry is not None and entry[1] and not entry[4] and not any(e is entry for e in self.fds.values()):
+        # A file stays open while any descriptor dup()ed from the same open names it, in any process.
+        if entry is not None and entry[1] and not entry[4] and not any(
+                e is entry for table in self._all_tables() for e in table.values()):
             self._emit("close", api="close", path=entry[0], handle=entry[2])
+
+    def _all_tables(self) -> list:
+        seen: dict = {id(self.fds): self.fds}
+        for table in self.tables.values():
+            seen.setdefault(id(table), table)
+        return list(seen.values())
+
+    def _table_of(self, pid: str) -> dict:
+        """The descriptor table of thread ``pid``. A thread first seen while a clone is still unfinished
+        (strace prints a child's first calls before its parent's clone returns) is that clone's child."""
+        table = self.tables.get(pid)
+        if table is None:
+            parent = next((p for p, text in self.pending.items() if text.startswith(tuple(f"{n}(" for n in _CLONES))),
+                          None)
+            if parent is not None:
+                table = self._child_table(parent, "CLONE_FILES" in self.pending[parent])
+            else:  # the first process, or one whose start the trace did not show: the first's table
+                table = self.tables.get(self.first_pid, self.fds) if self.tables else self.fds
+            self.tables[pid] = table
+        return table
+
+    def _child_table(self, parent: str, shared: bool) -> dict:
+        table = self.tables.setdefault(parent, self.fds if not self.tables else {})
+        return table if shared else dict(table)
+
+    def _cloned(self, parent: str, child: str, shared: bool) -> None:
+        if child not in self.tables:  # else its first line came before this one (see _table_of)
+            self.tables[child] = self._child_table(parent, shared)
 
     def _moved(self, source: str, dest: str) -> None:
         """A rename: a folder the trace saw made keeps being one under its new name (its insides too)."""
