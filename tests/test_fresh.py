@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,34 @@ def test_a_function_bound_as_a_partial_runs_afresh_too(tmp_path):
     assert fresh.run_fresh(_call, module.count) == 1
     assert fresh.run_fresh(_call, module.count) == 1
     sys.__dict__.pop("_partial_calls", None)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_process_left_running_by_the_job_does_not_hold_its_answer(tmp_path):
+    # A daemon forked by the learner's code holds every pipe its parent had, the answer's too: the
+    # answer is sized, so the job's end is known without waiting for the daemon's.
+    path = tmp_path / "daemon_learner.py"
+    path.write_text(textwrap.dedent(f"""\
+        import os
+        import time
+
+        def leave_a_daemon():
+            pid = os.fork()
+            if pid == 0:
+                with open({str(tmp_path / "daemon.pid")!r}, "w") as f:
+                    f.write(str(os.getpid()))
+                time.sleep(30)
+                os._exit(0)
+            return 7
+        """))
+    module = import_file(path)
+    started = time.monotonic()
+    try:
+        assert fresh.run_fresh(_call, module.leave_a_daemon) == 7
+        assert time.monotonic() - started < 20, "waited for the daemon"
+    finally:
+        for _ in range(100):
+            if (tmp_path / "daemon.pid").exists() and (tmp_path / "daemon.pid").read_text():
+                os.kill(int((tmp_path / "daemon.pid").read_text()), 9)
+                break
+            time.sleep(0.05)

@@ -172,8 +172,11 @@ def _spare(requests: int, replies: int) -> tuple[int, int, int]:
         code = 0
         try:
             request = _read_exact(in_r, _HEADER.unpack(_read_exact(in_r, _HEADER.size))[0])
-            _write_all(out_w, _run_job(pickle.loads(request)))
-            os.close(out_w)  # the answer is complete: the server need not wait for this process to end
+            answer = _run_job(pickle.loads(request))
+            # Sized: a process the learner's code forked (a daemon) holds this pipe open too, so the
+            # server cannot wait for its end to know the answer is whole.
+            _write_all(out_w, _HEADER.pack(len(answer)) + answer)
+            os.close(out_w)
         except BaseException:  # noqa: BLE001 - nothing may escape into the server's loop
             code = 1
         finally:
@@ -200,7 +203,6 @@ def _serve(requests: int, replies: int) -> None:
         size, hard, tag = _REQUEST.unpack(head)
         request = _read_exact(requests, size)
         child, in_w, out_r = spare
-        chunks: list = []
         try:
             _write_all(in_w, _HEADER.pack(size) + request)
         except OSError:
@@ -208,26 +210,48 @@ def _serve(requests: int, replies: int) -> None:
         os.close(in_w)
         deadline = time.monotonic() + hard if hard else None
         try:
-            while True:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0)
-                if left is not None and not select.select([out_r], [], [], left)[0]:
-                    os.kill(child, signal.SIGKILL)
-                    chunks = []
-                    break
+            answer, status = _answer_of(child, out_r, deadline)
+        finally:
+            os.close(out_r)
+        if answer is None:
+            if status is None:
+                _, status = os.waitpid(child, 0)
+            answer = pickle.dumps(("died", _exit_words(status, hard)))
+            status = -1  # reaped
+        _write_all(replies, _REPLY.pack(len(answer), tag) + answer)
+        spare = _spare(requests, replies)  # while the caller reads the answer
+        if status is None:
+            os.waitpid(child, 0)
+
+
+def _answer_of(child: int, out_r: int, deadline: Optional[float]) -> tuple[Optional[bytes], Optional[int]]:
+    """``(answer, exit status)``: the child's whole answer (None if it ended or ran out of time without
+    one; it is then killed), and its exit status if it was reaped here. The answer is sized, so a
+    process the child started and left running (and which holds the pipe) cannot make this wait."""
+    got = bytearray()
+    while True:
+        if len(got) >= _HEADER.size and len(got) >= _HEADER.size + _HEADER.unpack_from(got)[0]:
+            return bytes(got[_HEADER.size:_HEADER.size + _HEADER.unpack_from(got)[0]]), None
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            os.kill(child, signal.SIGKILL)
+            return None, None
+        if select.select([out_r], [], [], 0.05 if left is None else min(left, 0.05))[0]:
+            chunk = os.read(out_r, 1 << 20)
+            if not chunk:
+                return None, None  # everyone holding the pipe is gone: no whole answer came
+            got += chunk
+            continue
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:  # it ended; what it wrote before is still in the pipe
+            while select.select([out_r], [], [], 0)[0]:
                 chunk = os.read(out_r, 1 << 20)
                 if not chunk:
                     break
-                chunks.append(chunk)
-        finally:
-            os.close(out_r)
-        answer = b"".join(chunks)
-        if not answer:
-            _, status = os.waitpid(child, 0)
-            answer = pickle.dumps(("died", _exit_words(status, hard)))
-        _write_all(replies, _REPLY.pack(len(answer), tag) + answer)
-        spare = _spare(requests, replies)  # while the caller reads the answer
-        if chunks:
-            os.waitpid(child, 0)
+                got += chunk
+            size = _HEADER.unpack_from(got)[0] if len(got) >= _HEADER.size else -1
+            whole = 0 <= size <= len(got) - _HEADER.size
+            return (bytes(got[_HEADER.size:_HEADER.size + size]) if whole else None), status
 
 
 def _exit_words(status: int, hard: Optional[float]) -> str:
