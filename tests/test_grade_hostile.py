@@ -69,9 +69,11 @@ EXPECTED = {
     # Its recorded bytes are forged past the first few hundred (same length, same operations): the
     # crash states are built from the kernel's bytes, so it earns what its lagging count earns.
     "forges_written_bytes": ("failed", 8.0, "break COUNTS"),
-    # In a box its parent is bwrap's, in another pid namespace: strace is out of its reach, so the
-    # kill misses and its working loop earns full marks. (With --no-box the kill lands: an error, 0/10.)
-    "kills_its_tracer": ("passed", 10.0, None),
+    # In a box its parent is bwrap's, in another pid namespace: strace is out of its reach, so the kill
+    # misses the tracer. But a second run after a crash imports the file afresh, as a child of the
+    # grader's fork server, and there the kill lands on that server: the second run is lost and told
+    # as such (RERUN), and nothing else. (With --no-box the kill lands on the tracer: an error, 0/10.)
+    "kills_its_tracer": ("failed", 7.0, "your code killed the process that started it"),
     "empty": ("error", 0.0, "has no function `run_agent`"),
     "missing_function": ("error", 0.0, "has no function `run_agent`"),
     # attacks on the box, the other students and the grader: each blocked, so the loop earns 10

@@ -22,7 +22,7 @@ from grader.engine.recorder import real_os
 from grader.grading import bubblewrap
 from grader.grading import kernel_trace
 from grader.grading import sandbox
-from grader.grading.wire import HEADER, MAX_MESSAGE, reply_size, request_frame, unframe
+from grader.grading.wire import FORK_SERVER_KILLED, HEADER, MAX_MESSAGE, reply_size, request_frame, unframe
 
 KIT_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -264,6 +264,12 @@ class Worker:
                    signal.SIGXFSZ: f"it wrote a file larger than {self.box.limits.file_size // 2**20} MiB",
                    signal.SIGKILL: "it was killed (out of memory?)"}.get(sig, f"signal {sig}")
             status = f"ended by {signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig}: {why}"
+        elif code == FORK_SERVER_KILLED:
+            raise Incident(self.box.incident(
+                f"your code killed the process that started it while {what}: each resume, load or second run "
+                "after a crash starts your file afresh in a child of a process the grader keeps for that, and "
+                "your file kills its parent when it is imported (os.kill(os.getppid(), ...)). Nothing that "
+                "process would have run can be checked"))
         else:
             status = f"exit status {code}"
         raise Incident(self.box.incident(

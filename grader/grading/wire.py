@@ -40,6 +40,9 @@ MAX_FILE = 64 * 1024 * 1024  # the box's cap on one file (grader.grading.sandbox
 # is printed by the kernel tracer as it is (one character a byte) rather than wholly in hex (four).
 HEADER = 20
 
+# The worker's exit status when a fresh call's child killed the fork server, its parent (grader.engine.fresh).
+FORK_SERVER_KILLED = 70
+
 
 # -- things the judge hands over that cannot cross as data ------------------------------------------
 

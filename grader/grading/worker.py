@@ -35,7 +35,8 @@ from grader.engine.forwarded import FORWARDED, PLATFORMS, MisbehavingOs
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
 from grader.engine.turnstile import Turnstile
-from grader.grading.wire import ELIDED, Blob, Callback, Stand, encode, frame, plain_json, read_request
+from grader.grading.wire import (ELIDED, FORK_SERVER_KILLED, Blob, Callback, Stand, encode, frame, plain_json,
+                                 read_request)
 
 _write_fd = -1
 _read_fd = -1
@@ -318,6 +319,11 @@ class Session:
                                              "mro": ["SystemExit", "BaseException", "object"],
                                              "message": f"the process running it ended before it returned: {exc}",
                                              "where": "", "code": None}}
+        except (EOFError, BrokenPipeError):
+            # The fork server is gone: the child (forked from it, so its parent) killed it, maybe after it
+            # had answered the judge itself. No answer from here could be trusted to be this call's, and
+            # no server can be started again that never saw the submission: this worker ends.
+            os._exit(FORK_SERVER_KILLED)
         except Exception as exc:  # noqa: BLE001 - this worker serves every later call: a kit fault is told, not fatal
             return {"op": "raise", "error": {"type": "RuntimeError", "module": "builtins",
                                              "mro": ["RuntimeError", "Exception", "BaseException", "object"],
