@@ -131,6 +131,7 @@ def test_the_folders_of_a_batch_that_is_gone_are_swept_and_a_live_ones_are_kept(
     assert live.exists() and mine.exists() and student_run.exists() and other.exists()
 
 
+@pytest.mark.bubblewrap
 @pytest.mark.skipif(bubblewrap.check() is not None, reason="needs a bubblewrap box")
 def test_a_batch_killed_outright_leaves_nothing_the_next_batch_does_not_sweep(tmp_path):
     temp = tmp_path / "temp"

@@ -317,6 +317,8 @@ def test_stacks_name_the_native_frame_of_each_call(tmp_path, capsys):
     assert all(" in " in s["first_op"] for s in report["stretches"][1:]), report["stretches"]
 
 
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 @needs_box
 def test_a_shared_writable_map_in_the_folder_is_said_to_be_unseen(tmp_path, capsys):
     _state(tmp_path)
@@ -326,6 +328,8 @@ def test_a_shared_writable_map_in_the_folder_is_said_to_be_unseen(tmp_path, caps
     assert any("mmap" in note and "save.json" in note for note in report["notes"]), report["notes"]
 
 
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 @needs_box
 def test_the_first_broken_state_is_reproduced_by_a_real_kill_at_the_call_it_names(tmp_path, capsys):
     """The report's kill_before aims strace's fault injection: killed there for real, the program leaves
@@ -346,6 +350,8 @@ def test_the_first_broken_state_is_reproduced_by_a_real_kill_at_the_call_it_name
     assert (tmp_path / "state" / "save.json").read_text() == '{"turn": 0}'
 
 
+@pytest.mark.strace
+@pytest.mark.bubblewrap
 @needs_box
 def test_bytes_copied_inside_the_kernel_are_said_to_be_unseen(tmp_path, capsys):
     _state(tmp_path)

@@ -84,6 +84,7 @@ def graded(tmp_path_factory):
     return {s["id"]: s for s in report["submissions"]}, report
 
 
+@pytest.mark.bubblewrap  # the `graded` batch runs in boxes (tests/conftest.py: SYSTEM_MARKERS)
 def test_a_relative_scenarios_path_is_read(graded):
     subs, _ = graded
     names = [t["name"] for t in subs["starter"]["tests"]]
@@ -91,6 +92,7 @@ def test_a_relative_scenarios_path_is_read(graded):
     assert subs["starter"]["status"] == "failed" and subs["starter"]["error"] is None
 
 
+@pytest.mark.bubblewrap  # the `graded` batch runs in boxes (tests/conftest.py: SYSTEM_MARKERS)
 def test_re_run_lines_name_no_instructor_seed(graded):
     subs, report = graded
     text = json.dumps(report)
@@ -102,6 +104,7 @@ def test_re_run_lines_name_no_instructor_seed(graded):
     assert str(SEED) not in json.dumps(result)
 
 
+@pytest.mark.bubblewrap  # the `graded` batch runs in boxes (tests/conftest.py: SYSTEM_MARKERS)
 def test_the_scenario_is_never_quoted_to_the_student(graded):
     subs, report = graded
     assert SECRET_TASK not in json.dumps(report)
@@ -112,12 +115,14 @@ def test_the_scenario_is_never_quoted_to_the_student(graded):
     assert scenario["status"] == "failed" and "RuntimeError" in scenario["output"]
 
 
+@pytest.mark.bubblewrap  # the `graded` batch runs in boxes (tests/conftest.py: SYSTEM_MARKERS)
 def test_answers_md_is_the_one_handed_in(graded):
     subs, _ = graded
     answers = [t for t in subs["leaker"]["tests"] if t["name"].startswith("answers.md")]
     assert answers and answers[0]["output"] == HANDED_IN
 
 
+@pytest.mark.bubblewrap  # the `graded` batch runs in boxes (tests/conftest.py: SYSTEM_MARKERS)
 def test_the_leaker_earns_what_its_code_earns(graded):
     """Its loop is the solution on every task but the instructor's: 10 of the level's points, 0 of 1."""
     subs, _ = graded

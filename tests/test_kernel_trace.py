@@ -286,6 +286,7 @@ def test_without_strace_grading_says_what_to_install(monkeypatch, tmp_path):
     assert "turned off" in kernel_trace.problem()
 
 
+@pytest.mark.strace
 @pytest.mark.skipif(kernel_trace.problem() is not None or os.uname().machine != "x86_64",
                     reason="needs the kernel trace, and io_uring_setup's x86-64 number")
 def test_io_uring_is_refused_under_the_tracer(tmp_path):

@@ -109,6 +109,8 @@ def _folder(tmp_path: Path, user: bool = False) -> Path:
     return tmp_path
 
 
+@pytest.mark.wheel  # builds the wheel, and grades from it in a box (tests/conftest.py)
+@pytest.mark.bubblewrap
 def test_the_wheel_keeps_the_course_inside_the_package_and_the_box_covers_it(installed, tmp_path):
     python, site = installed
     assert (site / "grader" / "kit" / "solutions" / "level2" / "agent.py").is_file()
@@ -132,6 +134,8 @@ def _each_earns_its_due(report: dict) -> None:
     assert not Path("/tmp/crashcourse-escaped.txt").exists()
 
 
+@pytest.mark.wheel  # builds the wheel, and grades from it in a box (tests/conftest.py)
+@pytest.mark.bubblewrap
 def test_from_the_wheel_as_an_ordinary_user_too(wheel, public_tmp):
     """Graded as nobody (setpriv), from a venv of the system's Python that every user may run."""
     base = shutil.which("python3", path="/usr/bin:/bin")
