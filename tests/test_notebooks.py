@@ -7,6 +7,7 @@ so "the fix is all green" is checked on the data itself, not on a PNG.
 import importlib.util
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -137,7 +138,16 @@ def _save_temp_in_tmp(state, directory="checkpoints"):
     fd, tmp = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(state, f)
-    os.replace(tmp, os.path.join(directory, "checkpoint.json"))
+    # /tmp is a file system of its own (as the kit runs code): the move is a copy, which a crash can tear.
+    shutil.move(tmp, os.path.join(directory, "checkpoint.json"))
+
+
+def _replace_from_tmp(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(tmp, os.path.join(directory, "checkpoint.json"))  # a rename across file systems: EXDEV
 
 
 def test_other_outcomes_show_up_where_the_legend_says():
@@ -146,12 +156,16 @@ def test_other_outcomes_show_up_where_the_legend_says():
         "A only": loops.make_loop(loops.save_atomic, "A"),
         "counts late": loops.make_loop(_save_before_counting, "AB"),
         "temp in /tmp": loops.make_loop(_save_temp_in_tmp, "AB"),
+        "replace from /tmp": loops.make_loop(_replace_from_tmp, "AB"),
     }, small)
     assert {v.outcome for v in matrix.row("A only").verdicts} >= {"stale", "older"}
     assert "counters" in {v.outcome for v in matrix.row("counts late").verdicts}
     temp = matrix.row("temp in /tmp")
     assert not temp.ok and any(v.finding and v.finding.invariant == "ATOMIC-DIR" for v in temp.verdicts)
-    assert "ATOMIC-DIR" in matrix.explain("temp in /tmp")
+    told = matrix.explain("temp in /tmp")
+    assert "PARSE broken" in told or "ATOMIC-DIR" in told, told
+    replaced = matrix.row("replace from /tmp")
+    assert not replaced.ok and "Invalid cross-device link" in (replaced.error or "")
 
 
 def test_a_loop_that_raises_is_a_row_with_an_error():

@@ -720,6 +720,9 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
             # A second run is a new process after the crash: it starts from what a fresh import of the
             # learner's file holds (a counter that names temp files starts again at 0 there), never
             # from what the first run left in memory (grader.engine.fresh).
+            # Names from the run are checked here, before any process lays them out: a refusal is the
+            # exploration's error (a broken run), not something the second run did.
+            layout.check_names(state.files, state.dirs)
             try:
                 rec, _returned, error = fresh.run_fresh(_second_run, run, scenario, again_dir, folder_arg, timeout,
                                                         dict(state.files), tuple(state.dirs), before, timeout=timeout)
