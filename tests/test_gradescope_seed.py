@@ -36,8 +36,22 @@ import os as _os
 _real_run = run_agent
 
 
+def _ancestors():
+    pids, pid = set(), _os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            with open(f"/proc/{{pid}}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
 def _hunt():
-    found = []
+    # The seed's value anywhere; the words --seed on the command lines of this run's own processes
+    # (other jobs on a shared machine may use the option for their own ends).
+    found, mine = [], _ancestors()
     for path in [{private!r}, {script!r}] + _glob.glob("/proc/[0-9]*/cmdline") + _glob.glob("/proc/[0-9]*/environ"):
         try:
             with open(path, "rb") as f:
@@ -46,7 +60,8 @@ def _hunt():
             continue
         if path == {private!r}:
             found.append("private.json is still there")
-        if {seed!r}.encode() in text or b"--seed" in text:
+        ours = not path.startswith("/proc/") or int(path.split("/")[2]) in mine
+        if {seed!r}.encode() in text or (ours and b"--seed" in text):
             found.append(path)
     return found
 
