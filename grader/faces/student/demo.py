@@ -17,10 +17,10 @@ from grader.levels import manifest as manifest_mod
 DEMO_INTRO = """\
 crashcourse demo: where a crash lands in an agent loop, and what a resume would find there.
 
-Each level's loop runs once on a scripted model (no network, no key) while every file operation is
-recorded; the grader then rebuilds checkpoint.json as a crash at each point would leave it. Rows are
-crash points in the loop's words; cells say what a resume would find. Left: the broken starter you
-get.{right}
+Each level's code runs on a scripted model (no network, no key) while every file operation is
+recorded; the grader then rebuilds the files as a crash at each point would leave them. Rows are the
+places a crash can land (or, for a level of named checks, its checks), in the level's own words;
+cells say what a resume would find. Left: the broken starter you get.{right}
 """
 
 
@@ -100,7 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if first is not None:
         n = first.number
         say(f"Your turn: read {first.folder}/{first.readme}, open {first.folder}/{first.files[0]}, then run\n"
-             f"  pytest {first.folder}      the grader (red until your code survives every crash)\n"
+             f"  pytest {first.folder}      the grader (red until every check of the level passes)\n"
              f"  crashcourse check {n}          the same tests plus your crash matrix, first failure in full\n"
              f"  crashcourse hint {n}           a nudge: a question first, then where to look, then the API\n"
              f"  crashcourse watch {n}          check again every time you save")
