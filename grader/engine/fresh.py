@@ -61,13 +61,9 @@ def server_pid() -> Optional[int]:
 
 # -- the server --------------------------------------------------------------------------------------------
 
-def _read_exact(fd: int, n: int, deadline: Optional[float] = None) -> bytes:
+def _read_exact(fd: int, n: int) -> bytes:
     chunks, got = [], 0
     while got < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
         chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
             raise EOFError
@@ -213,15 +209,24 @@ def _serve(requests: int, replies: int) -> None:
             answer, status = _answer_of(child, out_r, deadline)
         finally:
             os.close(out_r)
+        reaped = status is not None
         if answer is None:
-            if status is None:
+            if not reaped:
                 _, status = os.waitpid(child, 0)
+                reaped = True
             answer = pickle.dumps(("died", _exit_words(status, hard)))
-            status = -1  # reaped
         _write_all(replies, _REPLY.pack(len(answer), tag) + answer)
         spare = _spare(requests, replies)  # while the caller reads the answer
-        if status is None:
+        if not reaped:
             os.waitpid(child, 0)
+
+
+def _whole(got: bytearray) -> Optional[bytes]:
+    """The answer in ``got`` (its size first), or None while part of it is still to come."""
+    if len(got) < _HEADER.size:
+        return None
+    size, = _HEADER.unpack_from(got)
+    return bytes(got[_HEADER.size:_HEADER.size + size]) if len(got) - _HEADER.size >= size else None
 
 
 def _answer_of(child: int, out_r: int, deadline: Optional[float]) -> tuple[Optional[bytes], Optional[int]]:
@@ -230,8 +235,9 @@ def _answer_of(child: int, out_r: int, deadline: Optional[float]) -> tuple[Optio
     process the child started and left running (and which holds the pipe) cannot make this wait."""
     got = bytearray()
     while True:
-        if len(got) >= _HEADER.size and len(got) >= _HEADER.size + _HEADER.unpack_from(got)[0]:
-            return bytes(got[_HEADER.size:_HEADER.size + _HEADER.unpack_from(got)[0]]), None
+        answer = _whole(got)
+        if answer is not None:
+            return answer, None
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             os.kill(child, signal.SIGKILL)
@@ -249,9 +255,7 @@ def _answer_of(child: int, out_r: int, deadline: Optional[float]) -> tuple[Optio
                 if not chunk:
                     break
                 got += chunk
-            size = _HEADER.unpack_from(got)[0] if len(got) >= _HEADER.size else -1
-            whole = 0 <= size <= len(got) - _HEADER.size
-            return (bytes(got[_HEADER.size:_HEADER.size + size]) if whole else None), status
+            return _whole(got), status
 
 
 def _exit_words(status: int, hard: Optional[float]) -> str:

@@ -209,6 +209,7 @@ class KernelTrace:
         # inherited descriptor shares its open file with the parent's). ``fds`` is the table of the
         # thread whose line is being read; fd 5 in one process is not fd 5 in another.
         self.fds: dict[int, list] = {}
+        self._root = self.fds  # the first process's table, and that of any process whose start the trace missed
         self.tables: dict[str, dict[int, list]] = {}  # pid (a thread's id, as strace prints it) -> its table
         # Folders the trace saw made (mkdir), under the names they have now: a folder made, fsynced and
         # renamed into place is no longer where it was made by the time the judge could look.
@@ -428,7 +429,7 @@ class KernelTrace:
             self._emit("close", api="close", path=entry[0], handle=entry[2])
 
     def _all_tables(self) -> list:
-        seen: dict = {id(self.fds): self.fds}
+        seen: dict = {id(self._root): self._root}
         for table in self.tables.values():
             seen.setdefault(id(table), table)
         return list(seen.values())
@@ -440,15 +441,12 @@ class KernelTrace:
         if table is None:
             parent = next((p for p, text in self.pending.items() if text.startswith(tuple(f"{n}(" for n in _CLONES))),
                           None)
-            if parent is not None:
-                table = self._child_table(parent, "CLONE_FILES" in self.pending[parent])
-            else:  # the first process, or one whose start the trace did not show: the first's table
-                table = self.tables.get(self.first_pid, self.fds) if self.tables else self.fds
+            table = self._root if parent is None else self._child_table(parent, "CLONE_FILES" in self.pending[parent])
             self.tables[pid] = table
         return table
 
     def _child_table(self, parent: str, shared: bool) -> dict:
-        table = self.tables.setdefault(parent, self.fds if not self.tables else {})
+        table = self.tables.get(parent, self._root)
         return table if shared else dict(table)
 
     def _cloned(self, parent: str, child: str, shared: bool) -> None:

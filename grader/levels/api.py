@@ -43,8 +43,8 @@ from grader.engine.checkpoint import (clone, compute_reference_saves, exactly_sa
                                       snapshot, spend, tool_result_ids, tool_result_message, tool_use_blocks)
 from grader.engine.conversations import register_kind, result_strategy, usage_strategy
 from grader.engine.crash_models import crash_states
-from grader.engine.explore import (Exploration, Violation, at_point, check_trace, describe_bytes, explore_loop,
-                                   folder_in, parent_exists, record_run, recorded_run, rerun_after_crashes,
+from grader.engine.explore import (Exploration, Violation, at_point, check_trace, crossed_file_systems,
+                                   describe_bytes, explore_loop, folder_in, parent_exists, record_run, recorded_run, rerun_after_crashes,
                                    scratch_root, short_traceback, windows_for, working_in)
 from grader.engine.forwarded import free_fsync
 from grader.engine.fresh import FreshProcessDied, run_fresh, served_here
@@ -99,7 +99,7 @@ __all__ = [
     # recording and crashing a loop
     "explore_loop", "record_run", "recorded_run", "check_trace", "rerun_after_crashes", "crash_states",
     "windows_for", "Exploration", "Violation", "at_point", "describe_bytes", "MODEL_NAMES", "NESTED_FOLDER",
-    "ABSOLUTE_FOLDER",
+    "ABSOLUTE_FOLDER", "crossed_file_systems",
     # the invariants
     "check", "parse", "parse_cached", "shape_finding", "no_checkpoint", "Finding", "Window",
     # the checkpoint protocol

@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
-import errno
 import json
 import os
 import pickle
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from grader.levels import api
-from grader.levels.api import (CHECKPOINT_NAME, field_problems, FIELDS, FreshProcessDied, from_turns, Hang, hang_mark,
+from grader.levels.api import (CHECKPOINT_NAME, crossed_file_systems, field_problems, FIELDS, FreshProcessDied, from_turns, Hang, hang_mark,
                                hangs_since, initial_state, KnownHang, LevelModule, loop_timeout, LoopTimeout,
                                pending_record, read_or_none, run_fresh, served_here,
                                reference_saves, Scenario, ScriptedModelError, ScriptedToolError, snapshot, spend,
@@ -231,7 +230,7 @@ def crash_run(save_checkpoint: Callable, scenario: Scenario, workdir: str, crash
 
 
 def _why_save_raised(exc: Exception) -> str:
-    if isinstance(exc, OSError) and (exc.errno == errno.EXDEV or f"[Errno {errno.EXDEV}] " in str(exc)):
+    if crossed_file_systems(exc):
         return ("make the temp file in the checkpoint's own folder (pass dir=directory to tempfile, or build its path "
                 "with os.path.join(directory, ...)): the system temp folder, /tmp on Linux, is a file system of its own "
                 "on most machines and in the grader's box, and a rename cannot move a file from one file system to "
