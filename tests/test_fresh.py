@@ -100,6 +100,22 @@ def test_a_box_swept_in_this_process_leaves_the_fork_server(learner):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_spare_child_killed_from_outside_is_replaced(learner):
+    # The server forks its next child ahead of the next job; one killed while it waits (by a sweep that
+    # looked before it was forked, or by the machine) must not take a job and fail it.
+    import signal
+    from grader.grading import sandbox
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+    time.sleep(0.3)  # the child that answered has ended; the next one is forked and waiting
+    spares = sandbox.descendants(fresh.server_pid())
+    assert spares
+    for pid in spares:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.05)
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
 def test_a_hang_in_a_fresh_process_is_known_here(learner):
     mark = hangs.hang_mark()
     assert fresh.run_fresh(_stuck, learner.spin).startswith("stopped: learner.py, line")

@@ -198,6 +198,10 @@ def _serve(requests: int, replies: int) -> None:
             return
         size, hard, tag = _REQUEST.unpack(head)
         request = _read_exact(requests, size)
+        if os.waitpid(spare[0], os.WNOHANG)[0]:  # the spare died waiting (killed from outside): a new one
+            for fd in spare[1:]:
+                os.close(fd)
+            spare = _spare(requests, replies)
         child, in_w, out_r = spare
         try:
             _write_all(in_w, _HEADER.pack(size) + request)

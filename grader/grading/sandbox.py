@@ -290,14 +290,15 @@ def kill_tree(token: str, root_pid: Optional[int] = None, session: Optional[int]
     """Kill the box's processes until none is left: its session, ``root_pid``'s descendants, the marked."""
     keep = set(keep) | {os.getpid()}
     server = fresh.server_pid()
-    if server is not None:  # this process's fork server is the kit's, not the box's
-        keep |= {server} | set(descendants(server))
     killed = 0
     for attempt in range(50):
         targets = set(marked(token, home))
         if root_pid is not None:
             targets.update(descendants(root_pid))
-        targets -= keep
+        # This process's fork server is the kit's, not the box's; it forks a new spare child at any
+        # moment, so its children are looked for again on every pass.
+        mine = {server} | set(descendants(server)) if server is not None else set()
+        targets -= keep | mine
         if session is not None:
             try:
                 os.killpg(session, signal.SIGKILL)
