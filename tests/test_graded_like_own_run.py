@@ -2,16 +2,19 @@
 the learner's own ``pytest``, compared.
 
 A probe (the level's solution, plus a look around) reports what it sees: its environment, the
-machine's name, its user, its interpreter's flags and command line, pytest's variables. Run under
-``pytest exercises/level2`` and under ``grade``, the two must agree, except for what a box cannot
-hide and the README names (a pid namespace: the code is pid 2 with bwrap as its parent; uid 1000
-and no entry for it in ``/etc/passwd``; ``python -S``; pytest not loaded in the box's process).
+machine's name, its user and its passwd entry, its interpreter's flags and command line, what
+``site`` gives a run, pytest's variables, its HOME and its own folder. Run under ``pytest
+exercises/level2`` and under ``grade``, the two must agree, except for what a box cannot hide and
+the README names (a pid namespace: the code is pid 2 with bwrap as its parent; pytest not loaded in
+the box's process).
 
 On level 3, a check that needs a fault (an fsync that fails, a folder that cannot be opened) runs
 the same steps in a fresh worker without the fault and then with it, the fault made by the kernel.
-A probe there compares everything it can see in each worker with what it saw in the others (kept
-in a file in its HOME, which outlives a worker) and raises at once if anything differs: none does,
-so it earns the full marks of the solution it wraps.
+The probe there leaves a note, at the first save into each folder, wherever a later worker could
+find it (its HOME, its own folder, the temp folder, the folder above the checkpoint folder) and
+prints, for each such save, a digest of everything it sees and how many notes of other workers it
+found. Every worker must see the same, and the runs of one check's steps (with the fault and
+without) the same notes: a count kept in files cannot tell the run with the fault.
 """
 
 from __future__ import annotations
@@ -33,15 +36,30 @@ KIT = Path(__file__).resolve().parent.parent
 OBSERVE = '''
 
 def _observe():
-    import getpass, os, socket, sys
+    import builtins, getpass, grp, os, pwd, socket, sys
     try:
         user = getpass.getuser()
     except Exception as exc:  # noqa: BLE001
         user = "(" + type(exc).__name__ + ")"
+    try:
+        entry = pwd.getpwuid(os.getuid())
+        entry = [entry.pw_name, entry.pw_dir, entry.pw_shell]
+    except KeyError:
+        entry = None
+    try:
+        group = grp.getgrgid(os.getgid()).gr_name
+    except KeyError:
+        group = None
+    home = os.path.expanduser("~")
     return {"env": {k: v for k, v in os.environ.items()}, "host": socket.gethostname(), "uid": os.getuid(),
-            "user": user, "pid": os.getpid(), "ppid": os.getppid(), "argv0": os.path.basename(sys.argv[0]),
+            "user": user, "passwd": entry, "group": group, "pid": os.getpid(), "ppid": os.getppid(),
+            "argv0": os.path.basename(sys.argv[0]),
             "flags": sorted(f for f in ("isolated", "no_site", "ignore_environment", "no_user_site", "safe_path",
                                         "optimize", "inspect", "verbose") if getattr(sys.flags, f, 0)),
+            "site": sorted(n for n in ("exit", "quit", "help", "copyright", "credits", "license")
+                           if hasattr(builtins, n)),
+            "home_entries": sorted(os.listdir(home)) if os.path.isdir(home) else None,
+            "folder_entries": sorted(os.listdir(os.path.dirname(os.path.abspath(__file__)))),
             "hash_randomized": bool(sys.flags.hash_randomization), "pytest": "pytest" in sys.modules}
 '''
 
@@ -51,20 +69,31 @@ def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
     raise RuntimeError("PROBE " + __import__("json").dumps(_observe()) + " END")
 '''
 
-# Level 3: every worker's view, compared with every other's, at every save.
+# Level 3: at the first save into each folder, a note left wherever a later worker could find it, and
+# a line saying what this process sees (a digest) and how many notes of other workers it found there.
 LEVEL3_PROBE = OBSERVE + '''
 
+import hashlib as _hashlib
 import json as _json
+import tempfile as _tempfile
 
-_ME = os.urandom(8).hex()  # this process (every worker is pid 2 in its own pid namespace)
-# In HOME, which every worker of a submission shares (each box has a /tmp of its own).
-_NOTES = os.path.join(os.path.expanduser("~"), "probe-notes.jsonl")
+_ME = os.urandom(8).hex()
+_NOTED = set()
 _real_save = save_checkpoint
+
+
+def _worker():
+    # The box's first process (bwrap) and its start: the same for a worker and every process it forks.
+    with open("/proc/1/stat") as f:
+        data = f.read()
+    return data[data.rindex(")") + 2:].split()[19]
 
 
 def _view():
     seen = _observe()
     seen["env"].pop("PYTEST_CURRENT_TEST", None)  # names the test running: differs from test to test
+    for key in ("pid", "ppid", "home_entries", "folder_entries"):  # a fork of the worker has its own pid, and its notes
+        seen.pop(key)
     with open("/proc/self/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
     for key in ("TracerPid", "Seccomp", "NoNewPrivs", "CapEff", "CapBnd", "Uid", "Gid", "Groups"):
@@ -73,27 +102,31 @@ def _view():
     seen["limits"] = [resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n.startswith("RLIMIT_")]
     seen["umask"] = os.umask(0o022)
     os.umask(seen["umask"])
-    seen["fds"] = sorted(os.listdir("/proc/self/fd"))
     with open("/proc/self/mountinfo") as f:
         seen["mounts"] = sorted(" ".join(line.split()[3:5]) for line in f)
-    seen["threads"] = len(os.listdir("/proc/self/task"))
     return seen
 
 
 def save_checkpoint(state, directory="checkpoints"):
-    mine = _view()
-    others = []
-    if os.path.exists(_NOTES):
-        with open(_NOTES) as f:
-            others = [_json.loads(line) for line in f if line.strip()]
-    for other in others:
-        if other["me"] != _ME:
-            differs = sorted(k for k in mine if _json.dumps(mine[k], sort_keys=True) != _json.dumps(other["seen"][k], sort_keys=True))
-            if differs:
-                raise RuntimeError("TOLD " + ", ".join(f"{k}: {other['seen'][k]} then {mine[k]}" for k in differs))
-    if not any(o["me"] == _ME for o in others):
-        with open(_NOTES, "a") as f:
-            f.write(_json.dumps({"me": _ME, "seen": mine}) + "\\n")
+    if directory not in _NOTED:
+        _NOTED.add(directory)
+        mine = _worker()
+        places = {"folder": os.path.dirname(os.path.abspath(__file__)), "home": os.path.expanduser("~"),
+                  "parent": os.path.dirname(os.path.abspath(directory)), "tmp": _tempfile.gettempdir()}
+        found = []
+        for name, place in sorted(places.items()):
+            try:
+                notes = [n for n in os.listdir(place) if n.startswith(".probe-")]
+            except OSError:
+                notes = []
+            found.append(str(min(9, sum(n.split("-")[1] != mine for n in notes))))
+            try:
+                open(os.path.join(place, ".probe-" + mine + "-" + _ME), "w").close()
+            except OSError:
+                pass
+        digest = _hashlib.sha256(_json.dumps(_view(), sort_keys=True).encode()).hexdigest()[:8]
+        where = _hashlib.sha256(os.path.abspath(directory).encode()).hexdigest()[:6]
+        print("V w=" + mine + " d=" + where + " v=" + digest + " o=" + "".join(found), flush=True)
     return _real_save(state, directory)
 '''
 
@@ -114,6 +147,31 @@ def _grade(tmp_path: Path, level: int, source: str) -> dict:
                           env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(out.read_text())["submissions"][0]
+
+
+JUDGE = """
+import json, os, shutil, sys, tempfile
+from grader.grading import bubblewrap, sandbox
+from grader.grading.judge import run_judge
+root = tempfile.mkdtemp(prefix="judge-")
+shutil.copytree(sys.argv[1], os.path.join(root, "submission"))
+sandbox.set_subreaper()
+bubblewrap.private_disk(root, bubblewrap.Limits().disk)  # as a batch's judge does (batch._start)
+result = run_judge(sys.argv[2], os.path.join(root, "submission"), root, "probe", timeout=60, examples=1,
+                   student="probe", boxed=True)
+print("RESULT " + json.dumps(result))
+"""
+
+
+def _judge(tmp_path: Path, level: int, source: str) -> dict:
+    """One submission through the judge a batch forks, with what it printed (no report format carries that)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "agent.py").write_text(source)
+    done = subprocess.run([sys.executable, "-c", JUDGE, str(tmp_path / "sub"), str(KIT / "exercises" / f"level{level}")],
+                          capture_output=True, text=True, timeout=600, cwd=KIT, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    m = re.search(r"^RESULT (.*)$", done.stdout, re.M)
+    assert m, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(m.group(1))
 
 
 def _probe(text: str) -> dict:
@@ -153,46 +211,111 @@ def test_level2_code_sees_the_same_under_grade_as_under_its_own_pytest(tmp_path)
     assert graded["host"] == own["host"]
     assert not graded["user"].startswith("(")  # getpass.getuser() answers, as on any machine
     assert graded["argv0"] == own["argv0"] == "__main__.py"  # pytest's entry point, not -c
+    # The box's uid has its entry in /etc/passwd (its HOME) and a group, as on any machine.
+    assert graded["passwd"] is not None and graded["passwd"][:2] == [graded["user"], graded["env"]["HOME"]]
+    assert graded["group"] is not None
+    # No `python -S` or -I: sys.flags as in the learner's own run, and what site gives any run.
+    assert graded["flags"] == own["flags"] == []
+    assert graded["site"] == own["site"] == ["copyright", "credits", "exit", "help", "license", "quit"]
+    # The first worker starts from an empty HOME and the folder as handed in.
+    assert graded["home_entries"] == [] and graded["folder_entries"] == ["agent.py"]
     # What a box cannot hide, as the README says: a pid namespace (the code is pid 2 under bwrap),
-    # the box's uid, `python -S`, and no pytest in the box's process.
+    # the box's uid, and no pytest in the box's process.
     assert (graded["pid"], graded["ppid"]) == (2, 1)
     assert graded["uid"] == 1000
-    assert graded["flags"] == ["no_site"] and own["flags"] == []
     assert (graded["pytest"], own["pytest"]) == (False, True)
+
+
+LINE = re.compile(r"^V w=(\S+) d=(\S+) v=(\S+) o=(\d{4})$", re.M)
+
+
+def _lines(text: str) -> list:
+    return LINE.findall(text)
 
 
 @pytest.mark.bubblewrap  # tests/conftest.py: SYSTEM_MARKERS
 def test_a_level3_fault_run_looks_like_every_other_run(tmp_path):
     """Under grade, every worker of the submission (the plain runs, each fault check's run without the
-    fault and its run with it) sees the same: a probe that compares them all, and raises on any
-    difference, earns the 10 of the solution it wraps."""
+    fault and its run with it) sees the same, and the runs of one check's steps find the same notes
+    from other workers in HOME, the code's folder, the temp folder and the folder above the
+    checkpoints: none, but for notes left before the check began. The probe earns the 10 of the
+    solution it wraps."""
     _box_or_skip()
     source = (KIT / "solutions" / "level3" / "agent.py").read_text() + LEVEL3_PROBE
-    graded = _grade(tmp_path, 3, source)
+    graded = _judge(tmp_path, 3, source)
     text = (graded["error"] or "") + "\n".join(t["output"] for t in graded["tests"])
-    assert "TOLD" not in text, text[:3000]
     assert (graded["status"], graded["score"]) == ("passed", 10.0), text[:3000]
+    out = graded["stdout"]
+    assert "more characters" not in out, out[-500:]  # every line is there
+    lines = _lines(out)
+    assert len({w for w, _, _, _ in lines}) >= 4, out  # the plain runs and each check's runs: many workers
+    assert len({v for _, _, v, _ in lines}) == 1, out  # every process sees the same
+    by_folder: dict = {}
+    for worker, folder, _, notes in lines:
+        by_folder.setdefault(folder, set()).add((worker, notes))
+    repeated = {f: runs for f, runs in by_folder.items() if len({w for w, _ in runs}) > 1}
+    assert repeated, out  # some check ran its steps in more than one worker (without the fault, then with it)
+    for folder, runs in repeated.items():
+        assert len({notes for _, notes in runs}) == 1, (folder, runs)
+    # HOME, the code's folder and /tmp start empty in every worker: no note of another worker there.
+    assert all(notes[:2] + notes[3] == "000" for _, _, _, notes in lines), out
 
 
-def test_the_level3_probe_tells_two_different_views_apart(tmp_path):
-    """The probe above is not blind: given a note from a worker that saw another environment, it raises."""
+def test_the_level3_probe_sees_notes_and_changes(tmp_path):
+    """The probe above is not blind: a second process whose worker differs finds the first one's notes
+    in every place (all shared here, as they were under grade before each worker started afresh),
+    and a view with one more variable has another digest."""
     source = (KIT / "solutions" / "level3" / "agent.py").read_text() + LEVEL3_PROBE
-    (tmp_path / "agent.py").write_text(source)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "agent.py").write_text(source)
     code = f"""
-import importlib.util, json, os, sys
-spec = importlib.util.spec_from_file_location("probe", {str(tmp_path / "agent.py")!r})
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
-seen = probe._view()
-seen["env"]["CRASHCOURSE_FAULT"] = "fsync"
-with open(probe._NOTES, "w") as f:
-    f.write(json.dumps({{"me": "another", "seen": seen}}) + "\\n")
-try:
-    probe.save_checkpoint({{"version": 1}}, {str(tmp_path / "ck")!r})
-except RuntimeError as exc:
-    print(exc)
+import importlib.util, os
+for worker, extra in (("111", None), ("222", None), ("333", "1")):
+    if extra:
+        os.environ["SOMETHING_NEW"] = extra
+    spec = importlib.util.spec_from_file_location("probe" + worker, {str(tmp_path / "sub" / "agent.py")!r})
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    probe._worker = lambda worker=worker: worker
+    probe.save_checkpoint({{"version": 1}}, {str(tmp_path / "work" / "ck")!r})
 """
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "tmp").mkdir()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, HOME=str(tmp_path)))
-    assert done.stdout.startswith("TOLD env:"), done.stdout + done.stderr
-    shutil.rmtree(tmp_path / "ck", ignore_errors=True)
+                          env=dict(os.environ, HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp")))
+    lines = _lines(done.stdout)
+    assert len(lines) == 3, done.stdout + done.stderr
+    assert [notes for _, _, _, notes in lines] == ["0000", "1111", "2222"]
+    assert lines[0][2] == lines[1][2] != lines[2][2]
+
+
+COUNTS = KIT / "tests" / "corpus" / "hostile" / "level3" / "counts_its_runs.py"
+
+
+@pytest.mark.bubblewrap  # tests/conftest.py: SYSTEM_MARKERS
+def test_code_that_counts_its_runs_in_files_gets_what_it_deserves_under_grade_and_its_own_pytest(tmp_path):
+    """The hostile corpus's counts_its_runs swallows a failed fsync unless notes left in files (HOME, its
+    folder, the temp folder, the folder above the checkpoints) say another process saved into the same
+    folder before it, which it takes for the grader's run with the fault. Under its own pytest and
+    under grade alike, it fails the failed-fsync check alone: 9 of 10."""
+    _box_or_skip()
+    graded = _grade(tmp_path, 3, COUNTS.read_text())
+    failed = {t["name"]: t["output"] for t in graded["tests"] if t["status"] != "passed"}
+    assert list(failed) == ["test_a_failed_fsync_is_not_swallowed"], failed
+    # The first fault of the check already finds it out (the file's fsync failing every time: that
+    # check's run without the fault ran in the same folder first, and notes that outlived it fooled it).
+    first = "When fsync of the file it wrote fails, save_checkpoint must raise"
+    assert failed["test_a_failed_fsync_is_not_swallowed"].startswith(first), failed
+    assert "reported an I/O error, yet save_checkpoint returned" in failed["test_a_failed_fsync_is_not_swallowed"]
+    assert (graded["score"], graded["max_score"]) == (9.0, 10.0)
+
+    folder = tmp_path / "own" / "counts"
+    folder.mkdir(parents=True)
+    shutil.copy(COUNTS, folder / "agent.py")
+    env = dict(os.environ, HOME=str(tmp_path / "own"), TMPDIR=str(tmp_path))
+    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level3/test_agent.py",
+                          "-k", "fsync or folder_cannot", "--submission", str(folder)],
+                         capture_output=True, text=True, timeout=300, cwd=KIT, env=env)
+    assert "1 failed" in own.stdout and "test_a_failed_fsync_is_not_swallowed" in own.stdout, own.stdout[-3000:]
+    assert first in own.stdout, own.stdout[-3000:]

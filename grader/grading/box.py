@@ -11,7 +11,9 @@ import contextlib
 import fcntl
 import os
 import select
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -59,6 +61,8 @@ class Box:
         self.output_dropped = 0
         self.load_failures: dict[str, str] = {}
         self.calls = 0
+        # The folder as handed in, taken before any of its code runs: every worker starts from it.
+        self.pristine = Pristine(self.folder)
         # Whether each worker runs under strace (grader.grading.kernel_trace), and if not, why not.
         self.kernel_problem = kernel_trace.problem()
 
@@ -103,6 +107,166 @@ class Box:
         return killed
 
 
+def fresh_folder(path: str) -> None:
+    """An empty folder at ``path``, whatever a worker left there (never following a link)."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            _remove_tree(path)
+        else:
+            os.unlink(path)
+    os.makedirs(path, exist_ok=True)
+
+
+def _remove_tree(path: str) -> None:
+    """``shutil.rmtree``, also where the code took its own write permission away from a folder in it."""
+    def retry(func, name, _exc) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(os.lstat(name).st_mode):
+                os.chmod(name, 0o700)
+        if func is os.rmdir and stat.S_ISDIR(os.lstat(name).st_mode):
+            shutil.rmtree(name, onerror=retry)  # emptied only now that it can be read
+        else:
+            func(name)
+    shutil.rmtree(path, onerror=retry)
+
+
+KEEP = ("keep",)  # Pristine: an entry the judge could not read, so it leaves it as it finds it
+
+
+class Pristine:
+    """The submission's folder as handed in, kept by the judge: :meth:`restore` puts it back.
+
+    Under the learner's own pytest the code's folder is writable and outlives a test, but under
+    ``grade`` a worker is one of several (the plain runs, and for a fault check its run without the
+    fault, then with it): a file left beside the code would let it count them, and tell a run with
+    a fault from the same steps run without one. So every worker sees the folder as handed in. Only
+    what changed is put back, so an untouched file keeps its inode and times.
+    """
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.mode = stat.S_IMODE(os.lstat(folder).st_mode)
+        self.entries: dict = {}  # relative name -> (mode, None) for a folder, (mode, bytes, times, signature) for a file
+        for parent, dirs, files in os.walk(folder):
+            for name in dirs + files:
+                path = os.path.join(parent, name)
+                st = os.lstat(path)
+                rel = os.path.relpath(path, folder)
+                if stat.S_ISDIR(st.st_mode):
+                    self.entries[rel] = (stat.S_IMODE(st.st_mode), None, None, None)
+                elif stat.S_ISREG(st.st_mode):
+                    try:
+                        with open(path, "rb") as f:
+                            data = f.read()
+                    except OSError:  # a file the judge may not read (handed in with no permissions): left as is
+                        self.entries[rel] = KEEP
+                        continue
+                    self.entries[rel] = (stat.S_IMODE(st.st_mode), data, (st.st_atime_ns, st.st_mtime_ns),
+                                         _signature(st))
+
+    def restore(self) -> None:
+        folder = self.folder
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                os.unlink(folder)
+        os.makedirs(folder, exist_ok=True)
+        if stat.S_IMODE(os.lstat(folder).st_mode) != self.mode:
+            os.chmod(folder, self.mode)
+        for parent, dirs, files in os.walk(folder):
+            for name in list(dirs) + files:
+                path = os.path.join(parent, name)
+                st = os.lstat(path)
+                want = self.entries.get(os.path.relpath(path, folder))
+                if want is KEEP:
+                    continue
+                kept = want is not None and (stat.S_ISDIR(st.st_mode) if want[1] is None else
+                                             stat.S_ISREG(st.st_mode) and _signature(st) == want[3])
+                if kept and want[1] is None and stat.S_IMODE(st.st_mode) != want[0]:
+                    os.chmod(path, want[0])
+                if kept:
+                    continue
+                if name in dirs:
+                    dirs.remove(name)  # not walked into: it goes, or is replaced, whole
+                if stat.S_ISDIR(st.st_mode):
+                    _remove_tree(path)
+                else:
+                    os.unlink(path)
+        for rel, entry in sorted(self.entries.items()):
+            path = os.path.join(folder, rel)
+            if entry is KEEP or os.path.lexists(path):
+                continue
+            mode, data, times, _ = entry
+            if not os.path.isdir(os.path.dirname(path)):
+                continue
+            if data is None:
+                os.mkdir(path, mode)
+                os.chmod(path, mode)
+                continue
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            os.utime(path, ns=times, follow_symlinks=False)
+            self.entries[rel] = (mode, data, times, _signature(os.lstat(path)))
+
+
+def listing(root: str, skip: tuple) -> dict:
+    """Every entry under ``root`` (relative name -> its kind, and a file's signature), not looking into ``skip``."""
+    seen: dict = {}
+    skip = tuple(os.path.realpath(p) for p in skip)
+    for parent, dirs, files in os.walk(root):
+        for name in list(dirs) + files:
+            path = os.path.join(parent, name)
+            if path in skip:
+                if name in dirs:
+                    dirs.remove(name)
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(path)
+                seen[os.path.relpath(path, root)] = _signature(st) if stat.S_ISREG(st.st_mode) else stat.S_IFMT(st.st_mode)
+    return seen
+
+
+def sweep(root: str, before: dict, skip: tuple) -> list:
+    """Remove what was made under ``root`` since ``before`` (:func:`listing`), outside ``skip``.
+
+    Returns the files of ``before`` that have changed since, which cannot be put back."""
+    changed = []
+    skip = tuple(os.path.realpath(p) for p in skip)
+    for parent, dirs, files in os.walk(root):
+        for name in list(dirs) + files:
+            path = os.path.join(parent, name)
+            if path in skip:
+                if name in dirs:
+                    dirs.remove(name)
+                continue
+            rel = os.path.relpath(path, root)
+            st = os.lstat(path)
+            now = _signature(st) if stat.S_ISREG(st.st_mode) else stat.S_IFMT(st.st_mode)
+            was = before.get(rel)
+            if was is None or type(was) is not type(now) or (not isinstance(now, tuple) and was != now):
+                if name in dirs:
+                    dirs.remove(name)
+                if stat.S_ISDIR(st.st_mode):
+                    _remove_tree(path)
+                else:
+                    os.unlink(path)
+            elif was != now:
+                changed.append(rel)
+    return changed
+
+
+def _signature(st: os.stat_result) -> tuple:
+    """What changes when a file is written, replaced or has its mode changed (ctime moves with any of them)."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode
+
+
 class Worker:
     """The sandboxed process, and the two pipes to it (plus one for whatever it prints)."""
 
@@ -117,24 +281,33 @@ class Worker:
         traced = box.kernel_problem is None
         # The judge takes written bytes from the kernel trace.
         extra = ", '--bytes', 'kernel'" if traced else ""
-        # -S: no site-packages .pth files run at start-up (they cost more than the rest of the start);
-        # the site-packages folders are still on the path, for a submission that imports a library.
-        # Not -I: its flags (sys.flags.isolated, safe_path...) would tell the code it is graded, and
-        # what -I guards against is not there (no PYTHON* variable in the box's environment, no
-        # user site without site); the working folder -c puts first on the path is taken off.
+        # Neither -S nor -I: their flags (sys.flags.no_site, isolated, safe_path) would tell the code
+        # it is graded, and -S would leave out what site gives any run (exit(), help(), the
+        # site-packages .pth files). Site's start costs about 5 ms more per worker
+        # (benchmarks/README.md). What -I guards against is not there: no PYTHON* variable in the
+        # box's environment, a fresh empty HOME (no user site). The working folder -c puts first on
+        # the path is taken off.
         code = (f"import sys, site; sys.path[:] = [{KIT_PARENT!r}] + [p for p in sys.path if p] "
-                f"+ site.getsitepackages(); "
+                f"+ [p for p in site.getsitepackages() if p not in sys.path]; "
                 f"from grader.grading.worker import main; "
                 f"main(['--read', '{to_worker_r}', '--write', '{from_worker_w}', '--folder', {box.folder!r}{extra}])")
         env = sandbox.scrubbed_env(box.root, box.token)
-        os.makedirs(env["HOME"], exist_ok=True)
+        # Every worker starts as a learner's first run does on a fresh machine: an empty HOME (also
+        # the working folder) and the submission's folder as handed in. Nothing one worker leaves
+        # there reaches the next, so no count of runs kept there says which run has a fault.
+        try:
+            fresh_folder(env["HOME"])
+            box.pristine.restore()
+        except OSError as exc:
+            raise Incident(box.incident(f"the grader could not give your code a fresh start ({exc}): what an "
+                                        "earlier run of it left could not be cleared")) from exc
         os.makedirs(env["TMPDIR"], exist_ok=True)
         if box.boxed:
             # The box's own /tmp (bubblewrap.command: a small tmpfs) is the system temp folder, a file
             # system apart from the submission's folder as on a usual machine: a temp file made there
             # cannot be renamed into the checkpoint folder (EXDEV), and shutil.move copies it instead.
             env["TMPDIR"] = "/tmp"
-        argv = [sys.executable, "-S", "-c", code]
+        argv = [sys.executable, "-c", code]
         pass_fds = (to_worker_r, from_worker_w)
         self.cgroup = None
         self.consumed = 0  # bytes of whole messages read from the worker (where the kernel trace must reach)

@@ -536,13 +536,55 @@ def hidden_kit() -> list[str]:
     return [kit] if os.path.isdir(kit) else []
 
 
+USER_NAME = sandbox.USER_NAME
+IDENTITY = "etc"  # the folder in a judge's root holding a box's /etc/passwd and /etc/group (covered in the box)
+
+
+def identity_files(home: str) -> dict:
+    """``/etc/passwd`` and ``/etc/group`` for a box, as a usual machine has them: the inside uid has an
+    entry (``pwd.getpwuid(os.getuid())`` answers, with the box's HOME), beside root and nobody."""
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    name, uid = USER_NAME, INSIDE_UID
+    passwd = (f"root:x:0:0:root:/root:{shell}\n"
+              "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+              f"{name}:x:{uid}:{uid}:{name},,,:{home}:{shell}\n")
+    group = f"root:x:0:\ndaemon:x:1:\nusers:x:100:{name}\nnogroup:x:65534:\n{name}:x:{uid}:\n"
+    return {"/etc/passwd": passwd.encode(), "/etc/group": group.encode()}
+
+
+def write_identity(root: str, home: str) -> dict:
+    """Write :func:`identity_files` into ``root``'s ``etc`` folder (the judge's; a box covers it) and return
+    where each is to be bound from (a path relative to ``root``). Written once: every worker's box
+    binds the same files, so none shows another."""
+    folder = os.path.join(root, IDENTITY)
+    os.makedirs(folder, exist_ok=True)
+    out = {}
+    for path, data in identity_files(home).items():
+        name = os.path.join(folder, os.path.basename(path))
+        try:
+            with open(name, "rb") as f:
+                same = f.read() == data
+        except OSError:
+            same = False
+        if not same:
+            with open(name, "wb") as f:
+                f.write(data)
+            os.chmod(name, 0o644)
+        out[path] = os.path.join(IDENTITY, os.path.basename(path))
+    return out
+
+
 def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Optional[int] = None,
-            also: tuple = (), uid: Optional[int] = None, staged: Optional[dict] = None) -> list[str]:
+            also: tuple = (), uid: Optional[int] = None, staged: Optional[dict] = None,
+            data: Optional[dict] = None) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in a box writable only at ``root``.
 
     ``also``: more folders bound read-only (none today: every check runs in the judge, outside).
     ``uid``: bwrap starts as this host uid (``setpriv`` drops root's to it first), and ``staged``
     says where each bound folder (and ``root``) can be reached from then on (see :func:`_launch`).
+    ``data``: files bound read-only in the box from ``root`` (path in the box -> a path relative to
+    ``root``, :func:`write_identity`); the folder they are in is covered.
     """
     staged = staged or {}
     args = ([shutil.which("setpriv") or "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups", "--"]
@@ -569,6 +611,8 @@ def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Opti
             args += ["--ro-bind", path, path]
     for path in ("/etc/ld.so.cache", "/etc/localtime"):
         args += ["--ro-bind-try", path, path]
+    for path, relative in (data or {}).items():
+        args += ["--ro-bind", os.path.join(staged.get(root, root), relative), path]
     python = [p for p in _python_paths() if p != "/usr" and not p.startswith("/usr/")]
     args += [w for p in python for w in ("--ro-bind", staged.get(p, p), p)]
     if any(KIT_PARENT.startswith(p + "/") for p in python):
@@ -584,7 +628,11 @@ def command(root: str, argv: list, *, cwd: str, limits: Limits, seccomp_fd: Opti
         args += ["--tmpfs", kit, "--remount-ro", kit]
     # The box's own root (a tmpfs bwrap makes, holding the mount points) is read-only once they are
     # made: the one writable folder, with its cap, and the small /tmp are all the code can write.
-    args += ["--bind", staged.get(root, root), root, "--remount-ro", "/", "--chdir", cwd]
+    args += ["--bind", staged.get(root, root), root]
+    for folder in sorted({os.path.dirname(relative) for relative in (data or {}).values()}):
+        # The code cannot change its own passwd there for the next worker (nor see it twice).
+        args += ["--tmpfs", os.path.join(root, folder), "--remount-ro", os.path.join(root, folder)]
+    args += ["--remount-ro", "/", "--chdir", cwd]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     return args + ["--"] + list(argv)
@@ -701,9 +749,12 @@ def _launch(root: str, argv: list, *, cwd: str, limits: Limits, cgroup: Optional
         place = _stage_place()
         for path in _bound(also) + [root]:
             staged.setdefault(path, f"{place}/crashcourse-box-{len(staged)}")
+    home = (popen.get("env") or {}).get("HOME")
+    data = write_identity(root, home) if home else {}
     fd = seccomp_fd()
     try:
-        cmd = command(root, argv, cwd=cwd, limits=limits, seccomp_fd=fd, also=also, uid=uid, staged=staged)
+        cmd = command(root, argv, cwd=cwd, limits=limits, seccomp_fd=fd, also=also, uid=uid, staged=staged,
+                      data=data)
         if wrap is not None:
             cmd = wrap(cmd, cwd)
         fds = tuple(pass_fds) + ((fd,) if fd is not None else ())

@@ -38,6 +38,7 @@ from typing import Iterable, Optional
 from grader.engine import fresh
 
 
+USER_NAME = "learner"  # the name a box's uid goes by (its USER, LOGNAME and /etc/passwd entry)
 PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
@@ -206,12 +207,13 @@ def scrubbed_env(root: str, token: str) -> dict:
     their HOME, a folder of the box's own, rather than by a variable of the grader's. No variable a
     learner's own pytest run would not have either (a fixed ``PYTHONHASHSEED``, say: hashing is
     randomised per process, as in any run), and a user name, so ``getpass.getuser()`` answers as on
-    any machine (the box's uid has no entry in its ``/etc/passwd``).
+    any machine (a bubblewrap box's ``/etc/passwd`` names its uid so, see
+    :func:`grader.grading.bubblewrap.identity_files`).
     """
     home, tmp = os.path.join(root, "home"), os.path.join(root, "tmp")
     _HOMES[token] = home
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "LANG": "C.UTF-8",
-            "USER": "learner", "LOGNAME": "learner"}
+            "USER": USER_NAME, "LOGNAME": USER_NAME}
 
 
 # -- finding and ending processes -------------------------------------------------------------------

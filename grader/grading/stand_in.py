@@ -31,7 +31,7 @@ from grader.engine.hangs import LoopTimeout
 from grader.engine.recorder import Op
 from grader.grading import faults, kernel_trace, wire
 from grader.grading.bubblewrap import read_box_file
-from grader.grading.box import Box, Incident, Worker
+from grader.grading.box import Box, Incident, Worker, listing, sweep
 from grader.grading.wire import Callback, Stand
 
 # The variables pytest sets in its own process while a test runs: the judge's are handed to the code.
@@ -82,6 +82,7 @@ class RemoteSubmission:
         self.folder = Path(folder)
         self.box = box
         self._baselines: dict = {}  # a fault check's run without the fault, by the key its steps share
+        self._world: Optional[tuple] = None  # while a fault check runs: the box's files before it, and what to skip
 
     def path(self, filename: str) -> Path:
         return self.folder / filename
@@ -127,6 +128,17 @@ class RemoteSubmission:
         wanted_fault = faults.Fault.from_dict(fault)
         if box.kernel_problem is not None:
             return self._run_patched(fault, steps, workdir)
+        # Every run of the steps starts from the same files: what a run made anywhere in the box's
+        # folder, outside the check's own (emptied) and those every worker gets afresh, is removed
+        # before the next, so no note left by the run without the fault says which run has it.
+        skip = (os.path.join(box.root, "home"), box.folder, os.fspath(workdir))
+        self._world = (listing(box.root, skip), skip)
+        try:
+            return self._run_with_fault(fault, steps, workdir, wanted_fault)
+        finally:
+            self._world = None
+
+    def _run_with_fault(self, fault: dict, steps: Callable, workdir: Any, wanted_fault: faults.Fault) -> faults.FaultRun:
         inject: list = []
         key = fault.get("baseline")  # steps that are the same as another check's: one run without the fault
         cached = self._baselines.get(key) if key is not None else None
@@ -168,6 +180,18 @@ class RemoteSubmission:
             box.worker.stop()
             box.worker = None
         saved = box.generation
+        if self._world is not None:
+            before, skip = self._world
+            try:
+                changed = sweep(box.root, before, skip)
+            except OSError as exc:
+                raise Incident(box.incident(f"the grader could not clear what your code's last run left before "
+                                            f"running the check's steps again ({exc})")) from exc
+            if changed:
+                raise Incident(box.incident(
+                    f"your code changed {changed[0]}, a file it did not make and outside the folders it was given, "
+                    "while the grader ran this check's steps. The check runs them more than once and each run must "
+                    "start from the same files, so the check could not be made"))
         worker = Worker(box, inject=inject)
         box.worker, box.generation = worker, next(_ATTEMPT_GENERATIONS)
         try:
