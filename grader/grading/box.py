@@ -283,8 +283,8 @@ class Worker:
         extra = ", '--bytes', 'kernel'" if traced else ""
         # Neither -S nor -I: their flags (sys.flags.no_site, isolated, safe_path) would tell the code
         # it is graded, and -S would leave out what site gives any run (exit(), help(), the
-        # site-packages .pth files). Site's start costs about 5 ms more per worker
-        # (benchmarks/README.md). What -I guards against is not there: no PYTHON* variable in the
+        # site-packages .pth files). Site's start costs about 6 ms more per worker
+        # (benchmarks/worker_start.py). What -I guards against is not there: no PYTHON* variable in the
         # box's environment, a fresh empty HOME (no user site). The working folder -c puts first on
         # the path is taken off.
         code = (f"import sys, site; sys.path[:] = [{KIT_PARENT!r}] + [p for p in sys.path if p] "

@@ -14,7 +14,8 @@ A box (one per worker process, see :class:`grader.grading.box.Worker`) is made b
   a wheel, the package holds the course under ``grader/kit`` (tests, and solutions in the
   instructor's wheel): an empty read-only folder covers it (:func:`hidden_kit`).
   The kit's ``.git``, ``solutions/``, ``tests/``, the instructor's home, other boxes, the reports
-  and the submissions folder are simply not there;
+  and the submissions folder are simply not there. ``/etc/passwd`` and ``/etc/group`` are small
+  files of the judge's naming the inside uid, as on a usual machine (:func:`identity_files`);
 * its own ``/proc`` (it sees only its own processes; ``/proc/sys`` hidden, since where a box must
   run as the host's uid 0, the kernel lets that uid write machine-wide settings there),
   a minimal ``/dev``, a small private ``/tmp``;
