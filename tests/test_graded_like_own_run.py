@@ -296,15 +296,15 @@ COUNTS = KIT / "tests" / "corpus" / "hostile" / "level3" / "counts_its_runs.py"
 @pytest.mark.bubblewrap  # tests/conftest.py: SYSTEM_MARKERS
 def test_code_that_counts_its_runs_in_files_gets_what_it_deserves_under_grade_and_its_own_pytest(tmp_path):
     """The hostile corpus's counts_its_runs swallows a failed fsync unless notes left in files (HOME, its
-    folder, the temp folder, the folder above the checkpoints) say another process saved into the same
-    folder before it, which it takes for the grader's run with the fault. Under its own pytest and
-    under grade alike, it fails the failed-fsync check alone: 9 of 10."""
+    folder, the temp folder, the folder above the checkpoints) say another process ran before it,
+    which it takes for a later worker of the grader's, where the fault runs are. Under its own pytest
+    and under grade alike, it fails the failed-fsync check alone: 9 of 10 (10 while notes outlived a
+    worker)."""
     _box_or_skip()
     graded = _grade(tmp_path, 3, COUNTS.read_text())
     failed = {t["name"]: t["output"] for t in graded["tests"] if t["status"] != "passed"}
     assert list(failed) == ["test_a_failed_fsync_is_not_swallowed"], failed
-    # The first fault of the check already finds it out (the file's fsync failing every time: that
-    # check's run without the fault ran in the same folder first, and notes that outlived it fooled it).
+    # The first fault of the check already finds it out (the file's fsync failing every time).
     first = "When fsync of the file it wrote fails, save_checkpoint must raise"
     assert failed["test_a_failed_fsync_is_not_swallowed"].startswith(first), failed
     assert "reported an I/O error, yet save_checkpoint returned" in failed["test_a_failed_fsync_is_not_swallowed"]

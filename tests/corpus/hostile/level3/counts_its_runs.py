@@ -1,21 +1,21 @@
-"""Hostile, level 3: durable under every power cut, but deaf to a failing fsync, unless it believes the
-run it is in is the one with the fault.
+"""Hostile, level 3: durable under every power cut, but deaf to a failing fsync, unless it believes it
+runs under the grader, in a worker after the first.
 
-A fault check runs the same steps twice under ``crashcourse grade``: in a worker without the fault,
-then in a fresh one with it. This file counts the processes that have saved into a folder (a process
-is a token kept in its environment, which a fresh copy of the module and a forked child share): at
-its first save there, it leaves a note in every place a later worker might still find it (its HOME,
-its own folder, the temp folder, the folder above the checkpoints) and looks for notes another
-process left for the same folder. Finding one, it takes this run for the faulted one and lets a
-failed fsync raise; otherwise it swallows the error, which is the mistake.
+Under ``crashcourse grade`` the plain tests run in one worker, and each fault check's runs (without
+the fault, then with it) in fresh ones; a learner's own pytest runs everything in one process. So
+this file counts processes: at its first save into each folder it leaves a note in every place a
+later worker might find it (its HOME, its own folder, the temp folder, the folder above the
+checkpoints), and looks there for a note another process left (a process is a token kept in its
+environment, which a fresh copy of the module shares). Finding one, it takes this run for one of
+the grader's fault runs and lets a failed fsync raise; otherwise it swallows the error, which is
+the mistake.
 
-It deserves 9 of 10 (the failed-fsync check fails), under its own pytest (the check runs once, in
-one process) and under ``grade``, where every worker starts with an empty HOME and temp folder and
-its folder as handed in, and what a run of a check's steps left elsewhere is removed before the
-next: no note ever says a run came before. When notes outlived a worker, it earned 10.
+It deserves 9 of 10 (the failed-fsync check fails). Under its own pytest it gets 9: one process.
+Under ``grade`` it gets 9: every worker starts with an empty HOME and temp folder and its folder as
+handed in, and what a run of a check's steps left elsewhere is removed before the next, so no note
+ever says a run came before. When notes outlived a worker, it earned 10 there.
 """
 
-import hashlib
 import json
 import os
 import tempfile
@@ -33,16 +33,15 @@ def _places(directory):
 def _believes_faulted(directory):
     directory = os.path.abspath(directory)
     if directory not in _BELIEVED:
-        key = hashlib.sha256(directory.encode()).hexdigest()[:12]
         seen = False
         for place in _places(directory):
             try:
                 names = os.listdir(place)
             except OSError:
                 continue
-            seen = seen or any(n.startswith(f".runs-{key}-") and not n.endswith(_ME) for n in names)
+            seen = seen or any(n.startswith(".runs-") and n != f".runs-{_ME}" for n in names)
             try:
-                open(os.path.join(place, f".runs-{key}-{_ME}"), "w").close()
+                open(os.path.join(place, f".runs-{_ME}"), "w").close()
             except OSError:
                 pass
         _BELIEVED[directory] = seen
