@@ -85,6 +85,24 @@ def _abspath(path: Any, dir_fd: Optional[int] = None) -> str:
     return os.path.abspath(path)
 
 
+def _reopened(full: str) -> str:
+    """The file an open of ``/proc/self/fd/N`` (or ``/proc/<this pid>/fd/N``, ``/dev/fd/N``) opens again.
+
+    The kernel follows such a name to the file behind descriptor N, whatever its name: writes through
+    it land in that file (an open with O_TRUNC empties it), so they are recorded under its name, not
+    as a file in /proc or /dev that no crash state holds.
+    """
+    head, _, number = full.rpartition("/")
+    if not number.isdigit() or head not in ("/dev/fd", "/proc/self/fd", f"/proc/{os.getpid()}/fd"):
+        return full
+    fd = int(number)
+    rec = _active
+    if rec is not None and fd in rec._fds:
+        return rec._fds[fd].path
+    path = _describe_fd(fd)[0]
+    return path if path is not None else full
+
+
 def _describe_fd(fd: int) -> tuple[Optional[str], bool, bool]:
     """(path, writable, append) of an open descriptor, from the kernel; path None where it cannot say."""
     try:
@@ -404,7 +422,7 @@ class RecordingFileIO(_io.FileIO):
             handle = rec._fds[fd]  # the opener went through os.open, which recorded the open
         else:
             # FileIO opened the path itself: a new descriptor, whatever an older one with this number was.
-            path = _abspath(file)
+            path = _reopened(_abspath(file))
             handle = rec._register(fd, path, writable, "append" in flags)
             if writable and not _ignored(path) and not handle.is_dir:
                 rec.add("open", api="open", path=path, handle=handle.id,
@@ -516,7 +534,7 @@ def _os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Optional[int] 
         fd = _real["os.open"](path, flags, mode, dir_fd=dir_fd)
     rec = _active
     if rec is not None:
-        full = _abspath(path, dir_fd)
+        full = _reopened(_abspath(path, dir_fd))
         writable = bool(flags & _WRITE_FLAGS)
         named = _os_flags(flags)
         if "tmpfile" in named:
