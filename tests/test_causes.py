@@ -73,8 +73,13 @@ ROWS = [
         hint="between those two renames"),
     # Save point A runs in a thread joined only after the tool: the race is named, not a missing save.
     Row(2, "level2/w32_save_a_in_a_thread_joined_late.py", "test_every_tool_call_that_starts_is_on_disk", "save-a-late",
-        ("Save point A was still being written when `list_tickets` started", "races the tool",
+        ("Save point A reached the disk only after `list_tickets` had started", "races the tool",
          "What waits for it"), ("never reach",)),
+    # Save point A made after execute_tool returns: the same late landing, told without claiming a save
+    # that was "still being written" when the tool started (it had not begun).
+    Row(2, "level2/w38_save_a_after_the_tool_returned.py", "test_every_tool_call_that_starts_is_on_disk", "save-a-late",
+        ("Save point A reached the disk only after `list_tickets` had started", "a save made after the tool is called",
+         "Where does that save sit against the tool call"), ("still being written", "never reach")),
     Row(2, "level2/w28_pending_holds_the_whole_block.py", "test_every_tool_call_that_starts_is_on_disk",
         "pending-shape", ("also carries `type`", "whole tool_use block", "exactly id, name and input"),
         ("never reach",), hint="Which keys end up in `pendingToolUse`"),
@@ -101,6 +106,10 @@ ROWS = [
     Row(1, "level1/w12_version_true_or_float_loads.py", "test_load_refuses_versions_it_does_not_know",
         "version-not-int", ("a file whose `version` is true", "JSON's true is not the number 1"), (),
         hint="`True == 1` and `1.0 == 1`"),
+    # A loader that fills a missing field with a default: resume does not trip later, it carries on from
+    # a value the file never held, and the story says so.
+    Row(1, "level1/w16_missing_fields_filled_with_defaults.py", "test_load_refuses_a_file_it_cannot_resume_from", "",
+        ("with `task` = \"\" filled in, which the file never held", "made-up value"), ("trip over",)),
     Row(1, "level1/w07_pops_runtime_keys.py", "test_the_file_holds_exactly_the_six_fields", "",
         ("removed or replaced `client` and `startedAt`", "the loop still needs them after the save"), ("needs it",)),
     # A finished call still marked as running: both save points are reached, so the nudge must not
@@ -161,8 +170,16 @@ ROWS = [
         ("12 checkpoints that resume cannot trust were not refused cleanly", "  - and 8 more like these",
          "(char 0). There is no checkpoint"), ("(s)", ". there is", "?.", ").."),
         also={"test_the_turn_cap_counts_the_turns_before_the_crash": (
-            "", ("CAP broken:", "On disk: checkpoint.json with turns=0", "What is wrong: PAIRING broken",
+            "", ("CAP not judged: resuming under a turn cap broke PAIRING first", "On disk: checkpoint.json with turns=0",
+                 "What is wrong: PAIRING broken",
                  "What to try:"), ("?.", "..\n"))}),
+    # A resume that runs the last finished call again: no pending call is involved, so the story says its
+    # result was on disk, not how to re-run a pending call; the cap check says what broke first.
+    Row(4, "level4/wrong_reruns_the_last_finished_tool", "test_the_pending_call_is_answered_once", "",
+        ("took effect 2 times", "though its result was already in the checkpoint's messages",
+         "never one whose result is recorded"), ("Re-run a pending call",),
+        also={"test_the_turn_cap_counts_the_turns_before_the_crash": (
+            "", ("CAP not judged: resuming under a turn cap broke",), ("CAP broken",))}),
     # Level 4's turn cap: the same overshoot, told apart by how far resume runs under a lower cap.
     Row(4, "level4/wrong_cap_not_enforced", "test_the_turn_cap_counts_the_turns_before_the_crash",
         "cap-not-enforced", ("turn 3: one turn past the cap", "On disk: checkpoint.json said turns = 0",
@@ -202,8 +219,12 @@ ROWS = [
         ("did not save on a platform where a folder cannot be opened", "What is wrong: save_checkpoint raised ",
          "What to try: open the folder inside try/except OSError", "Re-run just this check: pytest"), ()),
     Row(3, "level3/wrong_fsync_without_flush", "test_the_data_is_on_disk_before_the_rename", "",
-        ("checkpoint.json.tmp was fsynced before its bytes had left Python's buffer", "the power cut lost all of it"),
-        ("before any bytes reached it",)),
+        ("of the bytes written into checkpoint.json.tmp reached the operating system only after its last fsync",
+         "still in Python's buffer when it ran", "the power cut lost all of it"), ("before any bytes reached it",)),
+    # One byte written after the fsync: the same late bytes, told without claiming they sat in the buffer.
+    Row(3, "level3/wrong_fsync_before_the_last_write", "test_the_data_is_on_disk_before_the_rename", "",
+        ("holds only 612 of the 613 bytes", "1 of the bytes written into checkpoint.json.tmp reached the operating "
+         "system only after its last fsync (written after it", "the power cut lost the rest"), ()),
 ]
 
 

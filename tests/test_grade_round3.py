@@ -26,7 +26,7 @@ CASES = {
         "level2/w31_swaps_folders_by_two_renames.py": "between the two renames of a folder swap",
         # The race is named in the box as in-process (a tighter race, where the kernel sees the thread's
         # writes and the call in another order than the recorder, is named by stand_in._racing).
-        "level2/w32_save_a_in_a_thread_joined_late.py": "Save point A was still being written when `list_tickets`",
+        "level2/w32_save_a_in_a_thread_joined_late.py": "Save point A reached the disk only after `list_tickets`",
         # The box's /tmp is a file system of its own, as on a usual machine (and as in-process, where the
         # kit refuses the rename itself if need be): a rename from it fails with EXDEV, a move copies.
         "level2/w06_tmp_in_system_tmp.py": "copied its temp file from /tmp into checkpoint.json",

@@ -102,6 +102,14 @@ EXPECTED = {
     # Every sync right, but the temp file is in the system temp folder, another file system: os.replace
     # fails with EXDEV at the first save, in every check (it was judged as a rename on one file system).
     "wrong_durable_temp_in_system_tmp": {"killed", "M3", "M4/M5", "windows", "fsync-error"},
+    # Correct code written other ways: NamedTemporaryFile + fdatasync; O_DSYNC writes in chunks.
+    "right_named_temporary_file_fdatasync": set(),
+    "right_o_dsync_chunks_unique_name": set(),
+    # The descriptor fsynced is the old checkpoint.json (opened before the rename): the new bytes are never
+    # synced, and an EIO on the temp file's fsync cannot be met because that fsync never happens.
+    "wrong_fsyncs_the_old_file": {"M3", "M4/M5", "fsync-error"},
+    "wrong_fsync_before_the_last_write": {"M3", "M4/M5"},  # the closing brace is written after the fsync
+    "wrong_syncs_the_working_folder": {"M4/M5"},  # fsyncs "." instead of the checkpoint's folder
 }
 
 

@@ -91,6 +91,12 @@ EXPECTED = {
     "wrong_no_save_point_a": {"4 saved", "5 cap", "6 b-only"},
     "wrong_cap_counts_from_zero": {"5 cap"},
     "wrong_cap_not_enforced": {"5 cap"},
+    "right_pathlib_reread_and_error_result": set(),  # at-most-once, read with pathlib
+    # Runs the last finished call again "to be safe": ONCE, and every check that resumes a finished turn.
+    "wrong_reruns_the_last_finished_tool": {"3 pending", "4 saved", "5 cap", "6 b-only"},
+    "wrong_counts_the_resumed_calls_spend_twice": {"2 counts", "5 cap", "6 b-only"},
+    # Save point B still names the finished call: the model is called while the file says it is running.
+    "wrong_keeps_pending_after_the_result": {"4 saved", "5 cap", "6 b-only"},
 }
 
 

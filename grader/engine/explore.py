@@ -499,8 +499,11 @@ def _power_cut_words(ops: list[Op], point: int, target: str, raw: bytes) -> str:
         return ""
     name = os.path.basename(source)
     have = "holds 0 bytes" if not raw else f"holds only {len(raw):,} of the {written:,} bytes written into it"
-    why = (f"{name} was fsynced before its bytes had left Python's buffer, so they reached the operating system "
-           "after that fsync and never the disk" if syncs else f"the data written into {name} had not been fsynced before the rename")
+    # The trace shows when bytes reached the OS, not whether they sat in Python's buffer at the fsync
+    # or were written after it: the words name both.
+    why = (f"{unsynced:,} of the bytes written into {name} reached the operating system only after its last "
+           "fsync (written after it, or still in Python's buffer when it ran), so they never reached the disk"
+           if syncs else f"the data written into {name} had not been fsynced before the rename")
     return (f"checkpoint.json {have}: the rename from {name} reached the disk, but {why}; the power cut lost "
             + ("all of it" if not raw else "the rest"))
 
@@ -963,10 +966,12 @@ def _violation(ops: list, state: Any, window: Any, finding: Finding, invariant: 
         late = _saved_while_tool_ran(ops, state.point, target)
         if late is not None:
             cause = "save-a-late"
-            detail = (f"{detail}. Save point A was still being written when `{window.tool_name}` started: it "
-                      f"landed only after the tool had begun ({late.describe()}). A save that runs in a thread "
-                      "(or is otherwise not waited for) races the tool, and a crash before it lands finds no "
-                      "trace of the call")
+            # Saved after execute_tool, or in a thread joined late: the trace shows the same order, so
+            # the words hold for both (the race itself, when there is one, is named in the next sentence).
+            detail = (f"{detail}. Save point A reached the disk only after `{window.tool_name}` had started "
+                      f"({late.describe()}): a save made after the tool is called, or one that runs in a thread "
+                      "nothing waits for (which races the tool), lands too late, and a crash before it lands "
+                      "finds no trace of the call")
     elif invariant != finding.invariant and finding.invariant == "PARSE" and raw is not None and own_file:
         # The generic words ("before any bytes reached it") are not what a power cut did.
         words = _power_cut_words(ops, state.point, target, raw)

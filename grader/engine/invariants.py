@@ -82,7 +82,8 @@ class Window:
 # the faces read every cause's words from the registry.
 CAUSES = {
     "no-save-a": "nothing is saved after the model names a tool and before it runs (save point A)",
-    "save-a-late": "save point A is still being written (in a thread, not waited for) when the tool starts",
+    "save-a-late": "save point A reaches the disk only after the tool has started (saved after the call, or "
+                   "in a thread nothing waits for)",
     "no-save-b": "nothing is saved after a tool's result is recorded and before the model is called (save point B)",
     "no-final-save": "nothing is saved after the model's final answer",
     "stopped-early": "run_agent returns before the model's final answer, with the model still asking for tools",

@@ -28,8 +28,8 @@ CAUSES_ATTRIBUTE = "crashcourse_causes"   # why it tripped them (keys of grader.
 # can break for different reasons, and the question must be about the one this code has.
 NUDGES = {
     "no-save-a": "Which save point does this loop never reach? Look at what the file says while a tool runs.",
-    "save-a-late": "Has save point A finished when your tool starts? What waits for it (a thread's join, say) "
-                   "before the tool runs?",
+    "save-a-late": "Is save point A on disk before your tool starts? Where does that save sit against the tool "
+                   "call? What waits for it (a thread's join, say) before the tool runs?",
     "no-save-b": "What does the file say once a tool's result is in `messages`, before the model is called "
                  "again? Count the saves in one turn of your loop.",
     "no-final-save": "What is on disk after the model's last answer has been appended? Compare it with what "

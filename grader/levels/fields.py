@@ -758,6 +758,18 @@ def _stuck_on(exc: LoopTimeout, what: str) -> str:
     return f"{first}\n  It had been given {what}.\n{rest}"
 
 
+def _invented(raw: bytes, returned: Any) -> str:
+    """The fields ``returned`` holds that the file ``raw`` lacked, in words (`task` = ""), or ""."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return ""
+    if not isinstance(parsed, dict) or not isinstance(returned, dict):
+        return ""
+    extra = [key for key in FIELDS if key in returned and key not in parsed]
+    return ", ".join(f"`{key}` = {json.dumps(returned[key], default=repr)[:40]}" for key in extra)
+
+
 def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, resume_would: str,
                to_try: str) -> Optional[str]:
     returned, exc = _load_bytes(module, raw)
@@ -768,6 +780,11 @@ def _load_case(module: Any, raw: bytes, want: type, want_name: str, what: str, r
     if exc is None:
         headline = f"load_checkpoint accepted {what}; it should raise {want_name}."
         got = f"load_checkpoint returned it ({type(returned).__name__}) without complaint"
+        invented = _invented(raw, returned)
+        if invented:
+            # A default filled in for a missing field: resume never trips, it goes on from a made-up value.
+            got = f"load_checkpoint returned it with {invented} filled in, which the file never held"
+            resume_would = "resume would carry on from that made-up value as if the checkpoint were whole"
     else:
         headline = f"load_checkpoint refused {what}, but with {type(exc).__name__}, not {want_name}."
         got = f"load_checkpoint raised {type(exc).__name__}: {exc}"

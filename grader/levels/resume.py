@@ -542,6 +542,11 @@ def _judge_once(j: _Judged) -> Optional[tuple[str, str]]:
                         "of it (no pendingToolUse, no result), so resume asked the model again and the "
                         "model asked for it again, under a new id. No resume can know; only a save at "
                         "point A, before the tool runs, would have told it")
+    if twice["id"] in _tool_results(file_data.get("messages") or []):
+        # Its result was on disk: the call had finished, and advice about pending calls would mislead.
+        return ("ONCE", f"{runs}: once before the crash and again on resume, though its result was already "
+                        "in the checkpoint's messages: the call had finished. Run on resume only the call "
+                        "pendingToolUse names, never one whose result is recorded")
     return ("ONCE", f"{runs}: once before the crash and again on resume. Re-run a pending call "
                     "under its tool_use id (execute_tool(..., tool_use_id=id)), or answer it with "
                     "an error result")
@@ -927,8 +932,11 @@ def check_turn_cap(resume: Callable, module: Any, scenario: Scenario, cap: int, 
                 return [check.past_the_cap(raw, carried, want, label, begun, resumed)]
             if resumed.findings:
                 check_id, detail = resumed.findings[0]
+                # The cap itself may hold: another check broke first, and the headline must not claim
+                # the cap was overshot (a spend counted twice, say, is COUNTS, not a cap counted wrong).
                 return [CapProblem("\n".join([
-                    f"CAP broken: {CHECKS['CAP']}.",
+                    f"CAP not judged: resuming under a turn cap broke {check_id} first, so whether {CHECKS['CAP']} "
+                    "cannot be told yet.",
                     f"  Resuming from save {label} of turn {begun} with MAX_TURNS = {cap}, your resume_agent "
                     f"{_sentence(resumed.did)}",
                     f"  On disk: {_sentence(_describe_file(raw))}",
