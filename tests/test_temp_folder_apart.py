@@ -132,6 +132,10 @@ def where():
     return temp, os.stat(temp).st_dev != os.stat(".").st_dev
 
 
+def here():
+    return os.getcwd()
+
+
 def move_in():
     fd, tmp = tempfile.mkstemp()
     os.close(fd)
@@ -158,6 +162,31 @@ def test_the_grading_worker_refuses_the_rename_too(tmp_path, boxed):
         box.shutdown()
     assert "Invalid cross-device link" in str(caught.value)
     assert not (root / "sub" / "moved.json").exists()
+
+
+@pytest.mark.parametrize("boxed", [False, pytest.param(True, marks=pytest.mark.bubblewrap)],
+                         ids=["bare sandbox", "bubblewrap box"])
+def test_a_call_runs_even_when_the_judges_folder_is_gone(tmp_path, boxed):
+    """A check that ran in a temp folder of its own and removed it leaves the judge in a folder that is
+    gone: the next call runs in the submission's folder (os.getcwd() there once raised in the judge)."""
+    if boxed and bubblewrap.check() is not None:
+        pytest.skip(f"no bubblewrap box here: {bubblewrap.check()}")
+    root = tmp_path / "box"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "agent.py").write_text(AGENT)
+    gone = root / "gone"
+    gone.mkdir()
+    box = Box(str(root / "sub"), str(root), f"apart-gone-{os.getpid()}-{boxed}", 30.0, boxed=boxed)
+    here = os.getcwd()
+    try:
+        remote = stand_in.RemoteSubmission(Path(box.folder), box).function("agent.py", "here")
+        os.chdir(gone)
+        gone.rmdir()
+        assert remote() == box.folder
+        assert box.incidents == {}
+    finally:
+        os.chdir(here)
+        box.shutdown()
 
 
 @pytest.mark.bubblewrap

@@ -277,6 +277,15 @@ class RemoteSubmission:
         return read
 
 
+def _working_folder() -> Optional[str]:
+    """The folder the call runs in: the judge's own, or None where it was removed (a check's temp folder
+    already gone); the worker then runs the call in the submission's folder (worker.call)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def _keep(rec: Any, op: Op) -> Op:
     """Store one of the kernel's operations in the judge's recorder (the crash states' source)."""
     return rec.add(op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset, data=op.data,
@@ -564,7 +573,7 @@ class _Call:
         last message is returned); every message's file operations go to the recorder on the way."""
         worker, rec = self.worker, self.rec
         request = {"op": "call", "module": self.function.module._ident, "name": self.function.__name__,
-                   "args": self.payload_args, "kwargs": self.payload_kwargs, "cwd": os.getcwd(),
+                   "args": self.payload_args, "kwargs": self.payload_kwargs, "cwd": _working_folder(),
                    "watch": list(rec.watch) if rec is not None else None,
                    "forward": forwarded_patches(), "fresh": self.function.fresh,
                    # What a learner's own pytest shows the code while it runs (grader.grading.worker.as_in_pytest).
