@@ -144,29 +144,64 @@ def test_a_batch_killed_outright_leaves_nothing_the_next_batch_does_not_sweep(tm
                              "--examples", "1", "--timeout", "60", "--output", str(tmp_path / "r.json")],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    cgroups = []
+    ours: list = []
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             boxes = [p for p in temp.glob(f"{batch.ROOT_PREFIX}{proc.pid}-*")]
-            cgroups = _box_cgroups()
-            if boxes and (os.geteuid() != 0 or cgroups):
+            # This batch's boxes' cgroups (other batches may be running beside this one, with theirs)
+            ours = _cgroups_of(_processes_of(temp))
+            if boxes and (os.geteuid() != 0 or ours):
                 break
             time.sleep(0.2)
         assert boxes, "the batch never started a judge"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    time.sleep(1.0)  # the boxes die with their judges (die-with-parent)
+    # The judges and their boxes die with the batch (die-with-parent), each a moment later on a busy
+    # machine: what the next batch finds is what is left once they are gone.
+    deadline = time.monotonic() + 60
+    while (_processes_of(temp) or any(_busy(c) for c in ours)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_of(temp), "a judge or a box outlived the batch"
     assert list(temp.glob(f"{batch.ROOT_PREFIX}{proc.pid}-*")), "nothing was left to sweep"
     found = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
                             "from grader.grading import batch; print(len(batch.sweep_leftovers(cgroup_age=0)))",
                             str(KIT)], env=env, capture_output=True, text=True, timeout=60)
     assert found.returncode == 0, found.stderr
     assert not list(temp.glob(f"{batch.ROOT_PREFIX}{proc.pid}-*"))
-    # What is left is a live box of another batch running beside this one (processes in it), never ours.
-    left = [c for c in cgroups if os.path.isdir(c)]
-    assert all(open(os.path.join(c, "cgroup.procs")).read().strip() for c in left), left
+    assert not [c for c in ours if os.path.isdir(c)], "a cgroup of this batch's boxes was left"
+
+
+def _processes_of(temp: Path) -> list:
+    """The batch's processes, judges and boxes alike: their environment names its temp folder."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if str(temp).encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def _cgroups_of(pids: list) -> list:
+    """The box cgroups (``_box_cgroups``) that hold one of ``pids``."""
+    return [c for c in _box_cgroups() if set(_procs(c)) & set(pids)]
+
+
+def _procs(cgroup: str) -> list:
+    try:
+        with open(os.path.join(cgroup, "cgroup.procs")) as f:
+            return [int(line) for line in f.read().split()]
+    except OSError:
+        return []
+
+
+def _busy(cgroup: str) -> bool:
+    return bool(_procs(cgroup))
 
 
 def _box_cgroups() -> list:

@@ -106,13 +106,33 @@ def test_a_spare_child_killed_from_outside_is_replaced(learner):
     import signal
     from grader.grading import sandbox
     assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
-    time.sleep(0.3)  # the child that answered has ended; the next one is forked and waiting
-    spares = sandbox.descendants(fresh.server_pid())
-    assert spares
-    for pid in spares:
+    # The server forks the next child once it has answered; on a busy machine that takes a while.
+    spares = _until(lambda: [p for p in sandbox.descendants(fresh.server_pid()) if _state(p) == "S"])
+    assert spares, "the server forked no child to wait for the next job"
+    for pid in sandbox.descendants(fresh.server_pid()):  # the child that answered too, if it is still ending
         os.kill(pid, signal.SIGKILL)
-    time.sleep(0.05)
+    # Dead, not merely signalled, before the job is sent: this test is about a spare that died waiting.
+    assert _until(lambda: all(_state(p) in ("Z", None) for p in spares))
     assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+
+
+def _state(pid: int):
+    """A process's state letter from /proc (S: asleep, waiting for its job; Z: dead, not reaped), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _until(condition, seconds: float = 30.0):
+    """``condition()`` once it is true (polled), or its last value after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.01)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")

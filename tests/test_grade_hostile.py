@@ -16,6 +16,7 @@ and :func:`test_grade_refuses_without_a_box` shows what the instructor is told i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -108,6 +109,12 @@ EXPECTED = {
     # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.
     "surrogate_message": ("failed", 0.0, "disk full \ufffd? [2J[31mcleared your screen"),
 }
+# floods_the_trace races a cap on size against a limit on time: unloaded, its 100 MiB cost the tracer
+# and the box about 1 s of CPU before the trace reaches its cap, well within the 5 s one call of the
+# learner's code may take (a wall-clock limit: it must stop a sleep that costs no CPU). On a machine
+# busy enough to leave the box a fifth of a core, the limit on time comes first. Either way the run
+# earns nothing and the judge held no more than the cap; it is never told it killed its tracer.
+OUTRUN = {"floods_the_trace": ("failed", 0.0, "run_agent got stuck: it was still running after 5 s")}
 # Folders that are odd in themselves, not in their code: id -> (status, words the reason must contain)
 ODD = {
     "only_x_x": ("error", "There is no agent.py"),
@@ -145,7 +152,10 @@ if kernel_trace.problem():
 SECRET = Path("/tmp/crashcourse-hostile-secret.txt")
 SECRET_TEXT = "instructor-only: the hidden scenarios live in /srv/private"
 PORT = 47653
-SLEEPER = b"sleep\x004242.5"
+# leaves_sleeper's process, under a name of this run's own: a run of these tests in another checkout
+# (a helper's, CI's) may have its own sleeper alive in a box of its batch at the moment this one looks.
+SLEEP_FOR = f"4242.{os.getpid()}"
+SLEEPER = b"sleep\x00" + SLEEP_FOR.encode()
 
 
 def _our_processes(temp: Path) -> list[int]:
@@ -220,6 +230,9 @@ def batch(tmp_path_factory):
         (folder / name).mkdir()
         source = KIT / "exercises" / "level2" / "agent.py" if name == "starter" else CORPUS / f"{name}.py"
         shutil.copy(source, folder / name / "agent.py")
+    sleeper = folder / "leaves_sleeper" / "agent.py"
+    assert sleeper.read_text().count('"4242.5"') == 1
+    sleeper.write_text(sleeper.read_text().replace('"4242.5"', repr(SLEEP_FOR)))
     _odd_folders(folder)
     for path in ESCAPES:
         path.unlink(missing_ok=True)
@@ -227,8 +240,14 @@ def batch(tmp_path_factory):
     SECRET.chmod(0o600)
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", PORT))
-    listener.listen(50)
+    try:
+        listener.bind(("127.0.0.1", PORT))
+        listener.listen(50)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        # A run of these tests in another checkout listens there already: the port is open either way.
+    socket.create_connection(("127.0.0.1", PORT), timeout=10).close()  # reachable from outside a box
     hashes = kit_hashes()
     temp = folder.parent / "grade-temp"  # this batch's own temp folder, where its boxes live
     temp.mkdir()
@@ -273,9 +292,13 @@ def test_each_submission_earns_what_its_code_earns(batch, student):
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
     text = (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
+    if student in OUTRUN and (got["status"], got["score"]) == OUTRUN[student][:2]:
+        status, score, words = OUTRUN[student]
     assert (got["status"], got["score"]) == (status, score), text[:1500]
     if words:
         assert words in text, text[:1500]
+    if student in OUTRUN:
+        assert "the tracer that watches your code's file operations was killed" not in text, text[:1500]
 
 
 @pytest.mark.parametrize("student", sorted(ODD))
