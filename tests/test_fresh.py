@@ -68,6 +68,15 @@ def learner(tmp_path):
         def spin():
             while True:
                 pass
+
+        def window(seconds):
+            import time
+            start = time.monotonic()
+            time.sleep(seconds)
+            return counter, start, time.monotonic()
+
+        def leave(code):
+            os._exit(code)
         """), encoding="utf-8")
     return import_file(path, "fresh")
 
@@ -94,7 +103,7 @@ def test_a_box_swept_in_this_process_leaves_the_fork_server(learner):
     # A box graded in-process (an instructor's scenarios, the kit's own tests) sweeps every child of
     # this process when it shuts down; the fork server is the kit's, and later fresh jobs need it.
     from grader.grading import sandbox
-    assert fresh.server_pid() is not None
+    assert fresh.server_pids()
     sandbox.kill_tree("no-such-box", root_pid=os.getpid())
     assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
 
@@ -106,10 +115,11 @@ def test_a_spare_child_killed_from_outside_is_replaced(learner):
     import signal
     from grader.grading import sandbox
     assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
-    # The server forks the next child once it has answered; on a busy machine that takes a while.
-    spares = _until(lambda: [p for p in sandbox.descendants(fresh.server_pid()) if _state(p) == "S"])
+    # Each server forks its next child once it has answered; on a busy machine that takes a while.
+    spares = _until(lambda: [p for server in fresh.server_pids() for p in sandbox.descendants(server)
+                             if _state(p) == "S"])
     assert spares, "the server forked no child to wait for the next job"
-    for pid in sandbox.descendants(fresh.server_pid()):  # the child that answered too, if it is still ending
+    for pid in [p for server in fresh.server_pids() for p in sandbox.descendants(server)]:  # the child that answered too
         os.kill(pid, signal.SIGKILL)
     # Dead, not merely signalled, before the job is sent: this test is about a spare that died waiting.
     assert _until(lambda: all(_state(p) in ("Z", None) for p in spares))
@@ -144,6 +154,34 @@ def test_a_hang_in_a_fresh_process_is_known_here(learner):
     # A later fresh process is told too: the stuck function is refused at once.
     assert "was not run again" in fresh.run_fresh(_stuck, learner.spin) or hangs.hangs_since(mark)[-1][0] == "refused"
     hangs.forget_hangs()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_jobs_run_side_by_side_and_answer_in_order(learner):
+    learner.remember()  # memory here (counter 1) reaches none of them
+    calls = [fresh.Call(_call, learner.window, (0.3,)) for _ in range(4)]
+    answers = list(fresh.run_fresh_each(calls))
+    assert [died for _, died in answers] == [None] * 4
+    assert [value[0] for value, _ in answers] == [0] * 4
+    starts = [value[1] for value, _ in answers]
+    if len(fresh.server_pids()) > 1:  # one server per core: with two, two jobs overlap
+        first, second = answers[0][0], answers[1][0]
+        assert second[1] < first[2], "two jobs sent together ran one after the other"
+    else:
+        assert starts == sorted(starts)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_job_that_dies_is_told_in_its_place_and_stopping_early_loses_nothing(learner):
+    calls = [fresh.Call(_call, learner.remember), fresh.Call(_call, learner.leave, (3,)),
+             fresh.Call(_call, learner.remember), fresh.Call(_call, learner.window, (0.2,))]
+    answers = fresh.run_fresh_each(calls, ahead=3)
+    assert next(answers) == ((1, 1, "1"), None)
+    value, died = next(answers)
+    assert value is None and "exited (status 3)" in str(died)
+    answers.close()  # the rest were sent: their answers come later and are skipped
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+    assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
 
 
 def test_a_kit_function_is_not_a_learners():

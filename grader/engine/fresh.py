@@ -26,13 +26,17 @@ import signal
 import struct
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from grader.engine import hangs, loader
 
-__all__ = ["start", "run_fresh", "origin", "FreshProcessDied", "served_here", "server_pid"]
+__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "origin", "FreshProcessDied", "served_here", "server_pids"]
 
-_server: Optional[tuple] = None   # (pid, fd to write requests, fd to read replies), once started
+# The fork servers, once started: (pid, fd to write requests, fd to read replies) each. One per core
+# (four at most), so the crash states of one exploration can run side by side (run_fresh_each): each
+# server forks one child at a time, and a fork of a process this size is itself milliseconds of work.
+_servers: list = []
+_busy: dict = {}   # server index -> tags sent to it and not yet answered
 _HEADER = struct.Struct("<Q")
 _REQUEST = struct.Struct("<Qdq")  # a request's size, how long its child may run (0: no limit), its tag
 _REPLY = struct.Struct("<Qq")     # an answer's size, and the tag of the request it answers
@@ -53,10 +57,11 @@ def served_here() -> bool:
 _in_child = False
 
 
-def server_pid() -> Optional[int]:
-    """The fork server's pid in this process, if one runs: a sweep of this process's children must
-    leave it (and the children it keeps ready) alone, or every later fresh job finds it gone."""
-    return _server[0] if _server is not None else None
+def server_pids() -> tuple[int, ...]:
+    """The fork servers' pids in this process (none if they were never started): a sweep of this
+    process's children must leave them (and the children they keep ready) alone, or every later fresh
+    job finds them gone."""
+    return tuple(server[0] for server in _servers)
 
 
 # -- the server --------------------------------------------------------------------------------------------
@@ -78,67 +83,86 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _receive(fd: int, tag: int) -> Any:
-    """The answer to request ``tag``. Answers to other requests are skipped: their caller was
-    interrupted (Ctrl-C) before it read them, or was a fork of this process that shared the server."""
-    while True:
-        size, got = _REPLY.unpack(_read_exact(fd, _REPLY.size))
-        data = _read_exact(fd, size)
-        if got == tag:
-            return pickle.loads(data)
+_early: dict = {}      # answers read while this process waited for another one it sent, by tag
+_awaited: set = set()  # tags sent from this process whose answers are still wanted
 
 
-def start() -> None:
-    """Start the fork server, once per process, before any learner file is imported here.
+def _receive(server: int, tag: int) -> Any:
+    """The answer to request ``tag``, sent to ``server``. An answer to another request this process
+    still waits for is kept for it (several run at once, and end in any order); any other is
+    skipped: its caller stopped waiting (it stopped early, or Ctrl-C), or was a fork of this process
+    that shared the server. A request counts as the server's work until its answer is read."""
+    fd = _servers[server][2]
+    try:
+        while tag not in _early:
+            size, got = _REPLY.unpack(_read_exact(fd, _REPLY.size))
+            data = _read_exact(fd, size)
+            _busy[server].discard(got)
+            if got in _awaited:
+                _early[got] = data
+        return pickle.loads(_early.pop(tag))
+    finally:
+        _awaited.discard(tag)
+        _early.pop(tag, None)
 
-    Its memory is this process's as it is now: the kit, pytest, Hypothesis, and nothing of a
-    learner's code. It only ever forks children, so it stays that way.
+
+def start(servers: Optional[int] = None) -> None:
+    """Start the fork servers (``servers`` of them, one per core by default), once per process,
+    before any learner file is imported here.
+
+    Their memory is this process's as it is now: the kit, pytest, Hypothesis, and nothing of a
+    learner's code. They only ever fork children, so it stays that way.
     """
-    global _server
-    if _server is not None or _in_child or not hasattr(os, "fork"):
+    if _servers or _in_child or not hasattr(os, "fork"):
         return
     if loader.MADE:
         raise RuntimeError("grader.engine.fresh was started after a learner's file was imported in this process "
                            "(a kit bug: import grader.engine.fresh before the first import_file)")
-    requests_r, requests_w = os.pipe()
-    replies_r, replies_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the server
-        try:
-            os.close(requests_w)
-            os.close(replies_r)
-            _serve(requests_r, replies_w)
-        finally:
-            os._exit(0)
-    os.close(requests_r)
-    os.close(replies_w)
-    for fd in (requests_w, replies_r):
-        os.set_inheritable(fd, False)
-    _server = (pid, requests_w, replies_r)
-    atexit.register(_stop, pid)
+    for _ in range(servers or _width()):
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a server: it sees no other server's pipes, so neither do the children it forks
+            try:
+                for fd in [requests_w, replies_r] + [fd for server in _servers for fd in server[1:]]:
+                    os.close(fd)
+                _serve(requests_r, replies_w)
+            finally:
+                os._exit(0)
+        os.close(requests_r)
+        os.close(replies_w)
+        for fd in (requests_w, replies_r):
+            os.set_inheritable(fd, False)
+        _servers.append((pid, requests_w, replies_r))
+        _busy[len(_servers) - 1] = set()
+    atexit.register(_stop, os.getpid())
 
 
-def _stop(pid: int) -> None:
-    """At exit: end the server (its requests pipe closes) and reap it, so no process outlives this one.
-    A server still waiting on a job (this process was interrupted in one) gets a second, then is killed."""
-    global _server
-    if _server is None or _server[0] != pid or os.getpid() == pid:
+def _stop(owner: int) -> None:
+    """At exit: end the servers (their requests pipes close) and reap them, so no process outlives this
+    one. A server still waiting on a job (this process was interrupted in one) gets a second, then is
+    killed. Only the process that started them stops them (not a fork of it that exits)."""
+    if os.getpid() != owner or not _servers:
         return
-    for fd in _server[1:]:
+    servers = list(_servers)
+    _servers.clear()
+    for _pid, *fds in servers:
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    ends = time.monotonic() + 1.0
+    for pid, *_ in servers:
         try:
-            os.close(fd)
-        except OSError:
-            pass
-    _server = None
-    try:
-        for _ in range(100):
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                return
-            time.sleep(0.01)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ChildProcessError, ProcessLookupError):
-        pass  # not this process's child (a fork of the process that started it), or reaped already
+            while not os.waitpid(pid, os.WNOHANG)[0]:
+                if time.monotonic() > ends:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.01)
+        except (ChildProcessError, ProcessLookupError):
+            pass  # reaped already
 
 
 def _reset_signals() -> None:
@@ -148,6 +172,15 @@ def _reset_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes the pipe
     sys.settrace(None)
     hangs.reset_after_fork()
+
+
+def _width() -> int:
+    """How many fork servers to start: one per core this process may use, four at most."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 def _spare(requests: int, replies: int) -> tuple[int, int, int]:
@@ -182,6 +215,16 @@ def _spare(requests: int, replies: int) -> tuple[int, int, int]:
     return child, in_w, out_r
 
 
+class _Running:
+    """The job a server has handed to a child, until it is answered."""
+
+    def __init__(self, child: int, out_r: int, hard: float):
+        self.child, self.out_r, self.hard = child, out_r, hard
+        self.deadline = time.monotonic() + hard if hard else None
+        self.got = bytearray()
+        self.status: Optional[int] = None   # its exit status, once reaped
+
+
 def _serve(requests: int, replies: int) -> None:
     _reset_signals()
     # Every object here is shared with the children until one writes to it. A collection in a child
@@ -192,12 +235,11 @@ def _serve(requests: int, replies: int) -> None:
     while True:
         try:
             head = _read_exact(requests, _REQUEST.size)
-        except EOFError:
-            os.kill(spare[0], signal.SIGKILL)
-            os.waitpid(spare[0], 0)
+            size, hard, tag = _REQUEST.unpack(head)
+            request = _read_exact(requests, size)
+        except EOFError:  # the caller is gone
+            _kill(spare[0])
             return
-        size, hard, tag = _REQUEST.unpack(head)
-        request = _read_exact(requests, size)
         if os.waitpid(spare[0], os.WNOHANG)[0]:  # the spare died waiting (killed from outside): a new one
             for fd in spare[1:]:
                 os.close(fd)
@@ -208,21 +250,68 @@ def _serve(requests: int, replies: int) -> None:
         except OSError:
             pass  # the child is gone already: its exit status says why
         os.close(in_w)
-        deadline = time.monotonic() + hard if hard else None
+        run = _Running(child, out_r, hard)
         try:
-            answer, status = _answer_of(child, out_r, deadline)
+            answer = None
+            while answer is None:
+                readable = bool(select.select([out_r], [], [], _next_look(run))[0])
+                answer = _progress(run, readable)
         finally:
             os.close(out_r)
-        reaped = status is not None
-        if answer is None:
-            if not reaped:
-                _, status = os.waitpid(child, 0)
-                reaped = True
-            answer = pickle.dumps(("died", _exit_words(status, hard)))
         _write_all(replies, _REPLY.pack(len(answer), tag) + answer)
         spare = _spare(requests, replies)  # while the caller reads the answer
-        if not reaped:
+        if run.status is None:
             os.waitpid(child, 0)
+
+
+def _next_look(run: _Running) -> float:
+    """How long the server may wait for the child: until its deadline, and 50 ms at most (a child that
+    died leaves its pipe open if a process it started holds it; only its exit status says so)."""
+    return 0.05 if run.deadline is None else max(0.0, min(0.05, run.deadline - time.monotonic()))
+
+
+def _progress(run: _Running, readable: bool) -> Optional[bytes]:
+    """The answer to send for ``run`` if it is finished (its whole answer, or why it died), else None."""
+    if readable:
+        chunk = os.read(run.out_r, 1 << 20)
+        if not chunk:  # everyone holding the pipe is gone: no whole answer came, unless it is all here
+            return _whole(run.got) or _died(run)
+        run.got += chunk
+    answer = _whole(run.got)
+    if answer is not None:
+        return answer
+    if run.deadline is not None and time.monotonic() >= run.deadline:
+        _kill(run.child)
+        run.status = 0
+        return pickle.dumps(("died", _exit_words(None, run.hard)))
+    done, status = os.waitpid(run.child, os.WNOHANG)
+    if done:  # it ended; what it wrote before is still in the pipe
+        run.status = status
+        while select.select([run.out_r], [], [], 0)[0]:
+            chunk = os.read(run.out_r, 1 << 20)
+            if not chunk:
+                break
+            run.got += chunk
+        return _whole(run.got) or _died(run)
+    return None
+
+
+def _died(run: _Running) -> bytes:
+    if run.status is None:
+        done, status = os.waitpid(run.child, os.WNOHANG)
+        if not done:  # it closed its answer's pipe and runs on: it cannot answer any more
+            os.kill(run.child, signal.SIGKILL)
+            _, status = os.waitpid(run.child, 0)
+        run.status = status
+    return pickle.dumps(("died", _exit_words(run.status, run.hard)))
+
+
+def _kill(child: int) -> None:
+    try:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    except (ChildProcessError, ProcessLookupError):
+        pass
 
 
 def _whole(got: bytearray) -> Optional[bytes]:
@@ -233,36 +322,9 @@ def _whole(got: bytearray) -> Optional[bytes]:
     return bytes(got[_HEADER.size:_HEADER.size + size]) if len(got) - _HEADER.size >= size else None
 
 
-def _answer_of(child: int, out_r: int, deadline: Optional[float]) -> tuple[Optional[bytes], Optional[int]]:
-    """``(answer, exit status)``: the child's whole answer (None if it ended or ran out of time without
-    one; it is then killed), and its exit status if it was reaped here. The answer is sized, so a
-    process the child started and left running (and which holds the pipe) cannot make this wait."""
-    got = bytearray()
-    while True:
-        answer = _whole(got)
-        if answer is not None:
-            return answer, None
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            os.kill(child, signal.SIGKILL)
-            return None, None
-        if select.select([out_r], [], [], 0.05 if left is None else min(left, 0.05))[0]:
-            chunk = os.read(out_r, 1 << 20)
-            if not chunk:
-                return None, None  # everyone holding the pipe is gone: no whole answer came
-            got += chunk
-            continue
-        done, status = os.waitpid(child, os.WNOHANG)
-        if done:  # it ended; what it wrote before is still in the pipe
-            while select.select([out_r], [], [], 0)[0]:
-                chunk = os.read(out_r, 1 << 20)
-                if not chunk:
-                    break
-                got += chunk
-            return _whole(got), status
-
-
-def _exit_words(status: int, hard: Optional[float]) -> str:
+def _exit_words(status: Optional[int], hard: Optional[float]) -> str:
+    if status is None:  # killed here, past its time
+        return f"it was still running {hard:g} s after it started, and was killed"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig == signal.SIGKILL and hard:
@@ -340,42 +402,111 @@ def run_fresh(job: Callable[..., Any], fn: Any, *args: Any, module: Any = None, 
     ``module_name``: the name the fresh module is imported under (the sandbox's worker keeps its own).
     Hangs the child met are remembered here, as if the code had got stuck in this process.
     """
-    where = origin(fn, module)
-    fresh = getattr(fn, "in_a_fresh_process", None)
-    if where is None and callable(fresh) and type(fn).__module__.startswith("grader."):
-        # A stand-in for code in the sandbox (grader.grading.stand_in): its worker makes each call afresh.
-        return job(fresh(), *args)
-    if where is None or _server is None or _in_child:
-        # Not a learner's file (a kit test's own function), or no fork here: nothing to start afresh.
-        return job(fn, *args)
-    space = vars(module) if module is not None else None
-    sent = []
-    for arg in args:
-        if isinstance(arg, type) and (space is not None and space.get(arg.__name__) is arg
-                                      or getattr(arg, "__module__", None) in loader.MADE):
-            sent.append(Twin(arg.__name__, Exception))
-        else:
-            sent.append(arg)
-    known = hangs.current_hangs()
-    limit = hangs.loop_timeout()
-    longest = max(limit, timeout or 0)
-    hard = 2 * (longest + GRACE)  # the import, then the job's call
-    try:
-        cwd: Optional[str] = os.getcwd()
-    except OSError:  # the folder this process was in is gone (a check's temp folder): the child stays where it starts
-        cwd = None
-    request = (job, tuple(sent), where[0], where[1], module_name, dict(settings or {}), cwd, known, limit)
-    _, to_server, from_server = _server
-    tag = int.from_bytes(os.urandom(7), "little")
-    data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(to_server, _REQUEST.pack(len(data), hard or 0.0, tag) + data)
-    answer = _receive(from_server, tag)
+    value, died = next(run_fresh_each([Call(job, fn, args, module=module, settings=settings, timeout=timeout,
+                                            module_name=module_name)]))
+    if died is not None:
+        raise died
+    return value
+
+
+class Call:
+    """One job for :func:`run_fresh_each`: what :func:`run_fresh` is given, kept to be sent later."""
+
+    def __init__(self, job: Callable[..., Any], fn: Any, args: tuple = (), *, module: Any = None,
+                 settings: Optional[dict] = None, timeout: Optional[float] = None,
+                 module_name: Optional[str] = None):
+        self.job, self.fn, self.args, self.module = job, fn, tuple(args), module
+        self.settings, self.timeout, self.module_name = dict(settings or {}), timeout, module_name
+
+    def here(self) -> Optional[Callable[[], Any]]:
+        """How to run it in this process, when there is nothing to start afresh; None if it goes to the server."""
+        fresh = getattr(self.fn, "in_a_fresh_process", None)
+        where = origin(self.fn, self.module)
+        if where is None and callable(fresh) and type(self.fn).__module__.startswith("grader."):
+            # A stand-in for code in the sandbox (grader.grading.stand_in): its worker makes each call afresh.
+            return lambda: self.job(fresh(), *self.args)
+        if where is None or not _servers or _in_child:
+            # Not a learner's file (a kit test's own function), or no fork here: nothing to start afresh.
+            return lambda: self.job(self.fn, *self.args)
+        return None
+
+    def send(self) -> tuple[int, int]:
+        """Send it to the least busy fork server: ``(that server's index, the tag its answer will carry)``."""
+        where = origin(self.fn, self.module)
+        space = vars(self.module) if self.module is not None else None
+        sent = []
+        for arg in self.args:
+            if isinstance(arg, type) and (space is not None and space.get(arg.__name__) is arg
+                                          or getattr(arg, "__module__", None) in loader.MADE):
+                sent.append(Twin(arg.__name__, Exception))
+            else:
+                sent.append(arg)
+        limit = hangs.loop_timeout()
+        hard = 2 * (max(limit, self.timeout or 0) + GRACE)  # the import, then the job's call
+        try:
+            cwd: Optional[str] = os.getcwd()
+        except OSError:  # the folder this process was in is gone (a check's temp folder): the child stays where it starts
+            cwd = None
+        request = (self.job, tuple(sent), where[0], where[1], self.module_name, self.settings, cwd,
+                   hangs.current_hangs(), limit)
+        tag = int.from_bytes(os.urandom(7), "little")
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        server = min(_busy, key=lambda i: len(_busy[i]))
+        _awaited.add(tag)
+        _busy[server].add(tag)
+        _write_all(_servers[server][1], _REQUEST.pack(len(data), hard or 0.0, tag) + data)
+        return server, tag
+
+
+def _answered(sent: tuple[int, int]) -> tuple[Any, Optional[FreshProcessDied]]:
+    answer = _receive(*sent)
     if answer[0] == "died":
-        raise FreshProcessDied(answer[1])
+        return None, FreshProcessDied(answer[1])
     hangs.absorb(answer[2])
     if answer[0] == "raised":
-        raise FreshProcessDied(f"the fresh process could not run the check: {answer[1]}")
-    return answer[1]
+        return None, FreshProcessDied(f"the fresh process could not run the check: {answer[1]}")
+    return answer[1], None
+
+
+def run_fresh_each(calls: Iterable[Call], ahead: Optional[int] = None) -> Iterator[tuple[Any, Optional[FreshProcessDied]]]:
+    """``(value, None)`` or ``(None, why it died)`` for each call, in order, each run as :func:`run_fresh` runs one.
+
+    Up to ``ahead`` jobs (one per fork server by default) are sent before the first answer is read, so
+    they run side by side on the machine's cores: the crash states of one exploration, say. Each is
+    still a child of the clean server, which sees nothing of the others. A hang one of them met is
+    known only to the jobs sent after its answer came back. Stopping early is safe: the answers
+    still to come are skipped.
+    """
+    ahead = max(1, len(_servers)) if ahead is None else max(1, ahead)
+    sent: list = []   # (server, tag) of the jobs sent and not yet answered here, in order
+    calls = iter(calls)
+    try:
+        while True:
+            while len(sent) < ahead:
+                call = next(calls, None)
+                if call is None:
+                    break
+                here = call.here()
+                if here is not None:  # run where it stands: everything sent before it comes first
+                    for tag in sent:
+                        yield _answered(tag)
+                    sent = []
+                    try:
+                        value = here()
+                    except FreshProcessDied as died:
+                        yield None, died
+                    else:
+                        yield value, None
+                    continue
+                sent.append(call.send())
+            if not sent:
+                return
+            tag = sent.pop(0)
+            yield _answered(tag)
+    finally:
+        # Stopped early: those answers are skipped by whoever reads next from their servers (which stay
+        # busy with them until then, so a later job goes to a free one if there is one).
+        _awaited.difference_update(tag for _server, tag in sent)
 
 
 if not loader.MADE:

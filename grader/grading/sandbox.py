@@ -291,15 +291,15 @@ def kill_tree(token: str, root_pid: Optional[int] = None, session: Optional[int]
               keep: Iterable[int] = (), home: Optional[str] = None) -> int:
     """Kill the box's processes until none is left: its session, ``root_pid``'s descendants, the marked."""
     keep = set(keep) | {os.getpid()}
-    server = fresh.server_pid()
+    servers = fresh.server_pids()
     killed = 0
     for attempt in range(50):
         targets = set(marked(token, home))
         if root_pid is not None:
             targets.update(descendants(root_pid))
-        # This process's fork server is the kit's, not the box's; it forks a new spare child at any
+        # This process's fork servers are the kit's, not the box's; each forks a new spare child at any
         # moment, so its children are looked for again on every pass.
-        mine = {server} | set(descendants(server)) if server is not None else set()
+        mine = set(servers) | {c for s in servers for c in descendants(s)}
         targets -= keep | mine
         if session is not None:
             try:

@@ -513,6 +513,9 @@ def main(argv: Optional[list] = None) -> None:
     sys.dont_write_bytecode = True
     sys.addaudithook(_note_read)
     _looks_like_pytest()
+    # The judge asks for one call at a time, so one fork server is enough (and each process counts
+    # against the box's cap).
+    fresh.start(servers=1)
     serve(options["folder"], options.get("bytes") == "kernel")
     # Leave at once: a non-daemon thread a submission started must not keep this process alive.
     os._exit(0)

@@ -44,9 +44,9 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from grader.levels import api
 from grader.levels.api import (assistant_turns, at_point, check_messages, CHECKPOINT_NAME, crash_states,
-                               describe_bytes, exactly_saved, FIELDS, folder_in, free_fsync, FreshProcessDied, Hang, lay_out,
+                               describe_bytes, exactly_saved, FIELDS, folder_in, free_fsync, FreshCall, FreshProcessDied, Hang, lay_out,
                                LevelModule, loop_timeout, LoopTimeout, MODEL_NAMES, read_or_none, record_run,
-                               reference_saves, run_fresh, run_reference, Scenario, scratch_root, ScriptedModel,
+                               reference_saves, run_fresh_each, run_reference, Scenario, scratch_root, ScriptedModel,
                                ScriptedModelError, ScriptedToolError, ScriptedTools, short_traceback, snapshot,
                                support_tickets, time_limit, tool_use_blocks, windows_for, working_in)
 
@@ -745,13 +745,26 @@ def resume_once(resume: Callable, scenario: Scenario, files: dict, carried: Iter
     remembered in memory is gone, as it would be. ``settings``: module-level values for that fresh
     copy of the learner's module (``MAX_TURNS``).
     """
-    try:
-        return run_fresh(_resume_and_judge, resume, checkpoint_error, scenario, dict(files), list(carried), raw,
-                         want, directory, timeout, received, watch, settings=settings, timeout=timeout)
-    except FreshProcessDied as exc:
-        outcome = _Outcome(error=f"SystemExit: it ended the process it ran in ({exc})", error_type="SystemExit")
-        return Resumed(judge_all(outcome, raw, want, scenario), _describe_outcome(outcome), error=outcome.error,
-                       error_type=outcome.error_type)
+    call = _resume_call(resume, scenario, files, carried, raw, want, checkpoint_error=checkpoint_error,
+                        directory=directory, timeout=timeout, received=received, watch=watch, settings=settings)
+    return _resumed(*next(run_fresh_each([call])), raw, want, scenario)
+
+
+def _resume_call(resume: Callable, scenario: Scenario, files: dict, carried: Iterable[tuple], raw: Optional[bytes],
+                 want: Optional[dict], *, checkpoint_error: type, directory: str, timeout: Optional[float],
+                 received: int, watch: bool = True, settings: Optional[dict] = None) -> FreshCall:
+    return FreshCall(_resume_and_judge, resume, (checkpoint_error, scenario, dict(files), list(carried), raw, want,
+                                            directory, timeout, received, watch), settings=settings, timeout=timeout)
+
+
+def _resumed(value: Optional[Resumed], died: Optional[FreshProcessDied], raw: Optional[bytes],
+             want: Optional[dict], scenario: Scenario) -> Resumed:
+    """What :func:`resume_once` gives for one answer of a fresh process (or for its death)."""
+    if died is None:
+        return value
+    outcome = _Outcome(error=f"SystemExit: it ended the process it ran in ({died})", error_type="SystemExit")
+    return Resumed(judge_all(outcome, raw, want, scenario), _describe_outcome(outcome), error=outcome.error,
+                   error_type=outcome.error_type)
 
 
 # -- files resume must refuse ------------------------------------------------------------------------------
@@ -794,10 +807,13 @@ def check_refusals(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
                    directory: str = "checkpoints", timeout: Optional[float] = 20) -> list[str]:
     """What resume got wrong on each file of :func:`untrustworthy_files` (empty: nothing)."""
     problems = []
-    for what, raw in untrustworthy_files(scenario):
-        files = {} if raw is None else {CHECKPOINT_NAME: raw}
-        resumed = resume_once(resume, scenario, files, (), raw, None, checkpoint_error=checkpoint_error,
-                              directory=directory, timeout=timeout, watch=False)
+    files = untrustworthy_files(scenario)
+    answers = run_fresh_each(_resume_call(resume, scenario, {} if raw is None else {CHECKPOINT_NAME: raw}, (), raw,
+                                          None, checkpoint_error=checkpoint_error, directory=directory,
+                                          timeout=timeout, received=0, watch=False)
+                             for _what, raw in files)
+    for what, raw in files:
+        resumed = _resumed(*next(answers), raw, None, scenario)
         if resumed.stuck is not None:
             # One stuck resume says all there is to say: the other files would only wait as long. Only a
             # resume stopped on this very file is pinned on it; one refused as stuck before is not.
@@ -987,20 +1003,29 @@ class CrashedRun:
         for op in self.ops:
             starts.append(starts[-1] + (op.kind == "tool_start"))
             received.append(received[-1] + (op.kind == "model_end"))
-        seen: dict = {}
+        # Every state is listed first, so the resumes of new situations can run side by side, each in a
+        # fresh process of its own (run_fresh_each), and still come back in order.
+        listed, keys, calls = [], set(), []
         for state in crash_states(self.ops, self.initial, self.folder, CHECKPOINT_NAME, tuple(models),
                                   self.initial_dirs):
             started = starts[state.point]
             raw = state.read(CHECKPOINT_NAME)
             key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started, received[state.point])
-            first = key not in seen
+            first = key not in keys
+            listed.append((state, raw, key, first))
             if first:
+                keys.add(key)
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
-                seen[key] = resume_once(resume, scenario, dict(state.files), carried, raw,
-                                        self.final if raw is not None else None, checkpoint_error=checkpoint_error,
-                                        directory=directory, timeout=timeout, received=received[state.point])
+                want = self.final if raw is not None else None
+                calls.append(_resume_call(resume, scenario, state.files, carried, raw, want,
+                                          checkpoint_error=checkpoint_error, directory=directory, timeout=timeout,
+                                          received=received[state.point]))
+        answers = run_fresh_each(calls)
+        seen: dict = {}
+        for state, raw, key, first in listed:
+            if first:
+                seen[key] = _resumed(*next(answers), raw, self.final if raw is not None else None, scenario)
             yield state, raw, seen[key], first
-
 
 def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: type = Exception,
                    writer: Callable = reference_writer, models: Iterable[str] = ("M1",),
