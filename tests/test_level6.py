@@ -23,6 +23,8 @@ from grader.engine.explore import ABSOLUTE_FOLDER, NESTED_FOLDER
 from grader.engine.crash_models import CrashState
 from grader.engine.recorder import Op
 from grader.engine.scripted import from_turns, support_tickets
+from grader.engine import fresh, hangs
+from grader.engine.hangs import LoopTimeout
 from grader.engine.loader import import_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,3 +309,36 @@ def test_the_demos_bytes_row_counts_the_turns_and_ratio_pytest_prints():
                                  measure=True, timeout=60).bytes
         said = re.search(r"Over (\d+) turns .* about ([\d.]+) times over", tested.explain())
         assert (turns, ratio) == said.groups(), (cell, tested.explain())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: loads run in-process")
+def test_the_reader_loads_several_states_side_by_side_and_answers_in_order(tmp_path):
+    """Each load runs in a fresh process, each on a folder of its own; with more than one fork server
+    they overlap in time, and the answers (and a loader stuck on one state) come back in order."""
+    source = tmp_path / "loader.py"
+    source.write_text(
+        "import os, time\n"
+        "def load_checkpoint(directory):\n"
+        "    start = time.monotonic()\n"
+        "    with open(os.path.join(directory, 'journal'), encoding='utf-8') as f:\n"
+        "        lines = f.read().splitlines()\n"
+        "    while lines and lines[-1] == 'stuck':\n"
+        "        pass\n"
+        "    time.sleep(0.2)\n"
+        "    return {'lines': lines, 'start': start, 'end': time.monotonic()}\n", encoding="utf-8")
+    load = import_file(source, "fresh").load_checkpoint
+    states = [CrashState(i, "M1", {"journal": "".join(f"{n}\n" for n in range(i + 1)).encode()}) for i in range(6)]
+    reader = LoaderReader(load, str(tmp_path / "scratch"), timeout=1.0)
+    got = [(state.point, json.loads(raw)) for state, raw in reader.each(states)]
+    assert [(point, answer["lines"]) for point, answer in got] == [(i, [str(n) for n in range(i + 1)]) for i in range(6)]
+    assert reader.calls == 6
+    if fresh.width() > 1:
+        assert got[1][1]["start"] < got[0][1]["end"], "two loads sent together ran one after the other"
+    # A loader stuck on the third state: the two before it are given, then the exploration stops there.
+    stuck = states[:2] + [CrashState(2, "M1", {"journal": b"0\nstuck\n"})] + states[3:]
+    seen = []
+    with pytest.raises(LoopTimeout):
+        for state, _raw in LoaderReader(load, str(tmp_path / "stuck"), timeout=1.0).each(stuck):
+            seen.append(state.point)
+    assert seen == [0, 1]
+    hangs.forget_hangs()

@@ -865,15 +865,15 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         cache = {}
     parsed: dict = {}
     points = set()
-    for state in crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
-                                           recorder.initial_dirs,
-                                           tear_only=(CHECKPOINT_NAME,) if reader is None else None, points=chosen,
-                                           line_cuts=reader is not None):
+    states = crash_models.crash_states(ops, recorder.initial, ckpt_dir, CHECKPOINT_NAME, result.models,
+                                       recorder.initial_dirs,
+                                       tear_only=(CHECKPOINT_NAME,) if reader is None else None, points=chosen,
+                                       line_cuts=reader is not None)
+    for state, raw in _read_each(states, reader):
         result.states += 1
         tally = result.by_model.setdefault(state.model, [0, 0])
         tally[0] += 1
         points.add(state.point)
-        raw = reader(state) if reader is not None else state.read(CHECKPOINT_NAME)
         if skip is not None and skip(raw):
             continue
         window = windows[state.point]
@@ -895,6 +895,15 @@ def check_trace(result: Exploration, recorder: Recorder, ckpt_dir: str, scenario
         _explain_links(result, recorder)
     if result.returned is not None and not result.violations:
         _check_returned(result, windows, len(ops), same)
+
+
+def _read_each(states: Iterable, reader: Optional[Callable]) -> Iterator[tuple]:
+    """``(state, what the checker reads)`` for each crash state: checkpoint.json's bytes, or what
+    ``reader`` makes of the state (a reader with an ``each`` reads several at once, in order)."""
+    if reader is None:
+        return ((state, state.read(CHECKPOINT_NAME)) for state in states)
+    each = getattr(reader, "each", None)
+    return each(states) if callable(each) else ((state, reader(state)) for state in states)
 
 
 def _never_wrote(result: Exploration, recorder: Recorder, ckpt_dir: str, target: str) -> bool:

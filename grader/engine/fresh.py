@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from grader.engine import hangs, loader
 
-__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "origin", "FreshProcessDied", "served_here", "server_pids"]
+__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "width", "origin", "FreshProcessDied", "served_here", "server_pids"]
 
 # The fork servers, once started: (pid, fd to write requests, fd to read replies) each. One per core
 # (four at most), so the crash states of one exploration can run side by side (run_fresh_each): each
@@ -362,6 +362,11 @@ def _run_job(request: tuple) -> bytes:
 
 # -- the caller's side ---------------------------------------------------------------------------------------
 
+def width() -> int:
+    """How many jobs :func:`run_fresh_each` runs at once here: one per fork server (1 where none runs)."""
+    return max(1, len(_servers))
+
+
 class Twin:
     """An argument that names something of the learner's module: the fresh module's own is used."""
 
@@ -477,7 +482,7 @@ def run_fresh_each(calls: Iterable[Call], ahead: Optional[int] = None) -> Iterat
     known only to the jobs sent after its answer came back. Stopping early is safe: the answers
     still to come are skipped.
     """
-    ahead = max(1, len(_servers)) if ahead is None else max(1, ahead)
+    ahead = width() if ahead is None else max(1, ahead)
     sent: list = []   # (server, tag) of the jobs sent and not yet answered here, in order
     calls = iter(calls)
     try:

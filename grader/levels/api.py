@@ -18,8 +18,8 @@ names is a change to every level, and is made here on purpose.
   :func:`folder_in`, :func:`parent_exists`, :func:`short_traceback`, :func:`free_fsync`, and laying
   out a crash state's files safely (:class:`Layout`, :func:`lay_out`, :func:`check_names`), and
   running one resume or load of a crash state in a process that never saw the run
-  (:func:`run_fresh`; several side by side, answered in order, with :func:`run_fresh_each` and
-  :class:`FreshCall`; :class:`FreshProcessDied`, :func:`served_here`; after a crash only the files
+  (:func:`run_fresh`; several side by side, answered in order, with :func:`run_fresh_each`,
+  :class:`FreshCall` and :func:`fresh_width`; :class:`FreshProcessDied`, :func:`served_here`; after a crash only the files
   are left).
 - **Recording and crashing a loop**: :func:`explore_loop`, :func:`record_run`, :func:`recorded_run`,
   :func:`check_trace`, :func:`rerun_after_crashes`, :func:`crash_states`, :func:`windows_for`,
@@ -50,6 +50,7 @@ from grader.engine.explore import (Exploration, Violation, at_point, check_trace
                                    scratch_root, short_traceback, windows_for, working_in)
 from grader.engine.forwarded import free_fsync
 from grader.engine.fresh import Call as FreshCall, FreshProcessDied, run_fresh, run_fresh_each, served_here
+from grader.engine.fresh import width as fresh_width
 from grader.engine.hangs import Hang, KnownHang, LoopTimeout, hang_mark, hangs_since, loop_timeout, time_limit
 from grader.engine.invariants import Finding, Window, check, no_checkpoint, parse, parse_cached, shape_finding
 from grader.engine.layout import Layout, UnsafeName, check_names, lay_out
@@ -95,7 +96,7 @@ __all__ = [
     "time_limit", "loop_timeout", "LoopTimeout", "Hang", "hang_mark", "hangs_since", "working_in", "scratch_root",
     "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder", "KnownHang",
     # a process that never saw the run, for each resume or load of a crash state
-    "run_fresh", "run_fresh_each", "FreshCall", "FreshProcessDied", "served_here",
+    "run_fresh", "run_fresh_each", "FreshCall", "fresh_width", "FreshProcessDied", "served_here",
     # laying out a crash state's files safely (plain names inside one folder)
     "Layout", "UnsafeName", "check_names", "lay_out",
     # recording and crashing a loop

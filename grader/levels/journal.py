@@ -23,16 +23,17 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections import deque
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from grader.levels import api
 from grader.levels.api import (check, check_names, clone, compute_reference_saves, Exploration, explore_loop, Finding,
-                               FreshProcessDied, from_turns, hang_mark, hangs_since, KnownHang, Layout, LevelModule,
-                               loop_timeout, LoopTimeout, parse_cached, record_run, run_fresh, Scenario, scratch_root,
+                               FreshCall, FreshProcessDied, fresh_width, from_turns, hang_mark, hangs_since, KnownHang, Layout, LevelModule,
+                               loop_timeout, LoopTimeout, parse_cached, record_run, run_fresh_each, Scenario, scratch_root,
                                ScriptedModel, support_tickets, time_limit, tool_result_message, tool_use_blocks,
                                UnsafeName, Violation, windows_for)
 
@@ -287,7 +288,7 @@ def _load_once(load: Callable[[str], Any], directory: str, timeout: Optional[flo
     ``answer``: the JSON bytes of what it returned, None when it found no checkpoint, or a
     :class:`LoaderFailure`. ``touched``: it may have changed a file. ``stopped``: ``(kind, message,
     where, hang)`` when it got stuck (or was refused as stuck before), else None. Plain data: this
-    runs in a fresh process (see :meth:`LoaderReader.__call__`).
+    runs in a fresh process (see :meth:`LoaderReader.each`).
     """
     global _hooked, _reading
     if not _hooked:
@@ -324,76 +325,29 @@ def _as_json(loaded: Any) -> Any:
         return LoaderFailure(f"it returned something that is not JSON data ({exc})")
 
 
-class LoaderReader:
-    """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
+class _Slot:
+    """A scratch folder the reader lays crash states out in, and what it last put there."""
 
-    Returns the JSON bytes of what ``load_checkpoint`` returned, None when it found no checkpoint,
-    or a :class:`LoaderFailure` when it raised. The loader is called again only when something it
-    could see changed: the names in the folder, or the bytes of a file it opened last time (a crash
-    state that differs only in a half-written temp file it never opens gives the same answer).
-    """
-
-    def __init__(self, load: Callable[[str], Any], scratch: str, timeout: Optional[float] = None):
-        self.load = load
-        self.timeout = timeout    # for each call of the loader: one that never returns stops the exploration
+    def __init__(self, scratch: str):
         self.scratch = scratch
         self.directory = os.path.join(scratch, "checkpoints")
-        self.memo: dict = {}      # (names, names read) -> {their bytes: answer}
-        self.reads: dict = {}     # names -> the sets of names the loader opened, for that listing
-        self.calls = 0
-        self.written: dict = {}   # name -> bytes, as last put in the scratch directory
+        self.written: dict = {}   # name -> bytes, as last put in the folder
         self.folders: set = set()  # the subfolders made there
-        # True while the scratch directory holds exactly ``written`` and ``folders``: no loader call
-        # has changed anything in it (a loader that ever opened a file for writing is never trusted).
-        self._exact = False
-        self._loader_writes = False
+        # True while the folder holds exactly ``written`` and ``folders``: no loader call has changed
+        # anything in it (a loader that ever opened a file for writing is never trusted).
+        self.exact = False
 
-    def __call__(self, state: Any) -> Any:
-        names = frozenset(state.files) | frozenset(os.path.join(d, "") for d in getattr(state, "dirs", ()))
-        for read in self.reads.get(names, ()):
-            answer = self.memo[(names, read)].get(tuple(state.files[n] for n in read), self)
-            if answer is not self:
-                return answer
-        self._materialise(state.files, getattr(state, "dirs", ()))
-        self.calls += 1
-        try:
-            # After a real crash only the files are left: the loader runs in a process that never saw
-            # the run nor an earlier crash state (grader.engine.fresh), so what it kept in memory is gone.
-            out, opened, touched, stopped = run_fresh(_load_once, self.load, self.directory, self.timeout,
-                                                      timeout=self.timeout)
-        except FreshProcessDied as exc:
-            out, opened, touched, stopped = LoaderFailure(f"SystemExit: it ended the process it ran in ({exc})"), \
-                [], True, None
-        if stopped is not None:
-            kind, message, where, hang = stopped
-            raise (KnownHang if kind == "KnownHang" else LoopTimeout)(message, where, hang)
-        self._loader_writes = self._loader_writes or touched
-        self._exact = not self._loader_writes
-        if not self._exact:
-            self._forget_changes()
-        prefix = self.directory + os.sep
-        read = tuple(sorted({os.path.abspath(p)[len(prefix):] for p in opened
-                             if os.path.abspath(p).startswith(prefix)} & names))
-        self.reads.setdefault(names, [])
-        if read not in self.reads[names]:
-            self.reads[names].append(read)
-        self.memo.setdefault((names, read), {})[tuple(state.files[n] for n in read)] = out
-        return out
-
-    def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:
-        """:func:`check_loaded` (the checker explore_loop is given with this reader)."""
-        return check_loaded(raw, window, parsed)
-
-    def _materialise(self, files: dict, dirs: tuple = ()) -> None:
+    def materialise(self, files: dict, dirs: tuple = ()) -> None:
         # Names from the run, laid out only as plain names inside the folder, relative to its
         # descriptor and without following links (grader.engine.layout); checked before anything changes.
         check_names(files, dirs)
-        if not self._exact:
+        if not self.exact:
             os.makedirs(self.scratch, exist_ok=True)  # the judge's own folder, named by the judge
+        exact, self.exact = self.exact, False  # until the loader is known to have left the folder alone
         with Layout(self.directory, within=self.scratch) as folder:
-            self._lay_out(folder, files, dirs)
+            self._lay_out(folder, files, dirs, exact)
 
-    def _lay_out(self, folder: Layout, files: dict, dirs: tuple) -> None:
+    def _lay_out(self, folder: Layout, files: dict, dirs: tuple, exact: bool) -> None:
         # Rewrite only what differs from the last crash state loaded (consecutive states share most
         # files), and take away what the loader itself may have added. Files may sit in subfolders
         # (a journal under wal/): names are paths relative to the checkpoint folder.
@@ -403,7 +357,7 @@ class LoaderReader:
                 parent = parent.rsplit("/", 1)[0]
                 wanted_dirs.add(parent)
         grown: dict = {}
-        if self._exact:
+        if exact:
             # Nothing but this reader changed the folder: what is there is what it wrote. A file that
             # only grew (a journal, from one crash point to the next) gets just its new bytes.
             for rel in [r for r, data in self.written.items() if files.get(r) != data]:
@@ -424,7 +378,7 @@ class LoaderReader:
                         self.written.pop(rel, None)
                 if rel_dir and rel_dir not in wanted_dirs:
                     folder.remove_tree(rel_dir)
-        for sub in sorted(wanted_dirs - self.folders if self._exact else wanted_dirs):
+        for sub in sorted(wanted_dirs - self.folders if exact else wanted_dirs):
             if sub:
                 folder.make_dir(sub)
         self.folders = {f for f in wanted_dirs if f}
@@ -435,6 +389,12 @@ class LoaderReader:
             if name not in self.written:
                 folder.write(name, data)
                 self.written[name] = data
+
+    def loaded(self, trusted: bool) -> None:
+        """After a load here: ``trusted`` if no loader call has ever opened a file for writing."""
+        self.exact = trusted
+        if not trusted:
+            self._forget_changes()
 
     def _forget_changes(self) -> None:
         """A loader may repair what it reads (cut a torn line off, say): never trust those files again."""
@@ -447,6 +407,132 @@ class LoaderReader:
             for name in list(self.written):
                 if folder.read(name) != self.written[name]:
                     self.written.pop(name)
+
+
+class _Pending:
+    """A crash state on its way through :meth:`LoaderReader.each`."""
+
+    def __init__(self, state: Any, names: frozenset, answer: Any):
+        self.state, self.names, self.answer = state, names, answer
+        self.slot: Optional[_Slot] = None   # where it was laid out, when the loader must be asked
+        self.error: Optional[BaseException] = None
+
+
+_UNKNOWN = object()
+
+
+class LoaderReader:
+    """``reader(crash_state)`` for :func:`~grader.engine.explore.check_trace`: the loader's view of the files.
+
+    Returns the JSON bytes of what ``load_checkpoint`` returned, None when it found no checkpoint,
+    or a :class:`LoaderFailure` when it raised. The loader is called again only when something it
+    could see changed: the names in the folder, or the bytes of a file it opened last time (a crash
+    state that differs only in a half-written temp file it never opens gives the same answer).
+    :meth:`each` reads many crash states, several at once, each in a scratch folder of its own.
+    """
+
+    def __init__(self, load: Callable[[str], Any], scratch: str, timeout: Optional[float] = None):
+        self.load = load
+        self.timeout = timeout    # for each call of the loader: one that never returns stops the exploration
+        self.scratch = scratch
+        self.slots = [_Slot(scratch)]   # the first is scratch/checkpoints; more for loads side by side
+        self.directory = self.slots[0].directory
+        self.memo: dict = {}      # (names, names read) -> {their bytes: answer}
+        self.reads: dict = {}     # names -> the sets of names the loader opened, for that listing
+        self.calls = 0
+        self._loader_writes = False
+
+    @property
+    def _exact(self) -> bool:
+        return self.slots[0].exact
+
+    def __call__(self, state: Any) -> Any:
+        return next(self.each([state], width=1))[1]
+
+    def each(self, states: Iterable[Any], width: Optional[int] = None) -> Iterator[tuple[Any, Any]]:
+        """``(state, what the loader made of it)`` for each crash state, in order.
+
+        The loader runs in a process that never saw the run nor an earlier crash state (after a real
+        crash only the files are left); up to ``width`` of them at once (one per fork server), each on
+        a folder of its own, so the answers come sooner on a machine with more than one core.
+        """
+        width = fresh_width() if width is None else width
+        while len(self.slots) < width:
+            self.slots.append(_Slot(os.path.join(self.scratch, f"side-{len(self.slots)}")))
+        pending: deque = deque()
+
+        def calls() -> Iterator[FreshCall]:
+            turn = 0
+            for state in states:
+                names = frozenset(state.files) | frozenset(os.path.join(d, "") for d in getattr(state, "dirs", ()))
+                item = _Pending(state, names, self._known(state, names))
+                pending.append(item)
+                if item.answer is not _UNKNOWN:
+                    continue
+                item.slot = self.slots[turn % width]
+                turn += 1
+                try:
+                    item.slot.materialise(state.files, getattr(state, "dirs", ()))
+                except Exception as exc:  # noqa: BLE001 - raised in its turn, after the states before it
+                    item.error = exc
+                    return
+                self.calls += 1
+                yield FreshCall(_load_once, self.load, (item.slot.directory, self.timeout), timeout=self.timeout)
+
+        answers = run_fresh_each(calls(), ahead=width)
+        try:
+            while True:
+                while pending and (pending[0].answer is not _UNKNOWN or pending[0].error is not None):
+                    item = pending.popleft()
+                    if item.error is not None:
+                        raise item.error
+                    yield item.state, item.answer
+                try:
+                    value, died = next(answers)
+                except StopIteration:
+                    if not pending:
+                        return
+                    continue
+                item = next(i for i in pending if i.slot is not None and i.answer is _UNKNOWN and i.error is None)
+                try:
+                    item.answer = self._learned(item, value, died)
+                except LoopTimeout as exc:
+                    item.error = exc
+        finally:
+            answers.close()
+
+    def _known(self, state: Any, names: frozenset) -> Any:
+        """The loader's answer for this state if an earlier one showed it (the files it reads are the same)."""
+        for read in self.reads.get(names, ()):
+            answer = self.memo[(names, read)].get(tuple(state.files[n] for n in read), _UNKNOWN)
+            if answer is not _UNKNOWN:
+                return answer
+        return _UNKNOWN
+
+    def _learned(self, item: _Pending, value: Any, died: Optional[FreshProcessDied]) -> Any:
+        if died is not None:
+            out, opened, touched, stopped = LoaderFailure(f"SystemExit: it ended the process it ran in ({died})"), \
+                [], True, None
+        else:
+            out, opened, touched, stopped = value
+        if stopped is not None:
+            kind, message, where, hang = stopped
+            raise (KnownHang if kind == "KnownHang" else LoopTimeout)(message, where, hang)
+        self._loader_writes = self._loader_writes or touched
+        item.slot.loaded(trusted=not self._loader_writes)
+        prefix = item.slot.directory + os.sep
+        names, files = item.names, item.state.files
+        read = tuple(sorted({os.path.abspath(p)[len(prefix):] for p in opened
+                             if os.path.abspath(p).startswith(prefix)} & names))
+        self.reads.setdefault(names, [])
+        if read not in self.reads[names]:
+            self.reads[names].append(read)
+        self.memo.setdefault((names, read), {})[tuple(files[n] for n in read)] = out
+        return out
+
+    def check(self, raw: Any, window: Any, parsed: dict) -> Optional[Finding]:
+        """:func:`check_loaded` (the checker explore_loop is given with this reader)."""
+        return check_loaded(raw, window, parsed)
 
 
 def check_loaded(raw: Any, window: Any, parsed: Optional[dict] = None) -> Optional[Finding]:
