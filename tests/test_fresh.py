@@ -69,11 +69,16 @@ def learner(tmp_path):
             while True:
                 pass
 
-        def window(seconds):
+        def meet(mine, other, seconds):
+            # Leaves a mark, then waits for the other job's: True if they ran at the same time.
             import time
-            start = time.monotonic()
-            time.sleep(seconds)
-            return counter, start, time.monotonic()
+            open(mine, "w").close()
+            ends = time.monotonic() + seconds
+            while time.monotonic() < ends:
+                if os.path.exists(other):
+                    return counter, True
+                time.sleep(0.01)
+            return counter, False
 
         def leave(code):
             os._exit(code)
@@ -157,31 +162,35 @@ def test_a_hang_in_a_fresh_process_is_known_here(learner):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
-def test_jobs_run_side_by_side_and_answer_in_order(learner):
+def test_jobs_run_side_by_side_and_answer_in_order(learner, tmp_path):
     learner.remember()  # memory here (counter 1) reaches none of them
-    calls = [fresh.Call(_call, learner.window, (0.3,)) for _ in range(4)]
+    marks = [str(tmp_path / f"mark{i}") for i in range(4)]
+    together = len(fresh.server_pids()) > 1  # one server per core: with two, two jobs sent together meet
+    wait = 30 if together else 0
+    calls = [fresh.Call(_call, learner.meet, (marks[i], marks[i ^ 1], wait)) for i in range(4)]
     answers = list(fresh.run_fresh_each(calls))
     assert [died for _, died in answers] == [None] * 4
-    assert [value[0] for value, _ in answers] == [0] * 4
-    starts = [value[1] for value, _ in answers]
-    if len(fresh.server_pids()) > 1:  # one server per core: with two, two jobs overlap
-        first, second = answers[0][0], answers[1][0]
-        assert second[1] < first[2], "two jobs sent together ran one after the other"
-    else:
-        assert starts == sorted(starts)
+    assert [value for value, _ in answers] == [(0, together)] * 4
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
 def test_a_job_that_dies_is_told_in_its_place_and_stopping_early_loses_nothing(learner):
     calls = [fresh.Call(_call, learner.remember), fresh.Call(_call, learner.leave, (3,)),
-             fresh.Call(_call, learner.remember), fresh.Call(_call, learner.window, (0.2,))]
+             fresh.Call(_call, learner.remember), fresh.Call(_call, learner.spin)]
     answers = fresh.run_fresh_each(calls, ahead=3)
     assert next(answers) == ((1, 1, "1"), None)
     value, died = next(answers)
     assert value is None and "exited (status 3)" in str(died)
-    answers.close()  # the rest were sent: their answers come later and are skipped
+    answers.close()  # the rest were sent: they are stopped, and their answers skipped
     assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
     assert fresh.run_fresh(_call, learner.remember) == (1, 1, "1")
+    # The job left spinning was stopped: each server keeps only its spare child.
+    from grader.grading import sandbox
+    for _ in range(500):
+        if all(len(sandbox.descendants(server)) == 1 for server in fresh.server_pids()):
+            break
+        time.sleep(0.01)
+    assert [len(sandbox.descendants(server)) for server in fresh.server_pids()] == [1] * len(fresh.server_pids())
 
 
 def test_a_kit_function_is_not_a_learners():

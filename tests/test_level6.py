@@ -9,6 +9,7 @@ own suite quick; the verdicts are the same (a whole-history save is about 100 ti
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -316,24 +317,35 @@ def test_the_reader_loads_several_states_side_by_side_and_answers_in_order(tmp_p
     """Each load runs in a fresh process, each on a folder of its own; with more than one fork server
     they overlap in time, and the answers (and a loader stuck on one state) come back in order."""
     source = tmp_path / "loader.py"
+    meet = tmp_path / "meet"   # made only where two loads can run at once: the first two then wait for each other
     source.write_text(
         "import os, time\n"
+        f"MEET = {str(meet)!r}\n"
         "def load_checkpoint(directory):\n"
-        "    start = time.monotonic()\n"
         "    with open(os.path.join(directory, 'journal'), encoding='utf-8') as f:\n"
         "        lines = f.read().splitlines()\n"
         "    while lines and lines[-1] == 'stuck':\n"
         "        pass\n"
-        "    time.sleep(0.2)\n"
-        "    return {'lines': lines, 'start': start, 'end': time.monotonic()}\n", encoding="utf-8")
+        "    met = False\n"
+        "    if len(lines) <= 2 and os.path.exists(MEET):\n"
+        "        open(os.path.join(MEET, str(len(lines))), 'w').close()\n"
+        "        other, ends = os.path.join(MEET, str(3 - len(lines))), time.monotonic() + 30\n"
+        "        while not met and time.monotonic() < ends:\n"
+        "            met = os.path.exists(other)\n"
+        "            time.sleep(0.01)\n"
+        "    return {'lines': lines, 'met': met}\n", encoding="utf-8")
     load = import_file(source, "fresh").load_checkpoint
+    together = fresh.width() > 1
+    if together:
+        meet.mkdir()
     states = [CrashState(i, "M1", {"journal": "".join(f"{n}\n" for n in range(i + 1)).encode()}) for i in range(6)]
-    reader = LoaderReader(load, str(tmp_path / "scratch"), timeout=1.0)
+    reader = LoaderReader(load, str(tmp_path / "scratch"), timeout=40.0)
     got = [(state.point, json.loads(raw)) for state, raw in reader.each(states)]
     assert [(point, answer["lines"]) for point, answer in got] == [(i, [str(n) for n in range(i + 1)]) for i in range(6)]
+    assert [answer["met"] for _, answer in got] == [together, together, False, False, False, False]
     assert reader.calls == 6
-    if fresh.width() > 1:
-        assert got[1][1]["start"] < got[0][1]["end"], "two loads sent together ran one after the other"
+    if together:
+        shutil.rmtree(meet)
     # A loader stuck on the third state: the two before it are given, then the exploration stops there.
     stuck = states[:2] + [CrashState(2, "M1", {"journal": b"0\nstuck\n"})] + states[3:]
     seen = []

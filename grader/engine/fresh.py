@@ -24,6 +24,7 @@ import pickle
 import select
 import signal
 import struct
+from collections import deque
 import sys
 import time
 from typing import Any, Callable, Iterable, Iterator, Optional
@@ -38,7 +39,7 @@ __all__ = ["start", "run_fresh", "run_fresh_each", "Call", "width", "origin", "F
 _servers: list = []
 _busy: dict = {}   # server index -> tags sent to it and not yet answered
 _HEADER = struct.Struct("<Q")
-_REQUEST = struct.Struct("<Qdq")  # a request's size, how long its child may run (0: no limit), its tag
+_REQUEST = struct.Struct("<Qdq")  # a request's size, how long its child may run (0: no limit; < 0: cancel it), its tag
 _REPLY = struct.Struct("<Qq")     # an answer's size, and the tag of the request it answers
 # Past its own time limit (which the child enforces, saying where the code was), a child that still
 # has not answered is killed: a learner's code may catch the stop, or block the signal.
@@ -232,21 +233,22 @@ def _serve(requests: int, replies: int) -> None:
     # and exits, collects nothing.
     gc.freeze()
     spare = _spare(requests, replies)
+    queue: deque = deque()   # requests that came while a job ran
     while True:
-        try:
-            head = _read_exact(requests, _REQUEST.size)
-            size, hard, tag = _REQUEST.unpack(head)
-            request = _read_exact(requests, size)
-        except EOFError:  # the caller is gone
+        message = queue.popleft() if queue else _message(requests)
+        if message is None:  # the caller is gone
             _kill(spare[0])
             return
+        hard, tag, request = message
+        if request is None:  # a cancel for a job not running (answered already): nothing to do
+            continue
         if os.waitpid(spare[0], os.WNOHANG)[0]:  # the spare died waiting (killed from outside): a new one
             for fd in spare[1:]:
                 os.close(fd)
             spare = _spare(requests, replies)
         child, in_w, out_r = spare
         try:
-            _write_all(in_w, _HEADER.pack(size) + request)
+            _write_all(in_w, _HEADER.pack(len(request)) + request)
         except OSError:
             pass  # the child is gone already: its exit status says why
         os.close(in_w)
@@ -254,14 +256,37 @@ def _serve(requests: int, replies: int) -> None:
         try:
             answer = None
             while answer is None:
-                readable = bool(select.select([out_r], [], [], _next_look(run))[0])
-                answer = _progress(run, readable)
+                ready = select.select([out_r, requests], [], [], _next_look(run))[0]
+                if requests in ready:  # while it runs: the next request, or a cancel
+                    message = _message(requests)
+                    if message is None:
+                        _kill(child)
+                        _kill(spare[0])
+                        return
+                    if message[2] is not None:
+                        queue.append(message)
+                    elif message[1] == tag:  # its caller stopped waiting for it: it ends now
+                        _kill(child)
+                        run.status = 0
+                        answer = pickle.dumps(("died", "it was stopped: its answer was no longer wanted"))
+                        break
+                answer = _progress(run, out_r in ready)
         finally:
             os.close(out_r)
         _write_all(replies, _REPLY.pack(len(answer), tag) + answer)
         spare = _spare(requests, replies)  # while the caller reads the answer
         if run.status is None:
             os.waitpid(child, 0)
+
+
+def _message(requests: int) -> Optional[tuple[float, int, Optional[bytes]]]:
+    """The next message from the caller: ``(time limit, tag, request)``, where a request of None
+    cancels the job of that tag; None when the caller has closed its end."""
+    try:
+        size, hard, tag = _REQUEST.unpack(_read_exact(requests, _REQUEST.size))
+        return (hard, tag, None) if hard < 0 else (hard, tag, _read_exact(requests, size))
+    except EOFError:
+        return None
 
 
 def _next_look(run: _Running) -> float:
@@ -463,6 +488,13 @@ class Call:
         return server, tag
 
 
+def _cancel(server: int, tag: int) -> None:
+    try:
+        _write_all(_servers[server][1], _REQUEST.pack(0, -1.0, tag))
+    except (OSError, IndexError):
+        pass  # the servers are stopped already (this process is exiting)
+
+
 def _answered(sent: tuple[int, int]) -> tuple[Any, Optional[FreshProcessDied]]:
     answer = _receive(*sent)
     if answer[0] == "died":
@@ -509,9 +541,12 @@ def run_fresh_each(calls: Iterable[Call], ahead: Optional[int] = None) -> Iterat
             tag = sent.pop(0)
             yield _answered(tag)
     finally:
-        # Stopped early: those answers are skipped by whoever reads next from their servers (which stay
-        # busy with them until then, so a later job goes to a free one if there is one).
-        _awaited.difference_update(tag for _server, tag in sent)
+        # Stopped early: those jobs are stopped, and their answers skipped by whoever reads next from
+        # their servers (a job stuck in a learner's loop would otherwise hold its server until its limit).
+        for server, tag in sent:
+            _awaited.discard(tag)
+            _busy[server].discard(tag)
+            _cancel(server, tag)
 
 
 if not loader.MADE:
