@@ -1,7 +1,7 @@
 """The differential fidelity table: the crash engine's verdict against real SIGKILLs, for every corpus
 submission of levels 2, 3, 5 and 6 (and each level's solution), right and wrong.
 
-    python benchmarks/fidelity.py [--kills N] [--jobs J] [--only TEXT] [--output benchmarks/fidelity.md]
+    python benchmarks/fidelity.py [--kills N] [--jobs J] [--only TEXT ...] [--output benchmarks/fidelity.md]
 
 For each submission the loop runs once under the recorder, then in child processes killed with
 SIGKILL after each of N sampled operations (all of them with --kills 0); each folder a kill leaves
@@ -10,13 +10,21 @@ loop is started again, for real, in the folder a kill left with the most leftove
 at the first points of that second run. The table sets what the kills found beside what the engine
 says under M1 and its second runs (see tests/fidelity_harness.py). Writes the table in Markdown
 (and the raw rows as JSON beside it) and prints the time it took.
+
+With ``--only`` (a part of ``level/name``, as often as needed: ``--only 2/w06 --only 2/w07``) only
+those submissions run, and where the table at ``--output`` exists already their rows are replaced in
+it and every other row is kept: the header keeps the full run's time, and a list under the table
+says which rows were run again, when, and how loaded the machine was. A table that does not exist
+yet is written with those rows alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
+import re
 import sys
 import time
 
@@ -51,13 +59,25 @@ LIMITS = """## Known limits (where kills cannot speak, or the model leaves somet
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=40, help="kills per submission (0: every operation)")
+    parser.add_argument("--kills", type=int, default=None,
+                        help="kills per submission (0: every operation; default 40, or the table's own for --only)")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--only", default="", help="only submissions whose name contains this")
+    parser.add_argument("--only", action="append", default=[],
+                        help="only submissions whose level/name contains this (repeatable); their rows "
+                             "replace the same rows of an existing table, the others are kept")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "fidelity.md"))
     args = parser.parse_args(argv)
+    raw = os.path.splitext(args.output)[0] + ".json"
+    # A part run again: its rows take the place of the same rows in the table, the rest stay.
+    before = _read(raw, args.output) if args.only and os.path.exists(raw) else None
+    if args.kills is None:
+        args.kills = before[0]["kills"] if before else 40
     started = time.perf_counter()
-    todo = [(level, name, path) for level, name, path in harness.corpus() if args.only in name]
+    todo = [(level, name, path) for level, name, path in harness.corpus()
+            if not args.only or any(part in f"{level}/{name}" for part in args.only)]
+    if not todo:
+        print(f"no corpus submission matches {args.only}", file=sys.stderr)
+        return 2
     most = args.kills or None
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(harness.measure, level, name, path, most) for level, name, path in todo]
@@ -68,11 +88,31 @@ def main(argv=None) -> int:
             print(f"level {row.level} {row.name}: {'agrees' if row.agrees else 'DIFFERS'} "
                   f"({row.kills} kills, {row.rerun_kills} second-run kills)", flush=True)
     seconds = time.perf_counter() - started
+    run = {"kills": args.kills, "seconds": round(seconds), "when": _now()}
+    updates: list = []
+    if before is not None:
+        run, updates, kept = before
+        fresh = {(r.level, r.name): r for r in rows}
+        order = [(level, name) for level, name, _ in harness.corpus()]
+        merged = {(r.level, r.name): r for r in kept}
+        merged.update(fresh)
+        rows = sorted(merged.values(), key=lambda r: order.index((r.level, r.name))
+                      if (r.level, r.name) in order else len(order))
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        updates.append({"when": _now(), "kills": args.kills, "seconds": round(seconds),
+                        "load": f"{load} (1, 5, 15 min) on {os.cpu_count()} cores",
+                        "rows": [f"{r.level} {r.name}" for r in fresh.values()]})
+    elif args.only:
+        run["only"] = args.only
     agree = sum(r.agrees or bool(r.note) for r in rows)
     kills = sum(r.kills + r.rerun_kills for r in rows)
+    command = f"python benchmarks/fidelity.py --kills {run['kills']}" + "".join(
+        f" --only {part}" for part in run.get("only", []))
     text = ["# Fidelity: the crash engine against real SIGKILLs", "",
-            f"Generated by `python benchmarks/fidelity.py --kills {args.kills}` in {seconds:.0f} s "
-            f"({len(rows)} submissions, {kills} real kills): the engine and the kills agree on {agree} of "
+            f"Generated by `{command}` in {run['seconds']} s"
+            + (f" ({run['when']})" if run.get("when") else "")
+            + (", some rows since run again (see *Rows run again* below)" if updates else "")
+            + f". {len(rows)} submissions, {kills} real kills: the engine and the kills agree on {agree} of "
             f"{len(rows)} (a loop that does not finish counts as agreeing: both say so).", "",
             "*engine*: the invariants the engine says break under M1 (a killed process) and in second runs "
             "after a crash (RERUN); *same folder*: kills whose folder held exactly the predicted crash "
@@ -80,6 +120,14 @@ def main(argv=None) -> int:
             "submission's own loader) found in the "
             "folders the kills left, and RERUN when a real second run broke.", "",
             harness.table(rows), ""]
+    if updates:
+        text += ["## Rows run again", "",
+                 "Rows measured after the full run (the corpus case or the engine changed), each with "
+                 "`--only`, the others kept as they were:", ""]
+        for u in updates:
+            text.append(f"- {u['when']}, `--kills {u['kills']}`, {u['seconds']} s, load average {u['load']}: "
+                        + ", ".join(f"level {r}" for r in u["rows"]))
+        text.append("")
     differing = [r for r in rows if not r.agrees and not r.note]
     if differing:
         text += ["## Disagreements", ""]
@@ -90,10 +138,28 @@ def main(argv=None) -> int:
     text.append(LIMITS)
     with open(args.output, "w", encoding="utf-8") as f:
         f.write("\n".join(text))
-    with open(os.path.splitext(args.output)[0] + ".json", "w", encoding="utf-8") as f:
-        f.write(harness.to_json(rows))
+    with open(raw, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"run": run, "updates": updates, "rows": json.loads(harness.to_json(rows))}, indent=1))
     print(f"{len(rows)} submissions, {kills} kills, {agree} agree, in {seconds:.0f} s; wrote {args.output}")
     return 0 if agree == len(rows) else 1
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def _read(raw: str, table: str) -> tuple:
+    """``(run, updates, rows)`` of the table written before (its JSON; one of the first tables, a bare
+    list of rows, takes its run's settings from the Markdown's first line)."""
+    with open(raw, encoding="utf-8") as f:
+        data = json.load(f)
+    if isinstance(data, list):
+        data = {"rows": data, "updates": [], "run": {"kills": 40, "seconds": 0, "when": ""}}
+        with open(table, encoding="utf-8") as f:
+            said = re.search(r"--kills (\d+)` in (\d+) s", f.read())
+        if said:
+            data["run"].update(kills=int(said.group(1)), seconds=int(said.group(2)))
+    return data["run"], data["updates"], [harness.from_json(row) for row in data["rows"]]
 
 
 if __name__ == "__main__":

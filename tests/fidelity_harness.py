@@ -344,6 +344,12 @@ def table(rows: list) -> str:
     return "\n".join(lines)
 
 
+def from_json(row: dict) -> Agreement:
+    """One row as :func:`to_json` wrote it."""
+    sets = ("engine", "real", "rerun_real")
+    return Agreement(**{k: set(v) if k in sets else v for k, v in row.items() if k != "agrees"})
+
+
 def to_json(rows: list) -> str:
     return json.dumps([{**{k: v for k, v in vars(r).items() if not isinstance(v, set)},
                         "engine": sorted(r.engine), "real": sorted(r.real), "rerun_real": sorted(r.rerun_real),
