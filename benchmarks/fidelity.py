@@ -44,7 +44,11 @@ LIMITS = """## Known limits (where kills cannot speak, or the model leaves somet
   LazyFS); a SIGKILL keeps everything the OS has. Level 3's power-cut verdicts are not in this table.
 - **ATOMIC-DIR** (a temp file in another folder, renamed over the checkpoint) is about a rename
   between two file systems, which is a copy that a crash can tear. The kills run on one file system,
-  where that rename is atomic, so they cannot show it; the table leaves ATOMIC-DIR out of both sides.
+  but the kit refuses a rename between the system temp folder and the loop's folder as the kernel
+  does between two file systems (EXDEV), on both sides: a loop that then copies (`shutil.move`) is
+  killed in the middle of its copy for real (w06: PARSE), and one that does not stops there (w07:
+  the loop does not finish). A rename from any other folder is atomic here, so the kills cannot show
+  ATOMIC-DIR itself; the table leaves it out of both sides.
 - **Findings with no crash at all** (a tool run twice by the loop itself, a returned state that is
   not the saved one) are about the calls, not the disk: the table compares crash states only.
 - **A second run happens in the same process** in the engine (the kills use a new one). Code that
