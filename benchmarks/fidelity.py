@@ -51,9 +51,11 @@ LIMITS = """## Known limits (where kills cannot speak, or the model leaves somet
   ATOMIC-DIR itself; the table leaves it out of both sides.
 - **Findings with no crash at all** (a tool run twice by the loop itself, a returned state that is
   not the saved one) are about the calls, not the disk: the table compares crash states only.
-- **A second run happens in the same process** in the engine (the kills use a new one). Code that
-  names its temp file after `os.getpid()` therefore meets its own leftover in the engine and not
-  for real (a new process has a new pid), except when the pid is reused. The corpus uses uuid names.
+- **A second run happens in the same process** in this harness's engine: it imports each submission
+  itself, not through the kit's loader, so the fresh process every face starts a second run in is
+  not used here (the kills use a new process). Code that names its temp file after `os.getpid()`
+  therefore meets its own leftover in the harness's engine and not for real, except when a pid is
+  reused. The corpus uses uuid names.
 - **Sampled second runs.** The kills of a second run are its first operations (where it meets the
   leftover) and its end; the engine checks every point of up to four second runs.
 - **Concurrency.** A loop that calls tools from threads is graded through a turnstile that lets one
