@@ -27,7 +27,8 @@ def run_agent(submission):
 
 @pytest.fixture
 def load_checkpoint(submission):
-    # A fresh copy of your module: the loader sees only the files, never the memory of the run.
+    # Each load runs in a new process that imports your module afresh: the loader sees only the
+    # files, never the memory of the run.
     return submission.function("agent.py", "load_checkpoint")
 
 
