@@ -108,6 +108,15 @@ EXPECTED = {
     "tells_grading": ("passed", 10.0, None),
     # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.
     "surrogate_message": ("failed", 0.0, "disk full \ufffd? [2J[31mcleared your screen"),
+    # Writes in place by routes the in-process recorder cannot follow (libc's write() through ctypes; a
+    # forked child): the kernel saw the writes, so they are crash points, and the in-place save earns
+    # what it earns (a learner's own pytest refuses the run as unseen instead: 0, see the report).
+    "writes_through_ctypes": ("failed", 6.0, "PARSE"),
+    "saves_in_a_forked_child": ("failed", 6.0, "PARSE"),
+    # A link to /tmp in its folder, written through: the box makes no link, nothing is laid out through one.
+    "symlinks_out_of_its_folder": ("passed", 10.0, None),
+    # A 40 MB exception message: cut to a size a report holds, and the batch goes on.
+    "raises_a_huge_message": ("failed", 0.0, "RuntimeError: disk on fire xxx"),
 }
 # floods_the_trace races a cap on size against a limit on time: unloaded, its 100 MiB cost the tracer
 # and the box about 1 s of CPU before the trace reaches its cap, well within the 5 s one call of the
@@ -287,7 +296,8 @@ def test_the_report_has_the_contract_shape(batch):
 @pytest.mark.bubblewrap
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
-    if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer", "floods_the_trace") \
+    if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer", "floods_the_trace",
+                   "writes_through_ctypes", "saves_in_a_forked_child") \
             and kernel_trace.problem():
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
@@ -484,6 +494,14 @@ def test_a_syntax_error_is_shown_once_as_python_shows_it(batch):
         assert 'File "agent.py", line 4' in text and "SyntaxError:" in text, text
         assert "During handling" not in text
     assert rest and all("Not run:" in t["output"] and "SyntaxError" not in t["output"] for t in rest), rest
+
+
+@pytest.mark.bubblewrap
+def test_a_huge_exception_message_is_cut_in_every_report_entry(batch):
+    """raises_a_huge_message raises with 40 MB of text: each test's output stays the size of a page."""
+    got = {s["id"]: s for s in batch["report"]["submissions"]}["raises_a_huge_message"]
+    assert got["tests"] and all(len(t["output"]) < 20_000 for t in got["tests"]), [len(t["output"]) for t in got["tests"]]
+    assert len(got["error"] or "") < 20_000
 
 
 @pytest.mark.bubblewrap
