@@ -976,7 +976,7 @@ def _violation(ops: list, state: Any, window: Any, finding: Finding, invariant: 
         if late is not None:
             cause = "save-a-late"
             # Saved after execute_tool, or in a thread joined late: the trace shows the same order, so
-            # the words hold for both (the race itself, when there is one, is named in the next sentence).
+            # the words name both (the thread's race with the tool among them).
             detail = (f"{detail}. Save point A reached the disk only after `{window.tool_name}` had started "
                       f"({late.describe()}): a save made after the tool is called, or one that runs in a thread "
                       "nothing waits for (which races the tool), lands too late, and a crash before it lands "

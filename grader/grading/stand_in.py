@@ -215,13 +215,7 @@ class RemoteSubmission:
                     worker.read_message("changing the platform")
                 armed["at"] = worker.consumed
             value = steps(arm)
-            kernel = worker.kernel
-            if kernel is not None and kernel.catch_up(worker.consumed) and kernel.refused:
-                raise Incident(box.incident(kernel.refused))
-            if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
-                raise Incident(box.incident("the kernel's trace of your code stopped before the check ended, so the "
-                                            "fault could not be checked" + (f" ({kernel.tampered})" if kernel and
-                                                                            kernel.tampered else "")))
+            kernel = _whole_trace(box, worker)
             return value, list(kernel.calls or ()), kernel.main_tid, armed["at"]
 
     def _run_patched(self, fault: dict, steps: Callable, workdir: Any,
@@ -248,14 +242,9 @@ class RemoteSubmission:
             value = steps(arm)
             worker.send({"op": "misbehaved"}, "reading what failed")
             reply = worker.read_message("reading what failed")
-            kernel = worker.kernel
             slipped: list = []
             if checked is not None:
-                if kernel is not None and kernel.catch_up(worker.consumed) and kernel.refused:
-                    raise Incident(self.box.incident(kernel.refused))
-                if kernel is None or not kernel.catch_up(worker.consumed) or kernel.tampered or kernel.main_tid is None:
-                    raise Incident(self.box.incident("the kernel's trace of your code stopped before the check ended, "
-                                                     "so the fault could not be checked"))
+                kernel = _whole_trace(self.box, worker)
                 calls = list(kernel.calls or ())
                 dirs = {c.path for c in calls if c.path and faults.is_directory(c.path)}
                 after = faults.after_arming(calls, faults.worker_threads(calls, kernel.main_tid), armed["at"])
@@ -275,6 +264,21 @@ class RemoteSubmission:
             path = os.path.relpath(os.path.join(os.path.realpath(workdir), relative), root)
             return read_box_file(root, path)[0]  # through O_NOFOLLOW, a regular file only
         return read
+
+
+def _whole_trace(box: Box, worker: Worker) -> kernel_trace.KernelTrace:
+    """The worker's kernel trace, read up to its last message: what a fault check is judged on. A run
+    the trace refused (too many operations), or a trace that stopped short or was tampered with, ends
+    the check."""
+    kernel = worker.kernel
+    whole = kernel is not None and kernel.catch_up(worker.consumed)
+    if whole and kernel.refused:
+        raise Incident(box.incident(kernel.refused))
+    if not whole or kernel.tampered or kernel.main_tid is None:
+        tampered = f" ({kernel.tampered})" if kernel is not None and kernel.tampered else ""
+        raise Incident(box.incident("the kernel's trace of your code stopped before the check ended, so the fault "
+                                    f"could not be checked{tampered}"))
+    return kernel
 
 
 def _working_folder() -> Optional[str]:
