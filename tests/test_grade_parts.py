@@ -285,3 +285,25 @@ def test_an_exception_whose_arguments_cannot_cross_keeps_its_type_and_its_messag
                                                     "UnicodeError", "ValueError", "Exception", "BaseException", "object"],
                                                     "message": "'utf-8' codec can't decode byte 0xff", "args": None})
     assert isinstance(got, UnicodeDecodeError) and str(got) == "'utf-8' codec can't decode byte 0xff"
+
+
+def test_a_sweep_removes_what_a_run_made_and_names_what_it_changed(tmp_path):
+    """Between the runs of a fault check's steps (grader.grading.box.sweep): what a run made anywhere
+    in the box's folder goes, what it changed of the files before it is named, the skipped folders
+    are left alone."""
+    from grader.grading.box import listing, sweep
+    (tmp_path / "kept").write_text("as handed in")
+    (tmp_path / "changed").write_text("before")
+    (tmp_path / "skipped").mkdir()
+    (tmp_path / "old").mkdir()
+    before = listing(str(tmp_path), (str(tmp_path / "skipped"),))
+    assert set(before) == {"kept", "changed", "old"}
+    (tmp_path / "note").write_text("run 1")
+    (tmp_path / "old" / "note").write_text("run 1")
+    (tmp_path / "made" / "deep").mkdir(parents=True)
+    (tmp_path / "made" / "deep" / "note").write_text("run 1")
+    (tmp_path / "skipped" / "note").write_text("run 1")
+    (tmp_path / "changed").write_text("after, and longer")
+    assert sweep(str(tmp_path), before, (str(tmp_path / "skipped"),)) == ["changed"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["changed", "kept", "old", "skipped"]
+    assert list((tmp_path / "old").iterdir()) == [] and (tmp_path / "skipped" / "note").exists()

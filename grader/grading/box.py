@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 from grader.engine.recorder import real_os
 from grader.grading import bubblewrap
@@ -219,17 +219,9 @@ class Pristine:
 def listing(root: str, skip: tuple) -> dict:
     """Every entry under ``root`` (relative name -> its kind, and a file's signature), not looking into ``skip``."""
     seen: dict = {}
-    skip = tuple(os.path.realpath(p) for p in skip)
-    for parent, dirs, files in os.walk(root):
-        for name in list(dirs) + files:
-            path = os.path.join(parent, name)
-            if path in skip:
-                if name in dirs:
-                    dirs.remove(name)
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                st = os.lstat(path)
-                seen[os.path.relpath(path, root)] = _signature(st) if stat.S_ISREG(st.st_mode) else stat.S_IFMT(st.st_mode)
+    for _dirs, _name, path in _outside(root, skip):
+        with contextlib.suppress(FileNotFoundError):
+            seen[os.path.relpath(path, root)] = _kind(os.lstat(path))
     return seen
 
 
@@ -238,6 +230,24 @@ def sweep(root: str, before: dict, skip: tuple) -> list:
 
     Returns the files of ``before`` that have changed since, which cannot be put back."""
     changed = []
+    for dirs, name, path in _outside(root, skip):
+        st = os.lstat(path)
+        now, was = _kind(st), before.get(os.path.relpath(path, root))
+        if was is None or type(was) is not type(now) or (not isinstance(now, tuple) and was != now):
+            if name in dirs:
+                dirs.remove(name)
+            if stat.S_ISDIR(st.st_mode):
+                _remove_tree(path)
+            else:
+                os.unlink(path)
+        elif was != now:
+            changed.append(os.path.relpath(path, root))
+    return changed
+
+
+def _outside(root: str, skip: tuple) -> Iterator[tuple[list, str, str]]:
+    """``(dirs, name, path)`` for every entry under ``root``, not looking into ``skip``; a caller that
+    removes a folder takes its name out of ``dirs``, so it is not walked into."""
     skip = tuple(os.path.realpath(p) for p in skip)
     for parent, dirs, files in os.walk(root):
         for name in list(dirs) + files:
@@ -246,20 +256,12 @@ def sweep(root: str, before: dict, skip: tuple) -> list:
                 if name in dirs:
                     dirs.remove(name)
                 continue
-            rel = os.path.relpath(path, root)
-            st = os.lstat(path)
-            now = _signature(st) if stat.S_ISREG(st.st_mode) else stat.S_IFMT(st.st_mode)
-            was = before.get(rel)
-            if was is None or type(was) is not type(now) or (not isinstance(now, tuple) and was != now):
-                if name in dirs:
-                    dirs.remove(name)
-                if stat.S_ISDIR(st.st_mode):
-                    _remove_tree(path)
-                else:
-                    os.unlink(path)
-            elif was != now:
-                changed.append(rel)
-    return changed
+            yield dirs, name, path
+
+
+def _kind(st: os.stat_result) -> Any:
+    """What :func:`listing` keeps of an entry: a file's signature, or the kind of anything else."""
+    return _signature(st) if stat.S_ISREG(st.st_mode) else stat.S_IFMT(st.st_mode)
 
 
 def _signature(st: os.stat_result) -> tuple:
