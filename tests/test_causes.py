@@ -65,6 +65,11 @@ ROWS = [
         "deleted-first", ("just deleted checkpoint.json (os.unlink)", "before checkpoint.new was renamed in",
                           "replaces the old file in one step"),
         ("never reach",), hint_task=2, hint="removes `checkpoint.json`"),
+    # The old file renamed to a backup before the new one comes in: the same gap as a delete, told as a move.
+    Row(2, "level2/w46_moves_the_old_file_to_a_backup_first.py", "test_every_tool_call_that_starts_is_on_disk",
+        "deleted-first", ("just moved checkpoint.json out of the way (os.replace(", "checkpoint.json.bak",
+                          "before checkpoint.json.tmp was renamed in", "Which call replaces the old file in one step?"),
+        ("never reach",), hint_task=2, hint="removes `checkpoint.json`"),
     # Two renames swap the whole folder: the moment between them is told as what it is, not as a
     # checkpoint written somewhere else, and the uncrashed run (which ends with a good file) passes.
     Row(2, "level2/w31_swaps_folders_by_two_renames.py", "test_every_tool_call_that_starts_is_on_disk", "folder-swap",

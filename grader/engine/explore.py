@@ -559,6 +559,8 @@ def _trace_cause(ops: list[Op], point: int, target: str, raw: Optional[bytes]) -
     last = next((op for op in reversed(done) if target in (op.path, op.dest) and op.kind in _LAST_CALL_CAUSES), None)
     if last is None:
         return "", ""
+    if last.kind == "rename" and last.path == target and last.dest != target:
+        return _moved_away(ops, point, last, raw)
     return _LAST_CALL_CAUSES[last.kind](ops, point, last, raw)
 
 
@@ -607,6 +609,17 @@ def _opened_in_place(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) 
                                "emptied the last save, and the copied bytes had not all landed")
     return "in-place", ("This save writes checkpoint.json itself: opening it for writing emptied the last save, "
                         "and the new bytes had not all landed")
+
+
+def _moved_away(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) -> tuple[str, str]:
+    """A rename that took checkpoint.json's name away (to a backup, say): a moment with none, as a delete leaves."""
+    if raw is not None:
+        return "", ""
+    temp = next((op.path for op in ops[point:] if op.kind == "rename" and op.dest == last.path), None)
+    return "deleted-first", (f"This save had just moved checkpoint.json out of the way ({last.describe()}), and the "
+                             "crash came before "
+                             + (f"{os.path.basename(temp)} was renamed in" if temp else "a new file took its place")
+                             + ", so at that moment there was no checkpoint at all")
 
 
 # The cause a crash shows, by the last call that named the checkpoint before it.

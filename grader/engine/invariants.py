@@ -92,7 +92,8 @@ CAUSES = {
     "pending-not-cleared": "pendingToolUse still names a call whose result is already recorded",
     "in-place": "the checkpoint is written over in place, so a crash mid-write leaves part of a file",
     "buffered-rename": "the temp file is renamed over the checkpoint before its bytes have left Python's buffer",
-    "deleted-first": "the old checkpoint is deleted before the new one is renamed in, leaving a moment with none",
+    "deleted-first": "the old checkpoint is deleted (or renamed away) before the new one is renamed in, leaving a "
+                     "moment with none",
     "folder-swap": "the checkpoint folder is swapped with a new one by two renames, leaving a moment with no folder",
     "temp-elsewhere": "the temp file is written in another folder than checkpoint.json, so the rename may be a copy",
     "temp-cross-device": "the temp file is made in the system temp folder, another file system, and a rename "
