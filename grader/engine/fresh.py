@@ -505,11 +505,15 @@ def _answered(sent: tuple[int, int]) -> tuple[Any, Optional[FreshProcessDied]]:
     return answer[1], None
 
 
-def run_fresh_each(calls: Iterable[Call], ahead: Optional[int] = None) -> Iterator[tuple[Any, Optional[FreshProcessDied]]]:
+_END = object()
+
+
+def run_fresh_each(calls: Iterable[Optional[Call]], ahead: Optional[int] = None) -> Iterator[tuple[Any, Optional[FreshProcessDied]]]:
     """``(value, None)`` or ``(None, why it died)`` for each call, in order, each run as :func:`run_fresh` runs one.
 
     Up to ``ahead`` jobs (one per fork server by default) are sent before the first answer is read, so
-    they run side by side on the machine's cores: the crash states of one exploration, say. Each is
+    they run side by side on the machine's cores: the crash states of one exploration, say. A None
+    among the calls waits for every job sent before it to be answered (and read) first. Each is
     still a child of the clean server, which sees nothing of the others. A hang one of them met is
     known only to the jobs sent after its answer came back. Stopping early is safe: the answers
     still to come are skipped.
@@ -520,9 +524,13 @@ def run_fresh_each(calls: Iterable[Call], ahead: Optional[int] = None) -> Iterat
     try:
         while True:
             while len(sent) < ahead:
-                call = next(calls, None)
-                if call is None:
+                call = next(calls, _END)
+                if call is _END:
                     break
+                if call is None:  # wait: the caller needs the answers to the jobs sent to say what comes next
+                    while sent:
+                        yield _answered(sent.pop(0))
+                    continue
                 here = call.here()
                 if here is not None:  # run where it stands: everything sent before it comes first
                     for tag in sent:

@@ -461,10 +461,12 @@ class LoaderReader:
             self.slots.append(_Slot(os.path.join(self.scratch, f"side-{len(self.slots)}")))
         pending: deque = deque()
 
-        def calls() -> Iterator[FreshCall]:
+        def calls() -> Iterator[Optional[FreshCall]]:
             turn = 0
             for state in states:
                 names = frozenset(state.files) | frozenset(os.path.join(d, "") for d in getattr(state, "dirs", ()))
+                while self._known(state, names) is _UNKNOWN and self._may_repeat(state, names, pending):
+                    yield None  # a load on its way may show this state's answer: wait for it, not load again
                 item = _Pending(state, names, self._known(state, names))
                 pending.append(item)
                 if item.answer is not _UNKNOWN:
@@ -508,6 +510,14 @@ class LoaderReader:
             if answer is not _UNKNOWN:
                 return answer
         return _UNKNOWN
+
+    def _may_repeat(self, state: Any, names: frozenset, pending: Iterable[_Pending]) -> bool:
+        """Whether a load still on its way might answer for ``state`` too: same names, and the same
+        bytes in the files the loader read for those names before (any files, if it never did)."""
+        reads = self.reads.get(names) or [tuple(sorted(state.files))]
+        return any(item.slot is not None and item.answer is _UNKNOWN and item.error is None and item.names == names
+                   and any(all(item.state.files.get(n) == state.files.get(n) for n in read) for read in reads)
+                   for item in pending)
 
     def _learned(self, item: _Pending, value: Any, died: Optional[FreshProcessDied]) -> Any:
         if died is not None:
