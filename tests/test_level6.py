@@ -317,7 +317,9 @@ def test_the_reader_loads_several_states_side_by_side_and_answers_in_order(tmp_p
     """Each load runs in a fresh process, each on a folder of its own; with more than one fork server
     they overlap in time, and the answers (and a loader stuck on one state) come back in order."""
     source = tmp_path / "loader.py"
-    meet = tmp_path / "meet"   # made only where two loads can run at once: the first two then wait for each other
+    # Made only where two loads can run at once: the second and third states' loads then wait for each
+    # other (the first shows which files the loader reads, so the next are known to need loads of their own).
+    meet = tmp_path / "meet"
     source.write_text(
         "import os, time\n"
         f"MEET = {str(meet)!r}\n"
@@ -327,9 +329,9 @@ def test_the_reader_loads_several_states_side_by_side_and_answers_in_order(tmp_p
         "    while lines and lines[-1] == 'stuck':\n"
         "        pass\n"
         "    met = False\n"
-        "    if len(lines) <= 2 and os.path.exists(MEET):\n"
+        "    if len(lines) in (2, 3) and os.path.exists(MEET):\n"
         "        open(os.path.join(MEET, str(len(lines))), 'w').close()\n"
-        "        other, ends = os.path.join(MEET, str(3 - len(lines))), time.monotonic() + 30\n"
+        "        other, ends = os.path.join(MEET, str(5 - len(lines))), time.monotonic() + 30\n"
         "        while not met and time.monotonic() < ends:\n"
         "            met = os.path.exists(other)\n"
         "            time.sleep(0.01)\n"
@@ -342,10 +344,17 @@ def test_the_reader_loads_several_states_side_by_side_and_answers_in_order(tmp_p
     reader = LoaderReader(load, str(tmp_path / "scratch"), timeout=40.0)
     got = [(state.point, json.loads(raw)) for state, raw in reader.each(states)]
     assert [(point, answer["lines"]) for point, answer in got] == [(i, [str(n) for n in range(i + 1)]) for i in range(6)]
-    assert [answer["met"] for _, answer in got] == [together, together, False, False, False, False]
+    assert [answer["met"] for _, answer in got] == [False, together, together, False, False, False]
     assert reader.calls == 6
     if together:
         shutil.rmtree(meet)
+    # Each state twice, with a half-written file beside it that the loader never opens: the second
+    # waits for the first's answer rather than loading the same journal again.
+    twins = [CrashState(state.point, "M1", dict(state.files, tmp=half)) for state in states for half in (b"h", b"half")]
+    reader = LoaderReader(load, str(tmp_path / "twins"), timeout=40.0)
+    got = [json.loads(raw)["lines"] for _, raw in reader.each(twins)]
+    assert got == [[str(n) for n in range(i + 1)] for i in range(6) for _ in (0, 1)]
+    assert reader.calls == 6
     # A loader stuck on the third state: the two before it are given, then the exploration stops there.
     stuck = states[:2] + [CrashState(2, "M1", {"journal": b"0\nstuck\n"})] + states[3:]
     seen = []

@@ -513,8 +513,9 @@ class LoaderReader:
 
     def _may_repeat(self, state: Any, names: frozenset, pending: Iterable[_Pending]) -> bool:
         """Whether a load still on its way might answer for ``state`` too: same names, and the same
-        bytes in the files the loader read for those names before (any files, if it never did)."""
-        reads = self.reads.get(names) or [tuple(sorted(state.files))]
+        bytes in the files the loader read for those names before (if it never read any of that
+        listing yet, the same names are enough: which files count is what that load will show)."""
+        reads = self.reads.get(names) or [()]
         return any(item.slot is not None and item.answer is _UNKNOWN and item.error is None and item.names == names
                    and any(all(item.state.files.get(n) == state.files.get(n) for n in read) for read in reads)
                    for item in pending)
