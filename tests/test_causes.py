@@ -226,6 +226,11 @@ ROWS = [
     Row(3, "level3/wrong_fsync_without_flush", "test_the_data_is_on_disk_before_the_rename", "",
         ("of the bytes written into checkpoint.json.tmp reached the operating system only after its last fsync",
          "still in Python's buffer when it ran", "the power cut lost all of it"), ("before any bytes reached it",)),
+    # The folder fsynced only at the first save: a power cut undoes a later rename. The loop did make that
+    # save, so the story says the power cut undid it, never that it was not made.
+    Row(3, "level3/wrong_syncs_the_folder_only_once", "test_a_save_that_returned_is_never_undone", "",
+        ("the file the power cut left breaks WHOLE: checkpoint.json is an older save",
+         "A later save had been made, but the power cut undid it"), ("Nothing was saved after the tool returned",)),
     # One byte written after the fsync: the same late bytes, told without claiming they sat in the buffer.
     Row(3, "level3/wrong_fsync_before_the_last_write", "test_the_data_is_on_disk_before_the_rename", "",
         ("holds only 612 of the 613 bytes", "1 of the bytes written into checkpoint.json.tmp reached the operating "

@@ -976,8 +976,13 @@ def _violation(ops: list, state: Any, window: Any, finding: Finding, invariant: 
     """The violation a crash state's finding makes, in the words of what the crash did (``own_file``:
     the checkpoint is checkpoint.json itself, not what a level's reader made of the files)."""
     # Under a power cut, the rule the file left breaks is named in words: the headline is DURABLE.
-    detail = finding.detail if invariant == finding.invariant else \
-        f"the file the power cut left breaks {finding.invariant}: {finding.detail}"
+    detail = finding.detail
+    if invariant != finding.invariant and finding.blames and detail.endswith(finding.blames):
+        # The loop did make the later save; the power cut undid it, because it was not yet durable.
+        detail = (detail[:-len(finding.blames)] + ". A later save had been made, but the power cut undid it: "
+                  "what that save changed had reached the operating system, not yet the disk")
+    if invariant != finding.invariant:
+        detail = f"the file the power cut left breaks {finding.invariant}: {detail}"
     # Under a power cut the file shows what was never fsynced, not which save the loop skipped.
     cause = finding.cause if invariant == finding.invariant else ""
     if not cause and invariant == finding.invariant and own_file and (raw is None or finding.invariant == "PARSE"):

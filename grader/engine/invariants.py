@@ -114,6 +114,9 @@ class Finding:
     detail: str
     resume: str
     cause: str = ""   # a key of CAUSES, when the file alone says why
+    # The closing sentence of ``detail`` that blames a save the loop never made ("Nothing was saved
+    # after ..."): true after a kill, not after a power cut that undid a save the loop did make.
+    blames: str = ""
 
 
 def _results(messages: list) -> list[str]:
@@ -397,7 +400,8 @@ def _fresh(read: _Read) -> Optional[Finding]:
                        f"result{'s' if window.recorded_results != 1 else ''}, but the file "
                        f"still holds {len(results)} and lists `{pending.get('name')}` as pending: nothing was "
                        "saved between recording its result and calling the model (save point B)",
-                       "resume would treat a finished tool as unfinished and may run it again", "no-save-b")
+                       "resume would treat a finished tool as unfinished and may run it again", "no-save-b",
+                       blames=": nothing was saved between recording its result and calling the model (save point B)")
     return Finding("FRESH", f"the model was called with {window.recorded_results} tool "
                    f"result{'s' if window.recorded_results != 1 else ''}, but the file "
                    f"holds {len(results)} and pendingToolUse is {json.dumps(pending)[:60]}",
@@ -444,13 +448,14 @@ def _older_save(data: dict, window: Window) -> Finding:
         return Finding("WHOLE", f"checkpoint.json is an older save: run_agent had the model's final answer, but the "
                        f"file still holds {have}. The final answer was never saved",
                        "resume finds an unfinished task, calls the model again for an answer it already had, and "
-                       "pays for that call twice", "no-final-save")
+                       "pays for that call twice", "no-final-save", blames=". The final answer was never saved")
     pending = data.get("pendingToolUse")
     if isinstance(pending, dict) and len(_results(newest["messages"])) > len(_results(data.get("messages") or [])):
         return Finding("WHOLE", f"checkpoint.json is an older save: `{pending.get('name')}` had returned and its "
                        f"result was recorded, but the file still holds {have}, which lists it as pending. Nothing "
                        "was saved after the tool returned (save point B)",
-                       "resume sees the tool as interrupted and runs it again, though it had finished", "no-save-b")
+                       "resume sees the tool as interrupted and runs it again, though it had finished", "no-save-b",
+                       blames=". Nothing was saved after the tool returned (save point B)")
     missed = ("no-save-a" if isinstance(newest.get("pendingToolUse"), dict) else
               "no-final-save" if want == "the final save" else "no-save-b")
     return Finding("WHOLE", f"checkpoint.json is an older save: it holds {have}, but the loop had already "
