@@ -193,6 +193,21 @@ def test_a_job_that_dies_is_told_in_its_place_and_stopping_early_loses_nothing(l
     assert [len(sandbox.descendants(server)) for server in fresh.server_pids()] == [1] * len(fresh.server_pids())
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_a_fresh_process_runs_the_file_as_it_is_now(tmp_path):
+    # The file is compiled once for every child; an edit (a learner saving under `watch`) is seen.
+    path = tmp_path / "edited.py"
+    path.write_text("def version():\n    return 1\n", encoding="utf-8")
+    module = import_file(path, "fresh")
+    assert fresh.run_fresh(_call, module.version) == 1
+    assert fresh.run_fresh(_call, module.version) == 1
+    path.write_text("def version():\n    return 'two'\n", encoding="utf-8")
+    assert fresh.run_fresh(_call, module.version) == "two"
+    path.write_text("def version(:\n", encoding="utf-8")  # one it cannot compile: the child meets the error
+    with pytest.raises(fresh.FreshProcessDied, match="SyntaxError"):
+        fresh.run_fresh(_call, module.version)
+
+
 def test_a_kit_function_is_not_a_learners():
     assert fresh.origin(_call) is None
     assert fresh.run_fresh(_call, os.getpid) == os.getpid()  # nothing to start afresh: run here
