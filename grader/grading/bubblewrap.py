@@ -537,7 +537,6 @@ def hidden_kit() -> list[str]:
     return [kit] if os.path.isdir(kit) else []
 
 
-USER_NAME = sandbox.USER_NAME
 IDENTITY = "etc"  # the folder in a judge's root holding a box's /etc/passwd and /etc/group (covered in the box)
 
 
@@ -545,7 +544,7 @@ def identity_files(home: str) -> dict:
     """``/etc/passwd`` and ``/etc/group`` for a box, as a usual machine has them: the inside uid has an
     entry (``pwd.getpwuid(os.getuid())`` answers, with the box's HOME), beside root and nobody."""
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-    name, uid = USER_NAME, INSIDE_UID
+    name, uid = sandbox.USER_NAME, INSIDE_UID
     passwd = (f"root:x:0:0:root:/root:{shell}\n"
               "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
