@@ -271,6 +271,8 @@ def _serve(requests: int, replies: int) -> None:
                         run.status = 0
                         answer = pickle.dumps(("died", "it was stopped: its answer was no longer wanted"))
                         break
+                    else:  # a cancel for a request still queued here: it never starts (no one reads its answer)
+                        queue = deque(queued for queued in queue if queued[1] != message[1])
                 answer = _progress(run, out_r in ready)
         finally:
             os.close(out_r)
@@ -352,10 +354,9 @@ def _exit_words(status: Optional[int], hard: Optional[float]) -> str:
     if status is None:  # killed here, past its time
         return f"it was still running {hard:g} s after it started, and was killed"
     if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGKILL and hard:
-            return f"it was still running {hard:g} s after it started, and was killed"
-        return f"the process was ended by signal {signal.Signals(sig).name}"
+        # Not a job stopped past its time (that is said above): the code's own kill, the machine's
+        # (out of memory), or this server's of a child that closed its answer's pipe and ran on.
+        return f"the process was ended by signal {signal.Signals(os.WTERMSIG(status)).name}"
     return f"the process exited (status {os.WEXITSTATUS(status)}) before it answered"
 
 
