@@ -564,6 +564,11 @@ def check_loaded(raw: Any, window: Any, parsed: Optional[dict] = None) -> Option
             return mixed
     detail = finding.detail.replace("there is no checkpoint.json at all", "load_checkpoint found no checkpoint")
     detail = detail.replace("checkpoint.json holds", "load_checkpoint returned")
+    detail = detail.replace("checkpoint.json is an older save", "load_checkpoint returned an older save")
+    if finding.blames and finding.detail.endswith(finding.blames):
+        # What the loader rebuilt holds no later save; that does not mean the loop made none (a journal
+        # the snapshot names may be gone, or a line torn), so the claim that none was made is dropped.
+        detail = detail[:-len(finding.blames)] + ". load_checkpoint read back no later save from the files this crash left"
     return Finding(finding.invariant, f"{detail} (as load_checkpoint reads the directory)", finding.resume)
 
 
