@@ -108,15 +108,19 @@ def _receive(server: int, tag: int) -> Any:
         _early.pop(tag, None)
 
 
-def start(servers: Optional[int] = None) -> None:
+def start(servers: Optional[int] = None, send_code: bool = True) -> None:
     """Start the fork servers (``servers`` of them, one per core by default), once per process,
-    before any learner file is imported here.
+    before any learner file is imported here. ``send_code``: send each child the learner's file
+    compiled here (:func:`_compiled`), or let it compile the file itself (in the grading box, where
+    every byte through a pipe is printed in the kernel trace, and the trace is capped).
 
     Their memory is this process's as it is now: the kit, pytest, Hypothesis, and nothing of a
     learner's code. They only ever fork children, so it stays that way.
     """
+    global _send_code
     if _servers or _in_child or not hasattr(os, "fork"):
         return
+    _send_code = send_code
     if loader.MADE:
         raise RuntimeError("grader.engine.fresh was started after a learner's file was imported in this process "
                            "(a kit bug: import grader.engine.fresh before the first import_file)")
@@ -479,7 +483,7 @@ class Call:
             cwd: Optional[str] = os.getcwd()
         except OSError:  # the folder this process was in is gone (a check's temp folder): the child stays where it starts
             cwd = None
-        request = (self.job, tuple(sent), where[0], _compiled(where[0]), where[1], self.module_name, self.settings,
+        request = (self.job, tuple(sent), where[0], _compiled(where[0]) if _send_code else None, where[1], self.module_name, self.settings,
                    cwd, hangs.current_hangs(), limit)
         tag = int.from_bytes(os.urandom(7), "little")
         data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
@@ -491,6 +495,7 @@ class Call:
 
 
 _code: dict = {}  # path -> (what os.stat said of it, its code compiled and marshalled)
+_send_code = True
 
 
 def _compiled(path: str) -> Optional[bytes]:

@@ -514,8 +514,9 @@ def main(argv: Optional[list] = None) -> None:
     sys.addaudithook(_note_read)
     _looks_like_pytest()
     # The judge asks for one call at a time, so one fork server is enough (and each process counts
-    # against the box's cap).
-    fresh.start(servers=1)
+    # against the box's cap). Each child compiles the file itself: code sent through a pipe would be
+    # printed in the kernel trace hundreds of times over, and count against its cap.
+    fresh.start(servers=1, send_code=False)
     serve(options["folder"], options.get("bytes") == "kernel")
     # Leave at once: a non-daemon thread a submission started must not keep this process alive.
     os._exit(0)
