@@ -79,6 +79,7 @@ import tempfile as _tempfile
 
 _ME = os.urandom(8).hex()
 _NOTED = set()
+_VERSION_AT_IMPORT = os.environ.get("PYTEST_VERSION")  # pytest sets it before it imports anything
 _real_save = save_checkpoint
 
 
@@ -92,6 +93,7 @@ def _worker():
 def _view():
     seen = _observe()
     seen["env"].pop("PYTEST_CURRENT_TEST", None)  # names the test running: differs from test to test
+    seen["version_at_import"] = _VERSION_AT_IMPORT  # a fork of the worker imports afresh
     for key in ("pid", "ppid", "home_entries", "folder_entries"):  # a fork of the worker has its own pid, and its notes
         seen.pop(key)
     with open("/proc/self/status") as f:

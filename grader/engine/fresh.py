@@ -365,7 +365,12 @@ def _exit_words(status: Optional[int], hard: Optional[float]) -> str:
 
 
 def _run_job(request: tuple) -> bytes:
-    job, args, path, code, name, module_name, settings, cwd, known, limit = request
+    job, args, path, code, name, module_name, settings, cwd, known, limit, pytest_variables = request
+    for variable, value in pytest_variables.items():  # as the caller has them (see Call.send)
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
     hangs.LOOP_TIMEOUT = limit
     hangs.adopt(known)
     mark = hangs.hang_mark()
@@ -483,8 +488,12 @@ class Call:
             cwd: Optional[str] = os.getcwd()
         except OSError:  # the folder this process was in is gone (a check's temp folder): the child stays where it starts
             cwd = None
-        request = (self.job, tuple(sent), where[0], _compiled(where[0]) if _send_code else None, where[1], self.module_name, self.settings,
-                   cwd, hangs.current_hangs(), limit)
+        # pytest's two variables as this process has them now (the test running, pytest's version): the
+        # child imports the file during this test, as a learner's own pytest imports it. Nothing else of
+        # this process's environment, which the code may have changed, goes across.
+        request = (self.job, tuple(sent), where[0], _compiled(where[0]) if _send_code else None, where[1],
+                   self.module_name, self.settings, cwd, hangs.current_hangs(), limit,
+                   {name: os.environ.get(name) for name in PYTEST_VARIABLES})
         tag = int.from_bytes(os.urandom(7), "little")
         data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         server = min(_busy, key=lambda i: len(_busy[i]))
@@ -494,6 +503,7 @@ class Call:
         return server, tag
 
 
+PYTEST_VARIABLES = ("PYTEST_CURRENT_TEST", "PYTEST_VERSION")  # what a child takes from its caller's environment
 _code: dict = {}  # path -> (what os.stat said of it, its code compiled and marshalled)
 _send_code = True
 

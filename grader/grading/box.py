@@ -283,6 +283,10 @@ class Worker:
         traced = box.kernel_problem is None
         # The judge takes written bytes from the kernel trace.
         extra = ", '--bytes', 'kernel'" if traced else ""
+        # pytest's version, which a learner's own pytest puts in the environment before anything of theirs runs.
+        version = os.environ.get("PYTEST_VERSION", "")
+        if version.replace(".", "").isalnum():
+            extra += f", '--pytest', {version!r}"
         # Neither -S nor -I: their flags (sys.flags.no_site, isolated, safe_path) would tell the code
         # it is graded, and -S would leave out what site gives any run (exit(), help(), the
         # site-packages .pth files). Site's start costs about 6 ms more per worker

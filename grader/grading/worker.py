@@ -491,7 +491,8 @@ def _options(argv: list) -> dict:
     """``--name value`` pairs. The judge builds this command line; argparse would cost every worker
     a noticeable share of its start-up for four options."""
     if len(argv) % 2 or any(not name.startswith("--") for name in argv[::2]):
-        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH [--bytes kernel]")
+        raise SystemExit("usage: python -m grader.grading.worker --read FD --write FD --folder PATH [--bytes kernel] "
+                         "[--pytest VERSION]")
     options = {name[2:]: value for name, value in zip(argv[::2], argv[1::2])}
     missing = {"read", "write", "folder"} - set(options)
     if missing:
@@ -513,6 +514,10 @@ def main(argv: Optional[list] = None) -> None:
     sys.dont_write_bytecode = True
     sys.addaudithook(_note_read)
     _looks_like_pytest()
+    if options.get("pytest"):
+        # Set before the fork server starts, as pytest sets it before it imports anything: a fresh
+        # child imports the learner's file with it, as in the learner's own run.
+        os.environ["PYTEST_VERSION"] = options["pytest"]
     # The judge asks for one call at a time, so one fork server is enough (and each process counts
     # against the box's cap). Each child compiles the file itself: code sent through a pipe would be
     # printed in the kernel trace hundreds of times over, and count against its cap.
