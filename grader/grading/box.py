@@ -320,9 +320,10 @@ class Worker:
         self.dropped_output = 0  # bytes of output the worker counted but did not write (worker._Capped)
         self.kernel: Optional[kernel_trace.KernelTrace] = None
         if traced:
-            self.kernel = kernel_trace.KernelTrace(box.root, keep_calls=inject is not None)
+            self.kernel = kernel_trace.KernelTrace(box.root, keep_calls=inject is not None, cap=box.limits.file_size)
             pass_fds += self.kernel.pass_fds
-        wrap = (lambda command, cwd: self.kernel.wrap(command, cwd, inject=inject or ())) \
+        wrap = (lambda command, cwd: self.kernel.wrap(command, cwd, inject=inject or (),
+                                                      file_size=box.limits.file_size)) \
             if self.kernel is not None else None
         if box.boxed:
             # strace wraps bwrap: the tracer stays outside the box's pid namespace, out of its reach,
@@ -334,7 +335,7 @@ class Worker:
                                          stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
                                          cwd=env["HOME"], start_new_session=True,
                                          preexec_fn=sandbox.preexec_for(box.limits, box.root, box.read_only,
-                                                                        box.hide))
+                                                                        box.hide, traced=wrap is not None))
         for fd in (to_worker_r, from_worker_w, out_w):
             os.close(fd)
         if self.kernel is not None:
@@ -424,9 +425,10 @@ class Worker:
         tracer = self.kernel is not None and code is not None and code < 0 and self.kernel.tracer_killed()
         self.stop()
         if tracer and code == -signal.SIGXFSZ:
-            # strace runs under the box's cap on one file, and its trace is one: everything the code
-            # writes is printed there (to a file, a pipe, /dev/null, the screen), so this bounds what a
-            # box can make the judge read, and a run past it is stopped.
+            # Everything the code writes is printed in the trace (to a file, a pipe, /dev/null, the
+            # screen), and strace's own cap on it (Limits.trace) bounds what a box can make the judge
+            # read; the judge stops a run sooner, at the box's cap, the worker's messages to it aside
+            # (kernel_trace.FLOOD), when it reads the trace in time.
             raise Incident(self.box.incident(
                 f"your code wrote more than {self.box.limits.file_size // 2**20} MiB in all while {what} (to "
                 "files, /dev/null, pipes or the screen: the grader's trace of it holds every byte, and is capped "

@@ -659,14 +659,16 @@ def _own_processes() -> int:
     return n
 
 
-def preexec(limits: Limits, cgroup: Optional[Cgroup], uid: Optional[int] = None, stage: tuple = ()):
+def preexec(limits: Limits, cgroup: Optional[Cgroup], uid: Optional[int] = None, stage: tuple = (),
+            traced: bool = False):
     """What runs in the child before ``bwrap``: the cgroup and the rlimits every process in the box inherits.
 
     RLIMIT_NPROC holds only for a uid other than 0. A box with a ``uid`` of its own (root grading)
     is the only user of that uid, so the cap is the box's share; an ordinary user's box shares
     the count with every process of that user, so the cap is what runs now plus the box's share.
     ``stage``: ``(folder, name)`` pairs, each folder bound at ``name`` in a mount namespace of this
-    child's own (see :func:`_mount_stage`).
+    child's own (see :func:`_mount_stage`). ``traced``: this child becomes strace, whose cap on one
+    file (its trace) is ``limits.trace``; the box's own cap is set under it (KernelTrace.wrap).
     """
     import resource
     import signal
@@ -684,8 +686,8 @@ def preexec(limits: Limits, cgroup: Optional[Cgroup], uid: Optional[int] = None,
         if cgroup is not None:
             cgroup.enter()
         for kind, value in ((resource.RLIMIT_AS, limits.memory), (resource.RLIMIT_CPU, limits.cpu_seconds),
-                            (resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0),
-                            (resource.RLIMIT_NPROC, processes)):
+                            (resource.RLIMIT_FSIZE, limits.trace if traced else limits.file_size),
+                            (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, processes)):
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(kind, (value, value))
         if stage:
@@ -759,7 +761,8 @@ def _launch(root: str, argv: list, *, cwd: str, limits: Limits, cgroup: Optional
             cmd = wrap(cmd, cwd)
         fds = tuple(pass_fds) + ((fd,) if fd is not None else ())
         return subprocess.Popen(cmd, pass_fds=fds, cwd="/", start_new_session=True,
-                                preexec_fn=preexec(limits, cgroup, uid, tuple(staged.items())), **popen)
+                                preexec_fn=preexec(limits, cgroup, uid, tuple(staged.items()), traced=wrap is not None),
+                                **popen)
     finally:
         if fd is not None:
             os.close(fd)

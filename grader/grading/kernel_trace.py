@@ -89,6 +89,17 @@ TOO_MANY = (f"a broken run: your code made more than {MAX_OPS:,} file operations
             "renames...) in one run, as the kernel counted them; a checkpointing loop makes a few thousand, and the "
             "grader does not rebuild more. Look for a file opened or written in a loop that never ends")
 
+# What the box's code may make the tracer print, the judge's own pipe aside: the box's cap on one file
+# (grader.grading.sandbox.Limits.file_size). Past it the judge stops reading and the run is stopped
+# (FLOOD). The worker's messages to the judge are printed too (a fresh child's answer carries the state
+# a loader returned: level 6's solution sends some 16 MiB of them in a grading run), but they are not
+# counted: the judge reads each of them from its pipe anyway, and refuses a broken one, so their text
+# in the trace is never more than the judge already read. The tracer's own cap on its file
+# (Limits.trace, larger) bounds the whole trace when the judge is not reading it.
+FLOOD = ("your code wrote more than {mib} MiB in all (to files, /dev/null, pipes or the screen: the grader's "
+         "trace of it holds every byte, and is capped like any file of the box), so the run was stopped and "
+         "nothing is scored. A checkpointing loop writes far less: look for a write or a print in a loop")
+
 # Kept call by call when a worker's tracer injects faults (grader.grading.faults): failed ones too.
 KEPT = frozenset({"open", "openat", "write", "pwrite64", "writev", "pwritev", "pwritev2", "fsync", "fdatasync",
                   "close", "rename", "renameat", "renameat2", "sync", "syncfs"})
@@ -150,6 +161,16 @@ def _unescape(text: str) -> bytes:
     return codecs.escape_decode(text.encode("latin-1", "replace"))[0]
 
 
+def _capped(command: list, file_size: int) -> list:
+    """``command`` run with ``file_size`` as its cap on one file (and that of all it starts)."""
+    if shutil.which("prlimit"):
+        return ["prlimit", f"--fsize={file_size}:{file_size}", "--"] + list(command)
+    import sys
+    return [sys.executable, "-I", "-S", "-c", "import os, resource, sys; "
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({file_size}, {file_size})); "
+            "os.execvp(sys.argv[1], sys.argv[1:])"] + list(command)
+
+
 def problem() -> Optional[str]:
     """Why the kernel trace cannot be taken here (no strace, or ptrace refused), or None if it can.
 
@@ -185,7 +206,7 @@ class KernelTrace:
     after each message.
     """
 
-    def __init__(self, scratch: str, keep_calls: bool = False):
+    def __init__(self, scratch: str, keep_calls: bool = False, cap: int = STRING_LIMIT):
         # A file with no name anywhere: a memfd (or, without one, a file unlinked at once); strace
         # reaches it through the descriptor it is handed, the worker closes that descriptor.
         self.name = f"crashcourse-kernel-trace-{os.getpid()}"
@@ -196,6 +217,10 @@ class KernelTrace:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             os.unlink(path)
         self.read_at = 0
+        self.cap = cap  # trace text the box may make, the judge's pipe aside (see FLOOD)
+        self.kit_text = 0  # trace text of writes to the judge's pipe: not counted against the cap
+        self.flooded = False
+        self._pending_to_judge = False  # the long line being read (self.parts) is a write to the judge's pipe
         self.tail = b""
         self.parts: list = []  # pieces of a line longer than one read, after self.tail
         self.pipe: Optional[str] = None  # the judge's pipe as strace names it: pipe:[inode]
@@ -232,13 +257,17 @@ class KernelTrace:
     def pass_fds(self) -> tuple:
         return (self.fd,)
 
-    def wrap(self, command: list, cwd: str, inject: Iterable[str] = ()) -> list:
+    def wrap(self, command: list, cwd: str, inject: Iterable[str] = (), file_size: Optional[int] = None) -> list:
         """``command`` started under strace, writing to this trace.
 
         ``inject``: more of strace's ``inject=`` expressions (``fsync:error=EIO:when=3``), the faults a
-        check makes the kernel report (:mod:`grader.grading.faults`).
+        check makes the kernel report (:mod:`grader.grading.faults`). ``file_size``: the cap on one file
+        of ``command`` and what it starts, set under strace (which is started with a larger one, for the
+        trace: see FLOOD).
         """
         self.cwd = os.path.realpath(cwd)
+        if file_size is not None:
+            command = _capped(command, file_size)
         return ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
                 "-e", "trace=" + CALLS, "-e", "inject=" + REFUSED] + [w for spec in inject for w in ("-e", "inject=" + spec)] \
             + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
@@ -259,6 +288,8 @@ class KernelTrace:
         deadline = time.monotonic() + patience
         while True:
             self._read()
+            if self.flooded:
+                return False
             if self.wire >= wire_bytes or self.tampered:
                 return self.wire >= wire_bytes
             if time.monotonic() > deadline or (self.proc is not None and self.proc.poll() is not None
@@ -271,7 +302,7 @@ class KernelTrace:
         return self.fd >= 0 and os.fstat(self.fd).st_size > self.read_at
 
     def _read(self) -> None:
-        while self.fd >= 0:
+        while self.fd >= 0 and not self.flooded:
             chunk = os.pread(self.fd, 1 << 22, self.read_at)
             if not chunk:
                 return
@@ -280,6 +311,9 @@ class KernelTrace:
                 # Part of one long line (a write of megabytes): kept in pieces, joined once it ends,
                 # rather than copied again with every chunk.
                 self.parts.append(chunk)
+                pending = self.tail + self.parts[0] if len(self.parts) == 1 else b""
+                if self._over(pending or None):
+                    return
                 continue
             if self.parts:
                 chunk = b"".join(self.parts) + chunk
@@ -287,7 +321,32 @@ class KernelTrace:
             lines = (self.tail + chunk).split(b"\n")
             self.tail = lines.pop()
             for line in lines:
+                if self._to_judge(line):
+                    self.kit_text += len(line) + 1
                 self._line(line.decode("latin-1"))
+            if self._over():
+                return
+
+    def _to_judge(self, line: bytes) -> bool:
+        """Whether a line of the trace is a write to the judge's pipe (strace names the descriptor's
+        pipe by its inode under -y, so no other write can read so)."""
+        head = line[:120]
+        return self.pipe is not None and b" write(" in head and b"<" + self.pipe.encode() + b">" in head
+
+    def _over(self, start: Optional[bytes] = None) -> bool:
+        """Whether the trace read so far, the judge's pipe aside, has passed the cap (then the run is
+        refused, and nothing more is read: the judge holds no more of it). ``start``: the beginning of
+        a line still being read, when a new one began."""
+        if start is not None:
+            self._pending_to_judge = self._to_judge(start)
+        pending = sum(len(p) for p in self.parts) + len(self.tail) if self.parts and self._pending_to_judge else 0
+        if self.read_at - self.kit_text - pending <= self.cap:
+            return False
+        self.flooded = True
+        self.parts, self.tail = [], b""
+        if self.refused is None:
+            self.refused = FLOOD.format(mib=self.cap // 2**20)
+        return True
 
     def _line(self, line: str) -> None:
         m = _LINE.match(line)

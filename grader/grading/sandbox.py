@@ -68,6 +68,9 @@ class Limits:
     memory: int = 2 * 1024 ** 3
     cpu_seconds: int = 120
     file_size: int = 64 * 1024 ** 2
+    # The tracer's cap on its trace, which holds every byte the box writes anywhere, the worker's messages
+    # to the judge among them (grader.grading.kernel_trace.FLOOD): the box's own processes keep file_size.
+    trace: int = 4 * 64 * 1024 ** 2
     processes: int = 256
     output: int = 64 * 1024
 
@@ -134,6 +137,7 @@ def read_only_view_available() -> bool:
 
 
 def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool = False, read_only: bool = True,
+                  traced: bool = False,
                   hide: Iterable[str] = ()):
     root = os.geteuid() == 0
     hidden = [(p.encode(), os.path.isdir(p)) for p in hide if os.path.exists(p)]
@@ -179,8 +183,8 @@ def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool 
                 c.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         for kind, value in ((resource.RLIMIT_AS, limits.memory), (resource.RLIMIT_CPU, limits.cpu_seconds),
-                            (resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0),
-                            (resource.RLIMIT_NPROC, nproc)):
+                            (resource.RLIMIT_FSIZE, limits.trace if traced else limits.file_size),
+                            (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, nproc)):
             try:
                 resource.setrlimit(kind, (value, value))
             except (ValueError, OSError):
@@ -189,12 +193,14 @@ def _make_preexec(limits: Limits, writable: str, mounts: list[str], probe: bool 
     return preexec
 
 
-def preexec_for(limits: Limits, writable: str, read_only: Optional[bool] = None, hide: Iterable[str] = ()):
-    """The function ``subprocess.Popen(preexec_fn=...)`` runs in the child before it starts Python."""
+def preexec_for(limits: Limits, writable: str, read_only: Optional[bool] = None, hide: Iterable[str] = (),
+                traced: bool = False):
+    """The function ``subprocess.Popen(preexec_fn=...)`` runs in the child before it starts Python
+    (``traced``: it starts strace, whose cap on one file is ``limits.trace``; see KernelTrace.wrap)."""
     if read_only is None:
         read_only = read_only_view_available()
     return _make_preexec(limits, os.path.realpath(writable), _mount_points() if read_only else [],
-                         read_only=read_only, hide=[os.path.realpath(h) for h in hide if h])
+                         read_only=read_only, hide=[os.path.realpath(h) for h in hide if h], traced=traced)
 
 
 _HOMES: dict = {}  # box token -> the HOME its processes were given (how the sweep knows them)

@@ -272,7 +272,7 @@ def _whole_trace(box: Box, worker: Worker) -> kernel_trace.KernelTrace:
     the check."""
     kernel = worker.kernel
     whole = kernel is not None and kernel.catch_up(worker.consumed)
-    if whole and kernel.refused:
+    if kernel is not None and kernel.refused and (whole or kernel.flooded):
         raise Incident(box.incident(kernel.refused))
     if not whole or kernel.tampered or kernel.main_tid is None:
         tampered = f" ({kernel.tampered})" if kernel is not None and kernel.tampered else ""
