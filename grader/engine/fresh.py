@@ -568,9 +568,8 @@ def run_fresh_each(calls: Iterable[Optional[Call]], ahead: Optional[int] = None)
                     continue
                 here = call.here()
                 if here is not None:  # run where it stands: everything sent before it comes first
-                    for tag in sent:
-                        yield _answered(tag)
-                    sent = []
+                    while sent:
+                        yield _answered(sent.pop(0))
                     try:
                         value = here()
                     except FreshProcessDied as died:
@@ -581,8 +580,7 @@ def run_fresh_each(calls: Iterable[Optional[Call]], ahead: Optional[int] = None)
                 sent.append(call.send())
             if not sent:
                 return
-            tag = sent.pop(0)
-            yield _answered(tag)
+            yield _answered(sent.pop(0))
     finally:
         # Stopped early: those jobs are stopped, and their answers skipped by whoever reads next from
         # their servers (a job stuck in a learner's loop would otherwise hold its server until its limit).
