@@ -1027,6 +1027,7 @@ class CrashedRun:
                 seen[key] = _resumed(*next(answers), raw, self.final if raw is not None else None, scenario)
             yield state, raw, seen[key], first
 
+
 def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: type = Exception,
                    writer: Callable = reference_writer, models: Iterable[str] = ("M1",),
                    directory: str = "checkpoints", timeout: Optional[float] = 20,
