@@ -490,3 +490,35 @@ os.rename('ck/c.tmp', 'ck/checkpoint.json')
     assert writes == [(f"{ck}/c.tmp", b"{}"), (f"{ck}/t.tmp", b"[]")]
     empty = [s for s in crash_states(ops, {}, ck, models=("M3",)) if s.files.get("checkpoint.json") == b""]
     assert empty, "the power cut may leave checkpoint.json empty: the temp file was never fsynced"
+
+
+def test_the_cap_counts_all_but_the_workers_messages_to_the_judge(tmp_path):
+    """The judge stops reading a trace past its cap, less the writes to its own pipe (each of which it
+    reads from the pipe anyway). A write elsewhere whose bytes spell that pipe's name counts, and so
+    does a line still being read, whatever it writes to: the judge never holds more of one than the cap."""
+    judge_r, judge_w = os.pipe()
+
+    def trace(*lines: bytes) -> KernelTrace:
+        t = KernelTrace(str(tmp_path), cap=4096)
+        t.started(judge_r, None)
+        os.write(t.fd, b"".join(lines))
+        t._read()
+        return t
+
+    pipe = f"pipe:[{os.fstat(judge_r).st_ino}]".encode()
+    message = b'7 write(9<' + pipe + b'>, "' + b"m" * 1000 + b'", 1000) = 1000\n'
+    other = b'7 write(5</dev/null>, "' + b"x" * 1000 + b'", 1000) = 1000\n'
+    forged = b'7 write(5</dev/null>, "<' + pipe + b'>, ' + b"x" * 980 + b'", 1000) = 1000\n'
+    try:
+        t = trace(*[message] * 40, *[other] * 3)
+        assert not t.flooded and t.refused is None and t.kit_text == 40 * len(message)
+        t = trace(*[message] * 40, *[other] * 5)
+        assert t.flooded and t.refused == kernel_trace.FLOOD.format(mib=0)
+        assert t.parts == [] and t.tail == b""  # and nothing of it is kept
+        assert trace(*[forged] * 5).flooded
+        long_one = message[:-1].replace(b"m" * 1000, b"m" * 6000)  # not ended yet: counted
+        assert trace(long_one).flooded
+        assert not trace(*[other] * 5).catch_up(1, patience=30)  # at once: it waits for nothing more
+    finally:
+        os.close(judge_r)
+        os.close(judge_w)

@@ -220,10 +220,10 @@ class KernelTrace:
         self.cap = cap  # trace text the box may make, the judge's pipe aside (see FLOOD)
         self.kit_text = 0  # trace text of writes to the judge's pipe: not counted against the cap
         self.flooded = False
-        self._pending_to_judge = False  # the long line being read (self.parts) is a write to the judge's pipe
         self.tail = b""
         self.parts: list = []  # pieces of a line longer than one read, after self.tail
         self.pipe: Optional[str] = None  # the judge's pipe as strace names it: pipe:[inode]
+        self._judge_line: Optional[re.Pattern] = None  # how a write to it begins in the trace
         self.wire = 0  # bytes the kernel saw the worker write to the judge's pipe
         self.ops: list[tuple[int, Op]] = []  # (wire bytes before it, the operation)
         self.pending: dict[str, str] = {}  # pid -> the first half of an unfinished call
@@ -274,6 +274,7 @@ class KernelTrace:
 
     def started(self, judge_end: int, proc: Any) -> None:
         self.pipe = f"pipe:[{os.fstat(judge_end).st_ino}]"
+        self._judge_line = re.compile(rb"\d+ +write\(\d+<" + re.escape(self.pipe.encode()) + rb">, ")
         self.proc = proc
 
     def close(self) -> None:
@@ -311,8 +312,7 @@ class KernelTrace:
                 # Part of one long line (a write of megabytes): kept in pieces, joined once it ends,
                 # rather than copied again with every chunk.
                 self.parts.append(chunk)
-                pending = self.tail + self.parts[0] if len(self.parts) == 1 else b""
-                if self._over(pending or None):
+                if self._over():
                     return
                 continue
             if self.parts:
@@ -328,19 +328,16 @@ class KernelTrace:
                 return
 
     def _to_judge(self, line: bytes) -> bool:
-        """Whether a line of the trace is a write to the judge's pipe (strace names the descriptor's
-        pipe by its inode under -y, so no other write can read so)."""
-        head = line[:120]
-        return self.pipe is not None and b" write(" in head and b"<" + self.pipe.encode() + b">" in head
+        """Whether a line of the trace is a write to the judge's pipe: strace names the descriptor's pipe
+        by its inode under -y, before the bytes, so no other write can begin so."""
+        return self._judge_line is not None and self._judge_line.match(line) is not None
 
-    def _over(self, start: Optional[bytes] = None) -> bool:
+    def _over(self) -> bool:
         """Whether the trace read so far, the judge's pipe aside, has passed the cap (then the run is
-        refused, and nothing more is read: the judge holds no more of it). ``start``: the beginning of
-        a line still being read, when a new one began."""
-        if start is not None:
-            self._pending_to_judge = self._to_judge(start)
-        pending = sum(len(p) for p in self.parts) + len(self.tail) if self.parts and self._pending_to_judge else 0
-        if self.read_at - self.kit_text - pending <= self.cap:
+        refused, and nothing more is read). A line still being read counts whatever it writes to: the
+        judge never holds more of one line than the cap, as when the trace itself was capped there (a
+        write to its pipe may be printed before the judge has read it, or refused it)."""
+        if self.read_at - self.kit_text <= self.cap:
             return False
         self.flooded = True
         self.parts, self.tail = [], b""
