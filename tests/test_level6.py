@@ -240,7 +240,7 @@ def test_the_reader_lays_out_each_crash_state_exactly_whether_or_not_the_loader_
         for i, (files, dirs) in enumerate(states * 2):
             got = json.loads(reader(CrashState(i, "M1", files, dirs=dirs)))
             assert got == expected(files, dirs), (writes, i)
-        assert reader.calls > len(states) // 2 and reader._exact is not writes
+        assert reader.calls > len(states) // 2 and reader.slots[0].exact is not writes
 
 
 def test_a_long_run_checks_every_point_around_a_rename_and_a_spread_of_the_rest():

@@ -436,15 +436,10 @@ class LoaderReader:
         self.timeout = timeout    # for each call of the loader: one that never returns stops the exploration
         self.scratch = scratch
         self.slots = [_Slot(scratch)]   # the first is scratch/checkpoints; more for loads side by side
-        self.directory = self.slots[0].directory
         self.memo: dict = {}      # (names, names read) -> {their bytes: answer}
         self.reads: dict = {}     # names -> the sets of names the loader opened, for that listing
         self.calls = 0
         self._loader_writes = False
-
-    @property
-    def _exact(self) -> bool:
-        return self.slots[0].exact
 
     def __call__(self, state: Any) -> Any:
         return next(self.each([state], width=1))[1]
