@@ -458,11 +458,12 @@ class Call:
                  module_name: Optional[str] = None):
         self.job, self.fn, self.args, self.module = job, fn, tuple(args), module
         self.settings, self.timeout, self.module_name = dict(settings or {}), timeout, module_name
+        self.where = origin(fn, module)   # (file, name) of a learner's function, else None
 
     def here(self) -> Optional[Callable[[], Any]]:
         """How to run it in this process, when there is nothing to start afresh; None if it goes to the server."""
         fresh = getattr(self.fn, "in_a_fresh_process", None)
-        where = origin(self.fn, self.module)
+        where = self.where
         if where is None and callable(fresh) and type(self.fn).__module__.startswith("grader."):
             # A stand-in for code in the sandbox (grader.grading.stand_in): its worker makes each call afresh.
             return lambda: self.job(fresh(), *self.args)
@@ -473,7 +474,7 @@ class Call:
 
     def send(self) -> tuple[int, int]:
         """Send it to the least busy fork server: ``(that server's index, the tag its answer will carry)``."""
-        where = origin(self.fn, self.module)
+        where = self.where
         space = vars(self.module) if self.module is not None else None
         sent = []
         for arg in self.args:

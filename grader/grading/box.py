@@ -174,25 +174,23 @@ class Pristine:
         os.makedirs(folder, exist_ok=True)
         if stat.S_IMODE(os.lstat(folder).st_mode) != self.mode:
             os.chmod(folder, self.mode)
-        for parent, dirs, files in os.walk(folder):
-            for name in list(dirs) + files:
-                path = os.path.join(parent, name)
-                st = os.lstat(path)
-                want = self.entries.get(os.path.relpath(path, folder))
-                if want is KEEP:
-                    continue
-                kept = want is not None and (stat.S_ISDIR(st.st_mode) if want[1] is None else
-                                             stat.S_ISREG(st.st_mode) and _signature(st) == want[3])
-                if kept and want[1] is None and stat.S_IMODE(st.st_mode) != want[0]:
-                    os.chmod(path, want[0])
-                if kept:
-                    continue
-                if name in dirs:
-                    dirs.remove(name)  # not walked into: it goes, or is replaced, whole
-                if stat.S_ISDIR(st.st_mode):
-                    _remove_tree(path)
-                else:
-                    os.unlink(path)
+        for dirs, name, path in _outside(folder, ()):
+            st = os.lstat(path)
+            want = self.entries.get(os.path.relpath(path, folder))
+            if want is KEEP:
+                continue
+            kept = want is not None and (stat.S_ISDIR(st.st_mode) if want[1] is None else
+                                         stat.S_ISREG(st.st_mode) and _signature(st) == want[3])
+            if kept and want[1] is None and stat.S_IMODE(st.st_mode) != want[0]:
+                os.chmod(path, want[0])
+            if kept:
+                continue
+            if name in dirs:
+                dirs.remove(name)  # not walked into: it goes, or is replaced, whole
+            if stat.S_ISDIR(st.st_mode):
+                _remove_tree(path)
+            else:
+                os.unlink(path)
         for rel, entry in sorted(self.entries.items()):
             path = os.path.join(folder, rel)
             if entry is KEEP or os.path.lexists(path):

@@ -1012,19 +1012,19 @@ class CrashedRun:
             raw = state.read(CHECKPOINT_NAME)
             key = (raw, tuple(sorted(n for n in state.files if n != CHECKPOINT_NAME)), started, received[state.point])
             first = key not in keys
-            listed.append((state, raw, key, first))
+            want = self.final if raw is not None else None
+            listed.append((state, raw, want, key, first))
             if first:
                 keys.add(key)
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
-                want = self.final if raw is not None else None
                 calls.append(_resume_call(resume, scenario, state.files, carried, raw, want,
                                           checkpoint_error=checkpoint_error, directory=directory, timeout=timeout,
                                           received=received[state.point]))
         answers = run_fresh_each(calls)
         seen: dict = {}
-        for state, raw, key, first in listed:
+        for state, raw, want, key, first in listed:
             if first:
-                seen[key] = _resumed(*next(answers), raw, self.final if raw is not None else None, scenario)
+                seen[key] = _resumed(*next(answers), raw, want, scenario)
             yield state, raw, seen[key], first
 
 
