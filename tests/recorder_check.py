@@ -521,6 +521,75 @@ def routes_out_of_sight_are_reported(d):
         expect(rec.unseen, f"a write by {what} went unreported")
 
 
+# -- a child made with os.fork ---------------------------------------------------------------------------
+
+def _in_a_forked_child(work):
+    """Run ``work`` in a child of os.fork that ends with os._exit (no clean-up, no atexit), and wait."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            work()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    expect(status == 0, f"the forked child failed (status {status})")
+
+
+@check
+def a_save_in_a_forked_child_reaches_the_parents_recording(d):
+    """A save made in a forked child (temp file, fsync, rename, folder fsync; the parent waits) is as real
+    as one made in the parent: its operations are recorded in the order they happened, between the
+    parent's own, its handles apart from the parent's, and the disk agrees with the recording."""
+    p = os.path.join(d, "checkpoint.json")
+
+    def save(text):
+        with open(p + ".tmp", "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(p + ".tmp", p)
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    with Recorder(watch=[d]) as rec:
+        rec.event("tool_start", ("before",))
+        _in_a_forked_child(lambda: save('{"turn": 1}'))
+        rec.event("tool_start", ("between",))
+        with open(os.path.join(d, "notes.txt"), "w") as f:  # the parent's own file, opened after the child's
+            f.write("parent")
+        _in_a_forked_child(lambda: save('{"turn": 2}'))
+        rec.event("tool_start", ("after",))
+    expect_clean(rec, "a save in a forked child")
+    kinds = [(op.kind, os.path.basename(op.path) if op.path else op.payload[0]) for op in rec.ops
+             if op.kind in ("tool_start", "open", "fsync", "rename")]
+    one = [("open", "checkpoint.json.tmp"), ("fsync", "checkpoint.json.tmp"), ("rename", "checkpoint.json.tmp"),
+           ("fsync", os.path.basename(d))]
+    expected = [("tool_start", "before")] + one + [("tool_start", "between"), ("open", "notes.txt")] + one \
+        + [("tool_start", "after")]
+    expect(kinds == expected, f"the child's operations, in order, among the parent's: {kinds}")
+    expect([op.index for op in rec.ops] == list(range(len(rec.ops))), "each operation has its own index, in order")
+    opens = [op for op in rec.ops if op.kind == "open"]
+    expect(len({op.handle for op in opens}) == 3, f"each open file has a handle of its own: {[op.handle for op in opens]}")
+    expect_contiguous(writes_of(rec.ops, "checkpoint.json.tmp")[-1:], b'{"turn": 2}', "the second child's write")
+
+
+@check
+def a_forked_childs_route_out_of_sight_is_reported_in_the_parent(d):
+    """What a forked child does out of the recorder's sight is reported by the parent's recording."""
+    import subprocess
+
+    def work():
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+    rec = record(d, lambda: _in_a_forked_child(work))
+    expect(any("started another program" in u for u in rec.unseen), f"the child's subprocess went unreported: {rec.unseen}")
+
+
 # -- io.FileIO, modes -----------------------------------------------------------------------------------
 
 @check

@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -108,9 +109,10 @@ EXPECTED = {
     "tells_grading": ("passed", 10.0, None),
     # An exception with a lone surrogate and terminal escapes: shown made safe, and the batch goes on.
     "surrogate_message": ("failed", 0.0, "disk full \ufffd? [2J[31mcleared your screen"),
-    # Writes in place by routes the in-process recorder cannot follow (libc's write() through ctypes; a
-    # forked child): the kernel saw the writes, so they are crash points, and the in-place save earns
-    # what it earns (a learner's own pytest refuses the run as unseen instead: 0, see the report).
+    # Writes in place by routes a patch in Python does not see (libc's write() through ctypes; a forked
+    # child): the kernel saw the writes, so they are crash points, and the in-place save earns what it
+    # earns. A learner's own pytest follows the forked child too (the same 6, see FACES_AGREE below);
+    # ctypes it cannot follow, so it scores 0 and says why, and that grade judges from the kernel.
     "writes_through_ctypes": ("failed", 6.0, "PARSE"),
     "saves_in_a_forked_child": ("failed", 6.0, "PARSE"),
     # A link to /tmp in its folder, written through: the box makes no link, nothing is laid out through one.
@@ -309,6 +311,44 @@ def test_each_submission_earns_what_its_code_earns(batch, student):
         assert words in text, text[:1500]
     if student in OUTRUN:
         assert "the tracer that watches your code's file operations was killed" not in text, text[:1500]
+
+
+# Hostile cases a learner's own pytest must score as grade does (the score and the tests that did not pass):
+# code out of a Python patch's sight whose effects the recorder still follows (a save in a forked child).
+FACES_AGREE = ("saves_in_a_forked_child",)
+
+
+def _own_pytest(source: Path, tmp: Path) -> tuple:
+    """(points, sorted names of the tests that did not pass, output) of ``pytest exercises/level2`` on a copy."""
+    (tmp / "sub").mkdir()
+    shutil.copy(source, tmp / "sub" / "agent.py")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "exercises/level2",
+                           "--submission", str(tmp / "sub")], capture_output=True, text=True, cwd=KIT, timeout=300)
+    points = re.search(r"crashcourse: ([\d.]+) of", done.stdout)
+    assert points, done.stdout[-2000:] + done.stderr[-2000:]
+    failing = sorted(set(re.findall(r"^(?:FAILED|ERROR) \S+::(\w+)", done.stdout, re.M)))
+    return float(points.group(1)), failing, done.stdout
+
+
+@pytest.mark.parametrize("student", FACES_AGREE)
+@pytest.mark.bubblewrap
+def test_its_own_pytest_gives_what_grade_gives(batch, student, tmp_path):
+    if kernel_trace.problem():
+        pytest.skip(f"no kernel trace here: {kernel_trace.problem()}")
+    got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
+    graded = (got["score"], sorted(t["name"] for t in got["tests"] if t["status"] != "passed"))
+    score, failing, text = _own_pytest(CORPUS / f"{student}.py", tmp_path)
+    assert (score, failing) == graded, text[-3000:]
+
+
+def test_a_write_its_own_pytest_cannot_see_is_told_as_such(tmp_path):
+    """libc's write() through ctypes reaches the disk past every patch in Python: a learner's own pytest
+    cannot follow it, so it scores nothing and says what it could not see, and that grade, which reads
+    the kernel's account, judges such writes on what they do (6 of 10 there: they write in place)."""
+    score, failing, text = _own_pytest(CORPUS / "writes_through_ctypes.py", tmp_path)
+    assert score == 0.0 and "test_the_loop_still_finishes_the_task" in failing
+    assert "checkpoint.json holds" in text and "a route the recorder does not see" in text
+    assert "ctypes" in text and "crashcourse grade" in text and "kernel" in text, text[-3000:]
 
 
 @pytest.mark.parametrize("student", sorted(ODD))

@@ -139,6 +139,19 @@ def describe_bytes(data: bytes, tail: int = 60) -> str:
     return f"{len(data):,} bytes, ending {'…' if len(data) > tail else ''}{end!r}"
 
 
+# What a run the recorder could not follow is told, after the list of what it missed. The recorder
+# watches from inside Python; `crashcourse grade` (where strace runs) reads the kernel's account, which
+# sees writes through ctypes, C extensions and other programs, so the two can score such code apart.
+UNSEEN_ADVICE = ("This run is watched from inside Python: the grader sees files written with open(), pathlib, os, "
+                 "tempfile and shutil, in your process and in a child it forks with os.fork. Writes made by another "
+                 "program (subprocess, os.system), through ctypes or another C extension, or by sqlite3 reach the "
+                 "disk without passing any of those, so nothing here can tell what a crash would leave, and the "
+                 "run earns nothing. `crashcourse grade`, where the kernel's own account of every write can be "
+                 "taken (strace), judges such writes on what they do instead (a memory map and a symbolic link it "
+                 "refuses too), so its score for this code may differ. Write the checkpoint with Python's own file "
+                 "functions, and both give the same.")
+
+
 @dataclass
 class Exploration:
     """What exploring one run found."""
@@ -232,9 +245,7 @@ class Exploration:
         if self.unseen:
             return ("The grader could not see everything your code did to the disk, so it cannot vouch for it:\n"
                     + "\n".join(f"  - {u}" for u in self.unseen[:5])
-                    + "\nThe grader sees files written with open(), pathlib, os, tempfile and shutil from your own "
-                    "module. Work done by another process (subprocess, os.system), by a C extension, by sqlite3 "
-                    "or through mmap is invisible to it: write the checkpoint from Python instead.")
+                    + "\n" + UNSEEN_ADVICE)
         if not self.violations:
             return f"{self.scenario}: {self.states} crash states at {self.points} crash points, all fine."
         first = self.violations[0]

@@ -15,6 +15,9 @@ How it knows what it missed: an audit hook (PEP 578) watches the same operations
 interpreter. An operation that raises an audit event while none of the recorder's wrappers is
 running went around them (a name bound before recording began, a C extension); it lands in
 :attr:`Recorder.unseen`, and a result built on an incomplete trace says so instead of passing.
+
+A child made with ``os.fork`` inherits the active recorder and its patches; what it records reaches
+the parent's recording (see ``Recorder._forward``), so a save made in a forked child is seen.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import errno
 import functools
 import io
 import os
+import pickle
 import stat
+import struct
 import sys
 import tempfile
 import threading
@@ -131,6 +136,37 @@ def _ignored(path: str) -> bool:
         or "__pycache__" in path
 
 
+_RECORD = struct.Struct("<I")  # a forwarded record's size, before its pickled body
+
+
+class _Forwarded(list):
+    """A forked child's ``unseen``: what it notes reaches the parent's recording too."""
+
+    def __init__(self, rec: "Recorder", items: list):
+        super().__init__(items)
+        self._rec = rec
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        self._rec._forward(("unseen", item))
+
+
+def _fork_before() -> None:
+    rec = _active
+    if rec is not None:
+        rec._before_fork()
+
+
+def _fork_in_child() -> None:
+    rec = _active
+    if rec is not None and rec._channel is not None:
+        rec._in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_fork_before, after_in_child=_fork_in_child)
+
+
 class Recorder:
     """Record every operation with an effect outside the process, while active.
 
@@ -139,12 +175,15 @@ class Recorder:
     """
 
     def __init__(self, watch: tuple = (), namespaces: Any = ()):
-        self.ops: list[Op] = []
+        self._ops: list[Op] = []
         # Module dicts (a submission's globals) where `from os import replace` and the like may have
         # bound the real functions before recording began: those names are swapped too.
         self.namespaces = list(namespaces)
         self._bound: list[tuple[dict, str, Any]] = []
         self.unseen: list[str] = []
+        # C functions the code looked up through ctypes while recording (libc's `write`, say): their calls
+        # reach the OS past every patch here, so a file they changed is named with them (compare_with_disk).
+        self.c_functions: list[str] = []
         self.watch = [os.path.abspath(os.fspath(w)) for w in watch]
         self.initial: dict[str, bytes] = {}
         self.initial_dirs: set[str] = set()
@@ -154,6 +193,22 @@ class Recorder:
         self._patches: list[tuple[Any, str, Any]] = []
         self._saved_dont_write_bytecode = False
         self._lock = threading.RLock()
+        # A forked child's operations reach this recording through a file both processes hold (see
+        # _before_fork): the parent reads them from where it stopped; a child writes them there.
+        self._channel: Optional[int] = None
+        self._read_at = 0
+        self._child_handles: dict = {}  # (a child's pid, its handle) -> the handle here
+        self._lineage: tuple = ()  # in a forked child: (pid, first handle of its own) per fork from the recorder's process
+
+    @property
+    def ops(self) -> list:
+        """Every operation so far, in order: a forked child's included, up to what it has written."""
+        self._drain()
+        return self._ops
+
+    @ops.setter
+    def ops(self, value: list) -> None:
+        self._ops = value
 
     # -- recording ---------------------------------------------------------------------------
     def add(self, kind: str, **fields: Any) -> Op:
@@ -165,8 +220,11 @@ class Recorder:
         # A loop may run tools from a thread pool: each index is taken and appended under one lock,
         # so the trace is one order that really happened, with no index given twice.
         with self._lock:
-            op = Op(len(self.ops), kind, **fields)
-            self.ops.append(op)
+            self._drain()  # what a forked child did first (the parent usually waits for it) comes first
+            op = Op(len(self._ops), kind, **fields)
+            self._ops.append(op)
+            if self._lineage:
+                self._forward(("op", self._lineage, kind, fields))
         return op
 
     def event(self, kind: str, payload: Any = None) -> None:
@@ -197,6 +255,81 @@ class Recorder:
             else:
                 handle = self._register(fd, path, writable, append)
         return handle
+
+    # -- a forked child's operations -------------------------------------------------------------
+    # A save made in a child of os.fork() (the child writes, renames and fsyncs, then os._exit; the
+    # parent waits) is as real as one made in the parent: the kernel trace under `grade` follows the
+    # child, and so must the recorder. The child inherits the active recorder and its patches; each
+    # operation it records is also written, whole, to a file the two processes share (a memfd: no
+    # name, never on disk; a write there never blocks, unlike a pipe the waiting parent does not read).
+    # The parent reads what is there before each operation of its own, so a child's operations come
+    # in the order they happened when the parent waited for it, and every reader of ``ops`` sees them.
+
+    def _forward(self, record: tuple) -> None:
+        try:
+            body = pickle.dumps(record)
+        except Exception:  # noqa: BLE001 - a payload that does not pickle (an event's object)
+            body = pickle.dumps(("unseen", f"an operation of a forked child ({record[2]}) the grader could not pass on"))
+        data = _RECORD.pack(len(body)) + body
+        with _inside():
+            while data:  # one file, many writers: each record is one write (the kernel keeps them whole)
+                data = data[_real["os.write"](self._channel, data):]
+
+    def _drain(self) -> None:
+        if self._channel is None or self._lineage:
+            return
+        with self._lock:
+            while True:
+                with _inside():
+                    head = os.pread(self._channel, _RECORD.size, self._read_at)
+                    if len(head) < _RECORD.size:
+                        return
+                    size = _RECORD.unpack(head)[0]
+                    body = os.pread(self._channel, size, self._read_at + _RECORD.size)
+                if len(body) < size:
+                    return  # a child is still writing it
+                self._read_at += _RECORD.size + size
+                record = pickle.loads(body)
+                if record[0] == "unseen":
+                    if record[1] not in self.unseen:
+                        self.unseen.append(record[1])
+                    continue
+                _, lineage, kind, fields = record
+                if fields.get("handle") is not None:
+                    fields["handle"] = self._inherited(lineage, fields["handle"])
+                self._ops.append(Op(len(self._ops), kind, **fields))
+
+    def _inherited(self, lineage: tuple, handle: int) -> int:
+        """A child's handle as this recording numbers it: a file the child inherited keeps its handle;
+        one it opened itself (numbered from the count it was forked with) gets a new one here."""
+        owner = None
+        for pid, first in lineage:
+            if handle >= first:
+                owner = pid
+        if owner is None:
+            return handle
+        key = (owner, handle)
+        if key not in self._child_handles:
+            self._child_handles[key] = self._next_handle
+            self._next_handle += 1
+        return self._child_handles[key]
+
+    def _before_fork(self) -> None:
+        if self._channel is not None:
+            return
+        with _inside():
+            if hasattr(os, "memfd_create"):
+                self._channel = os.memfd_create("crashcourse-forked-ops", os.MFD_CLOEXEC)
+            else:
+                path = os.path.join(tempfile.gettempdir(), f".crashcourse-forked-ops-{os.getpid()}-{id(self)}")
+                self._channel = _real["os.open"](path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                                                 0o600)
+                _real["os.unlink"](path)
+
+    def _in_child(self) -> None:
+        self._lock = threading.RLock()  # another thread may have held it at the fork; none runs here
+        self._lineage = self._lineage + ((os.getpid(), self._next_handle),)
+        self.unseen = _Forwarded(self, self.unseen)
 
     # -- lifetime ----------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -232,7 +365,12 @@ class Recorder:
 
     def __exit__(self, *exc: Any) -> None:
         global _active
+        self._drain()
         _active = None
+        if self._channel is not None and not self._lineage:
+            with _inside():
+                _real["os.close"](self._channel)
+            self._channel = None
         if getattr(self, "_apart", None) is not None:
             _APART.remove(self._apart)
             self._apart = None
@@ -265,7 +403,7 @@ class Recorder:
         from grader.engine.crash_models import FileSystem  # late: the sandboxed worker never needs it
 
         fs = FileSystem(self.initial, self.initial_dirs)
-        for op in self.ops:
+        for op in self._ops:
             fs.apply(op)
         rebuilt = {path: inode.snap() for path, inode in fs.names.items()}
         on_disk: dict[str, tuple] = {}  # path -> (its size, its bytes or None when the size alone differs)
@@ -299,6 +437,9 @@ class Recorder:
                         "bytes that differ")
             root = next(r for r in self.watch if path.startswith(r + os.sep))
             line = f"{os.path.relpath(path, root)} {what}: something changed it by a route the recorder does not see"
+            if self.c_functions:
+                named = ", ".join(f"`{name}`" for name in self.c_functions[:3])
+                line += f" (your code called C functions through ctypes while it ran: {named})"
             if line not in self.unseen:
                 self.unseen.append(line)
 
@@ -946,6 +1087,12 @@ def _audit(event: str, args: tuple) -> None:
             full = _abspath(path)
             if not _ignored(full):
                 rec.unseen.append(f"a file opened for writing by a route the recorder does not see: {full}")
+    elif event == "ctypes.dlsym":
+        name = args[1] if len(args) > 1 else None
+        if isinstance(name, (str, bytes)):
+            name = os.fsdecode(name)[:40]
+            if name not in rec.c_functions:
+                rec.c_functions.append(name)
     elif event in _PROCESS_EVENTS:
         rec.unseen.append(f"{event}{tuple(str(a) for a in args[:2])} started another program; what it does to the "
                           "disk is out of the recorder's sight")

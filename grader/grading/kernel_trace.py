@@ -794,8 +794,10 @@ def _nameless(path: Optional[str]) -> Optional[str]:
 
 
 def _left_out(path: Optional[str]) -> bool:
-    """Files no crash state holds: byte-code caches, and devices (but /dev/shm holds ordinary files)."""
-    return path is not None and ("__pycache__" in path or path.endswith((".pyc", ".pyo"))
+    """Files no crash state holds: byte-code caches, devices (but /dev/shm holds ordinary files), and files
+    made by memfd_create, which live in memory only and have no name on any disk (the recorder passes a
+    forked child's operations to its parent through one)."""
+    return path is not None and ("__pycache__" in path or path.endswith((".pyc", ".pyo")) or path.startswith("/memfd:")
                                  or (path.startswith("/dev/") and not path.startswith("/dev/shm/")))
 
 

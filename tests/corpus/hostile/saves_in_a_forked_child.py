@@ -1,6 +1,7 @@
 """Hostile: each save is done by a forked child (os.fork), which writes checkpoint.json in place and
-exits with os._exit; the parent waits. The in-process recorder lives in the parent and sees none of
-the child's writes; the kernel trace follows the child.
+exits with os._exit; the parent waits. Hoped that no one watches the child: the kernel trace follows
+it, and the recorder passes the child's operations to the parent's recording, so the in-place save
+earns what it earns (6 of 10) under grade and under a learner's own pytest alike.
 """
 import json
 import os

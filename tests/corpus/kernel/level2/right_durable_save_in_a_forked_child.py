@@ -1,0 +1,90 @@
+"""VERDICT: pass
+
+A durable save made in a child of os.fork(): temp file, flush and fsync, os.replace, then an fsync
+of the folder; the child ends with os._exit and the parent waits. The kernel trace follows the
+child, and the recorder passes the child's operations to the parent's recording: full marks under
+grade and under the learner's own pytest alike (pytest gave 0, "invisible to the recorder", until
+the recorder followed forks).
+"""
+import json
+import os
+
+
+def _save_here(state, directory):
+    path = os.path.join(directory, "checkpoint.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _save_here(state, directory)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise OSError(f"the child that saved the checkpoint failed (status {status})")
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        # Save point A: the call is chosen but has not started. If the process dies
+        # while the tool runs, this record is the only trace that the call was ever made.
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        # Save point B: the result is in messages, so nothing is pending any more. Without this
+        # save, a crash during the next model call would leave a finished tool marked unfinished.
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    # The final answer goes on disk too, so a finished task's checkpoint says it is finished.
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
