@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.engine import recorder
 from grader.grading import bubblewrap, kernel_trace
 
 KIT = Path(__file__).resolve().parent.parent
@@ -131,6 +132,28 @@ def test_operations_the_kernel_never_saw_are_refused_as_forged(graded):
     got = report["forges_fake_events"]
     assert got["score"] == 0.0
     assert f"{kernel_trace.MISMATCH}: the recorded operations include os.sync()" in _failures(got)
+
+
+def test_a_link_the_box_refuses_is_told_as_its_own_pytest_tells_it(graded):
+    """A save that swaps a relative symbolic link into place: the crash models do not follow links, so
+    pytest refuses the run, naming the link; in the box os.symlink raises PermissionError (links are
+    refused there, before the tracer sees the call). grade tells the same link first, with why the run
+    stopped, rather than blaming the code for the PermissionError. Both score it 0."""
+    level, subs, report = graded
+    if level != 2:
+        pytest.skip("a level-2 case")
+    name = "link_swapped_into_place"
+    got, text = report[name], _failures(report[name])
+    first = text.split("\n", 1)[0]
+    link = "os.symlink('save-000000.json', 'run data/check points/checkpoint.json.new'), a symbolic link: " \
+        "the crash models do not follow links"
+    assert got["score"] == 0.0 and link in text and recorder.BOX_REFUSED_LINK in text, text[:2000]
+    assert "could not see everything your code did to the disk" in first and "did not finish" not in text, text[:2000]
+    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level2",
+                          "--submission", str(subs / name)], capture_output=True, text=True, cwd=KIT, timeout=600)
+    assert "crashcourse: 0 of 10 points" in own.stdout and link in own.stdout, own.stdout[-3000:]
+    failing = sorted(set(re.findall(r"^FAILED \S+::(\w+)", own.stdout, re.M)))
+    assert failing == sorted(t["name"] for t in got["tests"] if t["status"] != "passed"), own.stdout[-3000:]
 
 
 def test_the_corpus_is_what_the_test_says(graded):

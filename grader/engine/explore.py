@@ -34,7 +34,7 @@ from grader.engine.invariants import INVARIANTS, Finding, Window, check
 from grader.engine.checkpoint import (CHECKPOINT_NAME, clone, exactly_saved, initial_state, reference_saves, snapshot,
                                      spend, tool_use_blocks)
 from grader.engine.ops import short_name
-from grader.engine.recorder import Op, Recorder, namespaces_of, temp_folder_apart
+from grader.engine.recorder import BOX_REFUSED_LINK, Op, Recorder, namespaces_of, temp_folder_apart
 from grader.engine.scripted import Scenario
 from grader.engine.turnstile import Turnstile
 from grader.engine.hangs import LOOP_TIMEOUT, Hang, LoopTimeout, hang_mark, hangs_since, time_limit
@@ -142,14 +142,14 @@ def describe_bytes(data: bytes, tail: int = 60) -> str:
 # What a run the recorder could not follow is told, after the list of what it missed. The recorder
 # watches from inside Python; `crashcourse grade` (where strace runs) reads the kernel's account, which
 # sees writes through ctypes, C extensions and other programs, so the two can score such code apart.
-UNSEEN_ADVICE = ("This run is watched from inside Python: the grader sees files written with open(), pathlib, os, "
-                 "tempfile and shutil, in your process and in a child it forks with os.fork. Writes made by another "
-                 "program (subprocess, os.system), through ctypes or another C extension, or by sqlite3 reach the "
-                 "disk without passing any of those, so nothing here can tell what a crash would leave, and the "
-                 "run earns nothing. `crashcourse grade`, where the kernel's own account of every write can be "
-                 "taken (strace), judges such writes on what they do instead (a memory map and a symbolic link it "
-                 "refuses too), so its score for this code may differ. Write the checkpoint with Python's own file "
-                 "functions, and both give the same.")
+UNSEEN_ADVICE = ("Where the grader watches from inside Python (your own pytest, `crashcourse check`), it sees files "
+                 "written with open(), pathlib, os, tempfile and shutil, in your process and in a child it forks "
+                 "with os.fork; writes made by another program (subprocess, os.system), through ctypes or another C "
+                 "extension, or by sqlite3 reach the disk past it, so it cannot tell what a crash would leave, and "
+                 "the run earns nothing. `crashcourse grade` reads the kernel's own account of every write (where "
+                 "strace can run) and judges those writes on what they do, so its score for such code may differ; "
+                 "a memory map or a symbolic link in the checkpoint folder it refuses too. Write the checkpoint "
+                 "with Python's own file functions, and every face gives the same.")
 
 
 @dataclass
@@ -211,10 +211,15 @@ class Exploration:
         path, number, function = frames[-1].groups()
         return f"{said}, on line {number} of {path.replace(chr(92), '/').rsplit('/', 1)[-1]} (in {function})"
 
+    def refused_by_box(self) -> bool:
+        """Whether the run stopped because the grading box refused a symbolic link: then the link, which the
+        crash models do not follow, is told first, as the learner's own pytest (where links work) tells it."""
+        return bool(self.error) and any(BOX_REFUSED_LINK in u for u in self.unseen)
+
     def in_one_line(self) -> str:
         """Why the run gave no verdict, in one line: the exception and the learner's last line it was
         raised from, or that the grader could not see every write ("" when neither)."""
-        if self.error:
+        if self.error and not self.refused_by_box():
             return f"your loop did not finish this run ({self.scenario}): {self.raised()}"
         if self.unseen:
             return f"the grader could not see everything your code did to the disk in this run ({self.scenario})"
@@ -224,7 +229,7 @@ class Exploration:
         """:meth:`in_one_line` for a line that points at the full story told elsewhere: an exception
         keeps its name and line, but the kit's own sentence about a run that stopped (it wrote
         nothing, or somewhere else) is not repeated."""
-        if self.error and not self.traced():
+        if self.error and not self.traced() and not self.refused_by_box():
             return f"your loop did not finish this run ({self.scenario})"
         return self.in_one_line()
 
@@ -240,7 +245,7 @@ class Exploration:
         """A learner-facing summary: the first failure in full, then a line for each other kind."""
         if self.stuck is not None:
             return self.error or self.stuck.story
-        if self.error:
+        if self.error and not self.refused_by_box():
             return f"Your loop did not finish this run ({self.scenario}):\n{self.error}"
         if self.unseen:
             return ("The grader could not see everything your code did to the disk, so it cannot vouch for it:\n"

@@ -1065,6 +1065,11 @@ def _stdlib(namespace: dict) -> bool:
 _WATCHED_EVENTS = {"os.rename", "os.remove", "os.truncate", "os.mkdir", "os.rmdir", "os.link", "os.symlink",
                    "shutil.copyfile", "sqlite3.connect", "mmap.__new__", "os.chmod", "os.utime"}
 _PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn"}
+# Added by grade's judge to the unseen line of a symbolic link the box refused (see grading/stand_in.py):
+# the run's PermissionError is that refusal's doing, so the link is told first, as the learner's own
+# pytest tells it (grader.engine.explore.Exploration.refused_by_box).
+BOX_REFUSED_LINK = ("the grader's box refuses to make links, so there it raised PermissionError and your loop "
+                    "stopped")
 _WHY_UNSEEN = {
     "mmap.__new__": "a memory map: bytes stored into it reach the file without any write call to record",
     "os.symlink": "a symbolic link: the crash models do not follow links",

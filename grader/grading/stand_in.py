@@ -646,6 +646,9 @@ class _Call:
             unseen = message.get("unseen") if worker.kernel is None else None
             if isinstance(unseen, list):
                 rec.unseen.extend(str(u)[:500] for u in unseen[:50])
+            refused = _refused_link(message) if worker.kernel is not None else None
+            if refused is not None and refused not in rec.unseen:
+                rec.unseen.append(refused)
             try:
                 rec.compare_with_disk()
             except ReplayTooLarge as exc:  # sizes the kernel saw, past what the judge will hold for a box
@@ -683,6 +686,22 @@ class _Call:
             raise hangs.LoopTimeout(hang[0].story, hang[0].place, hang[0])
         error = message.get("error") if isinstance(message.get("error"), dict) else {}
         raise self.function.module._exception(error)
+
+
+def _refused_link(message: dict) -> Optional[str]:
+    """The symbolic link a call stopped on, in the words of the learner's own pytest, or None.
+
+    The box refuses links (its seccomp filter answers EPERM before the tracer is asked, so the kernel
+    trace never shows the call). When a call raises PermissionError and the worker's recorder saw the
+    code make a link (the audit event os.symlink), the refusal is why the run stopped: told as the link
+    the crash models do not follow, with why it stopped here. Only words: the run stopped either way,
+    and a line the worker adds can only give a run another reason to fail."""
+    error, unseen = message.get("error"), message.get("unseen")
+    if message.get("op") != "raise" or not isinstance(error, dict) or error.get("type") != "PermissionError" \
+            or not isinstance(unseen, list):
+        return None
+    links = [u for u in unseen[:50] if isinstance(u, str) and u.startswith("os.symlink(") and len(u) <= 500]
+    return f"{links[-1]} ({recorder_module.BOX_REFUSED_LINK})" if links else None
 
 
 def _hang_from(data: Any) -> Optional[tuple]:
