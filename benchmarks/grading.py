@@ -1,6 +1,10 @@
-"""Benchmark: ``crashcourse grade`` on 200 level-2 submissions with ``--jobs 2``, beside baselines.
+"""Benchmark: ``crashcourse grade`` on 200 level-2 submissions, beside baselines.
 
-    python benchmarks/grading.py [--count 200] [--jobs 2] [--examples N] [--mix three|class]
+    python benchmarks/grading.py [--count 200] [--jobs K] [--examples N] [--mix three|class]
+
+Without ``--jobs`` it grades as ``crashcourse grade`` does by default (``default_jobs``: two per core
+on this machine), and times the baselines at that parallelism too; ``--jobs 2`` gives the figures
+of earlier sessions.
 
 The submissions are copies of a few real ones (the kit's solution, the starter, and a correct one
 that also prints megabytes; with ``--mix class``, every right and wrong variant of the level-2
@@ -61,7 +65,8 @@ def parallel(commands: list[list[str]], jobs: int, cwd: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=200)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="submissions at once (default: what `crashcourse grade` picks, default_jobs)")
     parser.add_argument("--examples", type=int, default=None,
                         help="generated conversations per property test (default: the level's own)")
     parser.add_argument("--pytest-sample", type=int, default=10)
@@ -69,6 +74,9 @@ def main() -> None:
                         help="three: solution, starter and a hostile-but-correct one in turn (default); class: "
                              "every variant of the level-2 corpus too")
     args = parser.parse_args()
+    if args.jobs is None:
+        from grader.grading.batch import default_jobs
+        args.jobs = default_jobs()
 
     with tempfile.TemporaryDirectory(prefix="crashcourse-bench-") as tmp:
         tmp = Path(tmp)

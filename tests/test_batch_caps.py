@@ -249,3 +249,41 @@ def test_grade_from_a_checkout_writes_nothing_into_the_kit(tmp_path):
     left = {n.rsplit(".cpython", 1)[0] for n in new if n.endswith(".pyc")}
     assert left <= ENTRY and {n for n in new if not n.endswith(".pyc")} <= {"grader/__pycache__",
                                                                           "grader/faces/__pycache__"}, sorted(new)
+
+
+@pytest.mark.parametrize("cores, gib, expected", [
+    (1, 16, 2),    # one core: two at a time, as a judge and its code take turns
+    (2, 24, 4),    # the development machine
+    (4, 64, 8),
+    (32, 256, 8),  # never more than eight
+    (8, 3, 3),     # one per GiB of memory
+    (2, 0, 4),     # memory unknown: the cores decide
+])
+def test_default_jobs_two_per_core_within_memory(monkeypatch, cores, gib, expected):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)), raising=False)
+    pages = {"SC_PHYS_PAGES": gib * 1024 ** 3 // 4096, "SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    assert batch.default_jobs() == expected
+
+
+def test_grade_without_jobs_uses_the_default(monkeypatch, tmp_path):
+    from grader.faces import instructor_cli
+    seen = {}
+
+    def fake_batch(submissions, level, *, jobs, **_):
+        seen["jobs"] = jobs
+        raise KeyboardInterrupt  # enough: the value reached the batch
+
+    monkeypatch.setattr(batch, "default_jobs", lambda: 5)
+    monkeypatch.setattr(batch, "grade_batch", fake_batch)
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    parser = instructor_cli.argparse.ArgumentParser()
+    instructor_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["grade", str(tmp_path / "subs"), "--level", "2", "--no-box",
+                              "--output", str(tmp_path / "report.json")])
+    assert args.jobs is None
+    try:
+        args.handler(args)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    assert seen.get("jobs") == 5

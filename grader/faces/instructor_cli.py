@@ -82,10 +82,10 @@ def register(sub) -> None:
                        help="write the report here (for gradescope: a folder); default stdout "
                             "(gradescope: ./gradescope-results). With several formats: one --output per "
                             "--format, in the same order, or one stem that each format's extension is added to")
-    # Each submission keeps about one core busy (its judge and its worker take turns); more than 8
-    # at once would let a class of memory-hungry submissions (up to 2 GiB each) crowd the machine.
-    grade.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), metavar="K",
-                       help="submissions graded at once (default: the number of cores, at most 8)")
+    grade.add_argument("--jobs", type=int, default=None, metavar="K",
+                       help="submissions graded at once (default: two per core, at most 8 and one per GiB "
+                            "of memory: a submission's judge and its code take turns, so one keeps a core "
+                            "busy only part of the time)")
     grade.add_argument("--timeout", type=float, default=60.0, metavar="S",
                        help="wall-clock seconds one submission's code may run in total (default 60)")
     grade.add_argument("--seed", type=int, default=None, metavar="N",
@@ -218,6 +218,8 @@ def cmd_grade(args) -> int:
                          "or .zip per student.")
     if args.scenarios and not os.path.isfile(args.scenarios):
         return _complain(f"--scenarios {args.scenarios}: no such file")
+    if args.jobs is None:
+        args.jobs = batch_mod.default_jobs()
     if args.jobs < 1 or args.timeout <= 0:
         return _complain("--jobs must be at least 1 and --timeout above 0")
     try:

@@ -552,6 +552,29 @@ def _start(student: str, source: Path, level_dir: Path, timeout: float, *, seed,
     return job
 
 
+def default_jobs() -> int:
+    """How many submissions ``grade`` runs at once by default: two per core this process may use, at
+    most eight, and at most one per GiB of memory.
+
+    A submission does not keep a core busy on its own: its judge and its worker take turns (the
+    judge waits while the code runs, the code waits while the judge reads the kernel's trace), and
+    each start of a box waits on the kernel. On the 2-core development machine one submission kept
+    about 0.6 of a core busy, so two at a time left the cores idle some 40 % of the time
+    (benchmarks/README.md). More than eight would let a class of memory-hungry submissions (a judge
+    may map up to 2 GiB, most need 150 to 350 MiB) crowd the machine.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    jobs = min(8, 2 * max(1, cores))
+    try:
+        gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024 ** 3
+    except (AttributeError, ValueError, OSError):
+        gib = 0
+    return max(1, min(jobs, gib)) if gib else jobs
+
+
 # What one judge may map: a judge needs 150 to 350 MiB (level 6's long run is the largest), so this
 # only ever stops one that something from a box made grow without bound; it then fails that one
 # submission with a MemoryError, and its neighbours and the machine go on. Its boxes set their own cap.
