@@ -239,6 +239,7 @@ class KernelTrace:
         # Folders the trace saw made (mkdir), under the names they have now: a folder made, fsynced and
         # renamed into place is no longer where it was made by the time the judge could look.
         self.made_dirs: set = set()
+        self.links: Optional[bool] = None  # whether a symbolic link may be under root (see _path)
         self.root = os.path.realpath(scratch)  # the box's own folder: bound at the same path inside
         self.pool: list = []  # this call's kernel operations no recorded one has claimed yet (see settle)
         self.pool_since: Optional[int] = None
@@ -389,7 +390,23 @@ class KernelTrace:
             return
         if name == "fcntl" and "F_DUPFD" not in args:
             return  # F_GETFL and the like: nothing changes (and some return flags in hex)
+        if name in ("lseek", "close"):
+            # A third of a run's lines (Python asks where it is at every open): only the descriptor
+            # counts, and its number comes before the path strace names it by.
+            try:
+                fd = int(args[:args.index("<")])
+                if name == "close":
+                    self._closed(fd)
+                else:
+                    entry = self.fds.get(fd)
+                    if entry is not None and entry[3] is not None:
+                        entry[3] = int(ret)
+            except ValueError as exc:
+                self._tamper(f"a {name} line that could not be read ({exc})")
+            return
         if name == "mmap":
+            if "MAP_SHARED" not in args or "PROT_WRITE" not in args:
+                return  # a private or read-only map (every library and file Python loads) writes no file
             try:
                 self._mmap(_split(args))
             except (ValueError, IndexError) as exc:
@@ -455,7 +472,7 @@ class KernelTrace:
             base = _annotation(dirfd)[1] if dirfd is not None and "<" in dirfd else None
             path = os.path.join(base or self.cwd, path)
         path = os.path.normpath(path)
-        if path.startswith(self.root + os.sep):
+        if path.startswith(self.root + os.sep) and self._links_under_root():
             # Read while the call's effects are still there (the judge reads the trace as the worker
             # runs, and the worker waits for the judge at each message). A link made and removed within
             # one stretch between two messages could still be missed: the file then shows under two
@@ -463,6 +480,27 @@ class KernelTrace:
             parent, name = os.path.split(path)
             path = os.path.join(os.path.realpath(parent), name)
         return path
+
+    def _links_under_root(self) -> bool:
+        """Whether a folder under root could be a symbolic link: one was there when the trace was first
+        read, or the trace has shown one made since. Without one, the path the kernel resolved is the
+        folded path itself, and resolving each of its folders again on disk (thousands of lstat calls a
+        run) can be skipped. The judge never makes links, and a box makes none without a traced call."""
+        if self.links is None:
+            self.links = False
+            stack = [self.root]
+            while stack and not self.links:
+                try:
+                    with os.scandir(stack.pop()) as entries:
+                        for entry in entries:
+                            if entry.is_symlink():
+                                self.links = True
+                                break
+                            if entry.is_dir(follow_symlinks=False):
+                                stack.append(entry.path)
+                except OSError:
+                    continue
+        return self.links
 
     def _emit(self, kind: str, **fields: Any) -> None:
         if len(self.ops) >= MAX_OPS:  # not yet taken by the judge (see take)
@@ -601,11 +639,6 @@ class KernelTrace:
             entry[3] += c.ret
         return offset
 
-    def _lseek(self, c: "_Syscall") -> None:
-        entry = self.fds.get(_annotation(c.args[0])[0])
-        if entry is not None and entry[3] is not None:
-            entry[3] = c.ret
-
     def _fsync(self, c: "_Syscall") -> None:
         fd, path = _annotation(c.args[0])
         entry = self.fds.get(fd)
@@ -621,9 +654,6 @@ class KernelTrace:
 
     def _truncate(self, c: "_Syscall") -> None:
         self._emit("truncate", api=c.name, path=self._path(c.pid, c.args[0]), size=int(c.args[1]))
-
-    def _close(self, c: "_Syscall") -> None:
-        self._closed(_annotation(c.args[0])[0])
 
     def _rename_or_link(self, c: "_Syscall") -> None:
         source, dest = self._path(c.pid, c.args[0]), self._path(c.pid, c.args[1])
@@ -656,7 +686,10 @@ class KernelTrace:
         self._emit(kind, api=c.name, path=path)
 
     def _symlink(self, c: "_Syscall") -> None:
-        self._emit("symlink", api=c.name, path=self._path(c.pid, c.args[-1], c.args[1] if c.name == "symlinkat" else None))
+        path = self._path(c.pid, c.args[-1], c.args[1] if c.name == "symlinkat" else None)
+        if path.startswith(self.root + os.sep):
+            self.links = True  # (bubblewrap's own links, made as the box starts, are elsewhere)
+        self._emit("symlink", api=c.name, path=path)
 
     def _sync(self, c: "_Syscall") -> None:
         self._emit("sync", api=c.name)
@@ -733,10 +766,8 @@ _SYSCALLS = {
     **dict.fromkeys(_OPENS, KernelTrace._open),
     **dict.fromkeys(_DUPS, KernelTrace._dup),
     **dict.fromkeys(_WRITES, KernelTrace._write),
-    "lseek": KernelTrace._lseek,
     "fsync": KernelTrace._fsync, "fdatasync": KernelTrace._fsync,
     "ftruncate": KernelTrace._ftruncate, "truncate": KernelTrace._truncate,
-    "close": KernelTrace._close,
     "rename": KernelTrace._rename_or_link, "link": KernelTrace._rename_or_link,
     "renameat": KernelTrace._rename_or_link_at, "renameat2": KernelTrace._rename_or_link_at,
     "linkat": KernelTrace._rename_or_link_at,
