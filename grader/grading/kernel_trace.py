@@ -391,26 +391,10 @@ class KernelTrace:
         if name == "fcntl" and "F_DUPFD" not in args:
             return  # F_GETFL and the like: nothing changes (and some return flags in hex)
         if name in ("lseek", "close"):
-            # A third of a run's lines (Python asks where it is at every open): only the descriptor
-            # counts, and its number comes before the path strace names it by.
-            try:
-                fd = int(args[:args.index("<")])
-                if name == "close":
-                    self._closed(fd)
-                else:
-                    entry = self.fds.get(fd)
-                    if entry is not None and entry[3] is not None:
-                        entry[3] = int(ret)
-            except ValueError as exc:
-                self._tamper(f"a {name} line that could not be read ({exc})")
+            self._moved_or_closed(name, args, ret)
             return
         if name == "mmap":
-            if "MAP_SHARED" not in args or "PROT_WRITE" not in args:
-                return  # a private or read-only map (every library and file Python loads) writes no file
-            try:
-                self._mmap(_split(args))
-            except (ValueError, IndexError) as exc:
-                self._tamper(f"a {name} line that could not be read ({exc})")
+            self._mapped(args)
             return
         if name in _WRITES and name != "copy_file_range":
             # A write to a pipe or a terminal (the judge's pipe, what the code prints) leaves nothing on
@@ -423,6 +407,20 @@ class KernelTrace:
         try:
             self._call(pid, name, _split(args), int(ret), ret_path)
         except (ValueError, IndexError, KeyError) as exc:
+            self._tamper(f"a {name} line that could not be read ({exc})")
+
+    def _moved_or_closed(self, name: str, args: str, ret: str) -> None:
+        """An lseek or a close: a third of a run's lines (Python asks where it is at every open). Only
+        the descriptor counts, and its number comes before the path strace names it by."""
+        try:
+            fd = int(args[:args.index("<")])
+            if name == "close":
+                self._closed(fd)
+            else:
+                entry = self.fds.get(fd)
+                if entry is not None and entry[3] is not None:
+                    entry[3] = int(ret)
+        except ValueError as exc:
             self._tamper(f"a {name} line that could not be read ({exc})")
 
     def _tamper(self, what: str) -> None:
@@ -562,6 +560,14 @@ class KernelTrace:
         if path == self.root or path.startswith(self.root + os.sep):
             return os.path.isdir(path)
         return None
+
+    def _mapped(self, args: str) -> None:
+        if "MAP_SHARED" not in args or "PROT_WRITE" not in args:
+            return  # a private or read-only map (every library and file Python loads) writes no file
+        try:
+            self._mmap(_split(args))
+        except (ValueError, IndexError) as exc:
+            self._tamper(f"a mmap line that could not be read ({exc})")
 
     def _mmap(self, args: list) -> None:
         """``mmap(addr, len, PROT_..., MAP_..., fd<path>, off)``: a shared, writable map of a file changes
