@@ -362,3 +362,31 @@ def test_a_process_left_running_by_the_job_does_not_hold_its_answer(tmp_path):
                 os.kill(int((tmp_path / "daemon.pid").read_text()), 9)
                 break
             time.sleep(0.05)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: jobs run in-process")
+def test_watch_forks_crash_states_from_servers_started_before_pytest(tmp_path):
+    """`watch` starts the fork servers before it imports pytest and Hypothesis to collect the tests, with
+    the level's module loaded: each of the hundreds of children a check of level 6 forks copies a process
+    of some 24 MB instead of 40, and finds what it runs already there."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(KIT / "tests")!r})
+        from grader.engine import fresh, loader
+        from grader.faces.student import watch
+        from grader.levels import manifest
+        level = manifest.load({str(KIT)!r}).require(6)
+        watch.start_fresh_servers(level)
+        servers = len(fresh.server_pids())
+        import pytest, hypothesis  # as warm_up does, after the servers
+        import fresh_probe
+        module = loader.import_file({str(KIT / "solutions" / "level6" / "agent.py")!r})
+        seen = fresh.run_fresh(fresh_probe.loaded, module.load_checkpoint, "pytest", "hypothesis",
+                               "grader.levels.journal", "json")
+        print(json.dumps([servers, seen]))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    servers, seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert servers >= 1
+    assert seen == {"pytest": False, "hypothesis": False, "grader.levels.journal": True, "json": True}

@@ -33,17 +33,15 @@ names is a change to every level, and is made here on purpose.
 
 from __future__ import annotations
 
-from hypothesis.strategies import SearchStrategy as _SearchStrategy
+import typing as _typing
 
 from grader.engine import checkpoint as _checkpoint
-from grader.engine import conversations as _conversations
 from grader.engine import crash_models as _crash_models
 from grader.engine import explore as _explore
 from grader.engine import scripted as _scripted
 from grader.engine.checkpoint import (clone, compute_reference_saves, exactly_saved, field_problems, initial_state,
                                       pending_record, plain_pickle, read_or_none, reference_saves, run_reference,
                                       snapshot, spend, tool_result_ids, tool_result_message, tool_use_blocks)
-from grader.engine.conversations import register_kind, result_strategy, usage_strategy
 from grader.engine.crash_models import crash_states
 from grader.engine.explore import (Exploration, Violation, at_point, check_trace, crossed_file_systems,
                                    describe_bytes, explore_loop, folder_in, parent_exists, record_run, recorded_run, rerun_after_crashes,
@@ -70,9 +68,6 @@ from grader.levels.registry import Check, checks, declare, declare_causes, quali
 OK: str = _columns.OK
 NOWHERE: str = _columns.NOWHERE
 STUCK: str = _columns.STUCK
-# Generated text and tool inputs, for a kind of conversation of the level's own (register_kind).
-text_strategy: _SearchStrategy = _conversations.text_strategy
-tool_input_strategy: _SearchStrategy = _conversations.tool_input_strategy
 # The protocol's file and fields, and the crash models by name.
 CHECKPOINT_NAME: str = _checkpoint.CHECKPOINT_NAME
 FIELDS: tuple = _checkpoint.FIELDS
@@ -85,6 +80,23 @@ TICKET_TASK: str = _scripted.TICKET_TASK
 TICKET_TOOLS: list = _scripted.TICKET_TOOLS
 ISSUE_TYPES: list = _scripted.ISSUE_TYPES
 NON_IDEMPOTENT_TOOLS: frozenset = _scripted.NON_IDEMPOTENT_TOOLS
+
+# Generated conversations (register_kind, and the strategies to draw a kind of the level's own from)
+# come from grader.engine.conversations when first asked for: they load Hypothesis, a fifth of a second
+# and a third of a process's memory, which a level that draws no conversations, and the process each
+# crash state is loaded in, do without.
+_GENERATED = ("register_kind", "result_strategy", "usage_strategy", "text_strategy", "tool_input_strategy")
+if _typing.TYPE_CHECKING:  # what __getattr__ gives, for readers and type checkers
+    from grader.engine.conversations import (register_kind, result_strategy, text_strategy, tool_input_strategy,
+                                             usage_strategy)
+
+
+def __getattr__(name: str):
+    if name in _GENERATED:
+        from grader.engine import conversations
+        return getattr(conversations, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     # the level and its column

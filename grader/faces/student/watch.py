@@ -66,6 +66,31 @@ def watch_loop(paths: list[Path], on_change: Callable[[], Any], *, interval: flo
     return checks
 
 
+# Standard modules a learner's checkpoint code often imports: loaded in the fork servers, so a fresh
+# child (hundreds per check on levels 4 and 6) does not import them again each time.
+_OFTEN_IMPORTED = ("json", "uuid", "tempfile", "pathlib", "hashlib", "shutil", "dataclasses", "datetime", "typing",
+                   "copy", "random", "glob", "struct", "zlib", "base64", "contextlib", "functools", "itertools",
+                   "collections", "enum", "threading", "errno", "stat", "fcntl", "secrets", "string", "traceback")
+
+
+def start_fresh_servers(level: manifest_mod.Level) -> None:
+    """Start the fork servers that every resume or load of a crash state is forked from, before pytest
+    and Hypothesis are imported here (:func:`warm_up`): a fork costs in proportion to the memory it
+    copies, and a check of level 4 or 6 forks hundreds. They load first what those children run: the
+    level's module (its functions run there) and the standard modules a learner's file often imports.
+    Every check, a child forked from this process, hands its crash states to them."""
+    import importlib
+
+    from grader.engine import fresh
+
+    for name in (level.module, *_OFTEN_IMPORTED):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a head start only: a child imports what is missing itself
+            pass
+    fresh.start()
+
+
 def warm_up(level: manifest_mod.Level, folder: Path) -> None:
     """Import here what every check of ``level`` needs: pytest, its plugins (Hypothesis's, the kit's) and
     the level's test modules, by collecting the tests once (collecting imports none of the learner's
@@ -146,6 +171,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     paths = level.watched_files(folder)
     paint = matrix.Painter()
     clear = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    start_fresh_servers(level)  # before pytest is imported here: smaller, so cheaper to fork from
     warm_up(level, folder)  # before any thread starts: each check forks from here
     event, observer = _watchdog_event(folder)
 
