@@ -36,6 +36,27 @@ DIRFD_AND_PATH = re.compile(r'(?:AT_FDCWD|\d+)<([^>]*)>, "((?:[^"\\]|\\.)*)"')
 WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 
 
+UNFINISHED = re.compile(r"^(\d+)\s+(.*) <unfinished \.\.\.>$")
+RESUMED = re.compile(r"^(\d+)\s+<\.\.\. \w+ resumed>(.*)$")
+
+
+def _whole_lines(lines):
+    """strace's lines with a call split by another thread's (``<unfinished ...>``, then ``<... resumed>``)
+    joined again: on a busy machine the loop's calls and a helper thread's interleave, and a half line
+    read alone lost the open it began (its close was then taken for a writable file's)."""
+    pending = {}
+    for line in lines:
+        line = line.rstrip("\n")
+        cut = UNFINISHED.match(line)
+        if cut:
+            pending[cut[1]] = cut[2]
+            continue
+        rest = RESUMED.match(line)
+        if rest:
+            line = f"{rest[1]} {pending.pop(rest[1], '')}{rest[2]}"
+        yield line
+
+
 def syscalls(trace_file, workdir, folder):
     """The system calls on ``folder`` (or its files), as (kind, name, size) in order."""
     out = []
@@ -48,7 +69,7 @@ def syscalls(trace_file, workdir, folder):
         return os.path.basename(path)
 
     with open(trace_file, encoding="utf-8", errors="replace") as f:
-        for line in f:
+        for line in _whole_lines(f):
             m = LINE.match(line)
             if not m or int(m["ret"]) < 0:
                 continue
