@@ -117,6 +117,12 @@ EXPECTED = {
     "saves_in_a_forked_child": ("failed", 6.0, "PARSE"),
     # A link to /tmp in its folder, written through: the box makes no link, nothing is laid out through one.
     "symlinks_out_of_its_folder": ("passed", 10.0, None),
+    # Save correctly only while something in their process looks patched (w43: `os.replace is not
+    # posix.replace`; or any other sign of an in-process recorder): the box patches nothing under a
+    # kernel trace, so they earn what their unwatched in-place save earns. (Their own pytest watches by
+    # patching, and gives them 10: README, "Why a submission cannot grade itself".)
+    "saves_well_only_when_watched": ("failed", 6.0, "PARSE"),
+    "saves_well_on_any_sign_of_a_recorder": ("failed", 6.0, "PARSE"),
     # A 40 MB exception message: cut to a size a report holds, and the batch goes on.
     "raises_a_huge_message": ("failed", 0.0, "RuntimeError: disk on fire xxx"),
 }
@@ -299,7 +305,8 @@ def test_the_report_has_the_contract_shape(batch):
 def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
     if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer", "floods_the_trace",
-                   "writes_through_ctypes", "saves_in_a_forked_child") \
+                   "writes_through_ctypes", "saves_in_a_forked_child", "saves_well_only_when_watched",
+                   "saves_well_on_any_sign_of_a_recorder") \
             and kernel_trace.problem():
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]

@@ -243,6 +243,7 @@ class KernelTrace:
         self.root = os.path.realpath(scratch)  # the box's own folder: bound at the same path inside
         self.pool: list = []  # this call's kernel operations no recorded one has claimed yet (see settle)
         self.pool_since: Optional[int] = None
+        self.opened_by: dict = {}  # handle -> the Python function its open was labelled with (see _python_words)
         self.tampered: Optional[str] = None
         self.refused: Optional[str] = None  # a broken run, told as such (TOO_MANY)
         self.proc: Any = None
@@ -745,15 +746,19 @@ class KernelTrace:
         roots = [os.fspath(w) for w in watch]
         fresh, problem = translate(self.take(wire_bytes), roots)
         stored = {id(op): (keep(op) if keep is not None else op) for op in fresh}
-        claimable = self.pool + [op for op in fresh if claimable_by_recorder(op, roots)]
+        # This message's own operations first: the worker's words come with the message after their call
+        # (grader.grading.worker), so one naming a file saved again and again is this message's.
+        claimable = [op for op in fresh if claimable_by_recorder(op, roots)] + self.pool
         forged, unclaimed = label([op for op in recorded if isinstance(op, Op)], claimable, roots)
+        _python_words(fresh, self.opened_by)
         # keep() stored copies of the fresh operations before label() named them: the copies take the labels.
         for op in fresh:
             copy = stored[id(op)]
             if copy is not op:
                 copy.api, copy.flags, copy.data, copy.offset = op.api, op.flags, op.data, op.offset
         # Later labels must reach what keep() stored.
-        self.pool = [stored.get(id(op), op) for op in unclaimed]
+        self.pool = [stored.get(id(op), op) for op in unclaimed
+                     if op.kind in _WORDED or (op.kind == "write" and "cut" in op.flags)]
         return problem or forged
 
 
@@ -913,11 +918,19 @@ def label(recorded: list, kernel: list, roots: list) -> tuple[Optional[str], lis
         if op.kind == "write" and not op.data and not op.size:
             continue
         match = _counterpart(op, free, cache)
+        if match is None and op.kind == "write" and op.api in _COPY_WORDS:
+            continue  # the bytes of a copy the kernel made in pieces: only words, which name none of them
         if match is None:
             return f"{MISMATCH}: the recorded operations include {_told(op)}, which the kernel never saw", free
         free.remove(match)
         _take_labels(match, op)
     return None, free
+
+
+_COPY_WORDS = ("os.sendfile", "os.copy_file_range")  # the bytes of shutil's copies (grader.grading.worker)
+# The kinds of operation the worker has words for (grader.grading.worker): a kernel operation of another
+# kind that no word claimed in its own message never will.
+_WORDED = frozenset({"open", "rename", "link", "unlink", "mkdir", "rmdir"})
 
 
 def _counterpart(op: Op, free: list, cache: dict) -> Optional[Op]:
@@ -941,11 +954,42 @@ def _take_labels(match: Op, op: Op) -> None:
         match.is_dir, match.flags = bool(op.is_dir), match.flags - {UNSURE}
     if op.kind == "open" and "existed" in op.flags:
         match.flags = match.flags | {"existed"}
+        if "append" in match.flags and isinstance(op.size, int) and op.size > 0:
+            match.size = op.size  # where its writes begin (see _python_words): only words
     if op.kind == "write" and "cut" in match.flags and ELIDED not in op.flags and len(op.data) == match.size:
         match.data = op.data
         match.flags = match.flags - {"cut"}
     if op.kind == "write" and match.offset < 0 and isinstance(op.offset, int) and op.offset >= 0:
         match.offset = op.offset  # only words: an appending handle's writes land at the end in the replay
+
+
+# The Python function behind a system call where the worker has no word for it (it replaces no function
+# to watch these: grader.grading.worker): fsync comes only from os.fsync; a write, or a resize, through a
+# descriptor from os.open is os.write's, and one through a file from open() is the file object's.
+_BY_OS_OPEN = {"write": "os.write", "pwrite64": "os.pwrite", "writev": "os.writev", "pwritev": "os.pwritev",
+               "ftruncate": "os.ftruncate"}
+_ALWAYS = {"fsync": "os.fsync", "fdatasync": "os.fdatasync", "truncate": "os.truncate", "sync": "os.sync",
+           "syncfs": "os.syncfs"}
+
+
+def _python_words(ops: list, opened_by: dict) -> None:
+    """Name the kernel's operations as the learner's Python code made them (only words), from the words
+    their opens were given."""
+    for op in ops:
+        if op.kind == "open" and op.handle is not None and op.api in ("open", "os.open"):
+            opened_by[op.handle] = op.api
+            if "append" in op.flags:  # where its writes land: at the end, which the open's word gave
+                opened_by[("at", op.handle)] = op.size if "existed" in op.flags and "trunc" not in op.flags else 0
+        elif op.kind == "write" and op.offset < 0 and ("at", op.handle) in opened_by:
+            op.offset = opened_by[("at", op.handle)]
+            opened_by[("at", op.handle)] += op.size
+            if op.api in _BY_OS_OPEN and opened_by[op.handle] == "os.open":
+                op.api = _BY_OS_OPEN[op.api]
+        elif op.api in _ALWAYS:
+            op.api = _ALWAYS[op.api]
+        elif op.api in _BY_OS_OPEN and op.handle is not None and op.handle in opened_by:
+            op.api = _BY_OS_OPEN[op.api] if opened_by[op.handle] == "os.open" else \
+                "truncate" if op.api == "ftruncate" else op.api
 
 
 def reconcile(recorded: list, kernel: list, roots: list) -> tuple[list, Optional[str]]:

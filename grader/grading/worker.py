@@ -32,6 +32,7 @@ from typing import Any, Optional
 
 from grader.engine import fresh, hangs, loader
 from grader.engine.forwarded import FORWARDED, PLATFORMS, MisbehavingOs
+from grader.engine.ops import Op
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
 from grader.engine.turnstile import Turnstile
@@ -114,6 +115,219 @@ def _note_read(event: str, args: tuple) -> None:
             if not writes:
                 _reads.append([path, mode if isinstance(mode, str) else None, flags if isinstance(flags, int)
                                else None])
+
+
+# -- words for the kernel's operations -------------------------------------------------------------
+#
+# Under a kernel trace (crashcourse grade) the worker replaces nothing the code could compare: os, io,
+# builtins and the learner's own names are the real ones, so code that behaves well only while it is
+# watched (`os.replace is not posix.replace`) behaves here as it does unwatched. The kernel's account
+# says what happened; the few words a learner reads in a story (os.replace or os.rename, whether a
+# file was there before its open, the bytes shutil copied inside the kernel) come from audit events
+# (PEP 578), which replace no function. An event is raised before its call is made, so each word waits
+# until the call is seen to have taken effect (the thread's next event, or its next message to the
+# judge), and is dropped when it did not: a word for a call that failed would be refused by the judge
+# as an operation the kernel never saw.
+
+_WRITING_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_COPY_WORDS = 16 << 20  # bytes of one shutil copy read to name its bytes (the box caps a file lower)
+_words_local = threading.local()
+_pending: list = []  # [thread ident, recorder, Op, check() -> True (took effect), False (did not), None (not yet)]
+
+
+def _lexists(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _full(path: Any, dir_fd: Any = None) -> Optional[str]:
+    """An audit event's path made absolute as the kernel resolves it (None when it cannot be said)."""
+    if isinstance(path, int) or path is None:
+        return None
+    try:
+        path = os.fsdecode(os.fspath(path))
+        head, _, number = path.rpartition("/")
+        if number.isdigit() and head in ("/dev/fd", "/proc/self/fd", f"/proc/{os.getpid()}/fd"):
+            path = os.readlink(f"/proc/self/fd/{number}")  # the open file it names (an open of it opens that)
+        if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(path):  # -1: no dir_fd given
+            path = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+        return os.path.abspath(path)
+    except (TypeError, ValueError, OSError):
+        return None
+
+
+_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME"})
+_instructions: dict = {}  # code object -> its instructions (kept alive with it, so its id is never reused)
+
+
+def _named(frame: Any, names: tuple, default: str) -> str:
+    """Which of ``names`` (os functions one audit event stands for) the calling Python code called, as
+    ``os.NAME``: the last of them it loaded before the call it is making (only words: ``default`` when
+    it cannot be told, say under another name)."""
+    try:
+        code = frame.f_code
+        if not any(n in code.co_names for n in names):
+            return default
+        if code not in _instructions:
+            import dis
+            _instructions[code] = [(i.offset, i.opname, i.argval) for i in dis.get_instructions(code)]
+        for offset, opname, argval in reversed(_instructions[code]):
+            if offset <= frame.f_lasti and opname in _LOADS and argval in names:
+                return f"os.{argval}"
+    except Exception:  # noqa: BLE001 - only words
+        pass
+    return default
+
+
+def _open_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
+    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    writes = (isinstance(mode, str) and bool(set(mode) & set("wxa+"))) or (
+        mode is None and isinstance(flags, int) and bool(flags & _WRITING_FLAGS))
+    full = _full(path) if writes else None
+    if full is None or _ignored_path(full):
+        return None
+    existed = _lexists(full)
+    exclusive = (isinstance(mode, str) and "x" in mode) or (isinstance(flags, int) and bool(flags & os.O_EXCL))
+    appends = (isinstance(mode, str) and "a" in mode) or (isinstance(flags, int) and bool(flags & os.O_APPEND))
+    # An appending file's size when it is opened: where its writes land, in words ("at offset N").
+    size = os.path.getsize(full) if existed and appends and os.path.isfile(full) else 0
+    op = Op(0, "open", api="open" if isinstance(mode, str) else "os.open", path=full, size=size,
+            flags=frozenset({"existed"}) if existed else frozenset())
+    return op, lambda: not (existed and exclusive) and os.path.isfile(full)
+
+
+def _move_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
+    src, dst = _full(args[0], args[2] if len(args) > 2 else None), _full(args[1], args[3] if len(args) > 3 else None)
+    if src is None or dst is None:
+        return None
+    there, taken = _lexists(src), _lexists(dst)
+    if event == "os.link":
+        return Op(0, "link", api="os.link", path=src, dest=dst), lambda: there and not taken and _lexists(dst)
+    # Two names of one file: the rename succeeds and changes nothing (both names stay).
+    same = there and taken and os.path.samestat(os.lstat(src), os.lstat(dst))
+    op = Op(0, "rename", api=_named(frame, ("replace", "rename"), "os.rename"), path=src, dest=dst)
+    return op, lambda: same or (there and not _lexists(src) and _lexists(dst))
+
+
+def _remove_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
+    full = _full(args[0], args[1] if len(args) > 1 else None)
+    if full is None:
+        return None
+    there = _lexists(full)
+    kind, api = ("unlink", _named(frame, ("remove", "unlink"), "os.remove")) if event == "os.remove" \
+        else ("rmdir", "os.rmdir")
+    return Op(0, kind, api=api, path=full), lambda: there and not _lexists(full)
+
+
+def _mkdir_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
+    full = _full(args[0], args[2] if len(args) > 2 else None)
+    if full is None:
+        return None
+    there = _lexists(full)
+    return Op(0, "mkdir", api="os.mkdir", path=full), lambda: not there and os.path.isdir(full)
+
+
+def _copy_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
+    # shutil copies with sendfile, whose bytes the kernel trace does not print: they are read here,
+    # before the copy, and named once the copy holds them.
+    src, dst = _full(args[0]), _full(args[1])
+    if src is None or dst is None or not os.path.isfile(src) or os.path.getsize(src) > _COPY_WORDS:
+        return None
+    with open(src, "rb") as f:
+        data = f.read(_COPY_WORDS + 1)
+
+    def copied() -> Optional[bool]:
+        try:
+            with open(dst, "rb") as f:
+                return f.read(len(data) + 1) == data or None
+        except OSError:
+            return None
+    return Op(0, "write", api="os.sendfile", path=dst, offset=0, data=data), copied
+
+
+# Each event with words: (the Op it names, a check of whether its call took effect), or None.
+_WORDERS = {"open": _open_word, "os.rename": _move_word, "os.link": _move_word, "os.remove": _remove_word,
+            "os.rmdir": _remove_word, "os.mkdir": _mkdir_word, "shutil.copyfile": _copy_word}
+
+
+def _word(event: str, args: tuple, rec: Any) -> None:
+    frame = sys._getframe(3)  # the code that made the call (this, _words, the hook, then it)
+    pending = _WORDERS[event](event, args, frame)
+    if pending is not None:
+        _pending.append([threading.get_ident(), rec, pending[0], pending[1]])
+
+
+def _ignored_path(path: str) -> bool:
+    return "__pycache__" in path or path.endswith((".pyc", ".pyo")) or (
+        path.startswith("/dev/") and not path.startswith("/dev/shm/"))
+
+
+def _settle_words(final: bool = False) -> None:
+    """This thread's words whose calls have taken effect go to their recorder; those that failed are
+    dropped (``final``: the call is over, so a word still waiting is dropped too)."""
+    me = threading.get_ident()
+    for item in list(_pending):
+        if item[0] != me:
+            continue
+        try:
+            took = item[3]()
+        except Exception:  # noqa: BLE001 - only words: never the learner's problem
+            took = False
+        if took is None and not final:
+            continue
+        _pending.remove(item)
+        if took:
+            item[1].add(item[2].kind, api=item[2].api, path=item[2].path, dest=item[2].dest, offset=item[2].offset,
+                        data=item[2].data, size=item[2].size, flags=item[2].flags)
+
+
+def _words(event: str, args: tuple) -> None:
+    """The audit hook's share for words (see above): never raises."""
+    rec = _recorder_module._active
+    if (rec is None or rec.patch) and not _pending:
+        return
+    _words_local.busy = True
+    try:
+        if _pending and event == "open" and _opening(args):
+            return  # the os.open an opener= makes for the open() already waiting: one call of the kernel's
+        if _pending:
+            _settle_words()
+        if event in _WORDERS and rec is not None and not rec.patch:
+            _word(event, args, rec)
+    except Exception:  # noqa: BLE001 - only words: a failure here must never reach the learner's code
+        pass
+    finally:
+        _words_local.busy = False
+
+
+def _opening(args: tuple) -> bool:
+    """Whether an os.open event is the opener of an open() whose word this thread is waiting on."""
+    if len(args) < 2 or args[1] is not None:
+        return False
+    full, me = _full(args[0]), threading.get_ident()
+    return full is not None and any(item[0] == me and item[2].kind == "open" and item[2].api == "open"
+                                    and item[2].path == full for item in _pending)
+
+
+def settle_words(final: bool = False) -> None:
+    """:func:`_settle_words` from the worker's own code (its reads are not the learner's)."""
+    if not _pending:
+        return
+    _words_local.busy = True
+    try:
+        _settle_words(final)
+    finally:
+        _words_local.busy = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if getattr(_words_local, "busy", False):
+        return  # the worker's own look at a file, for words: not the learner's read or call
+    _note_read(event, args)
+    _words(event, args)
 
 
 # -- serving ----------------------------------------------------------------------------------------
@@ -253,6 +467,8 @@ class Session:
     def take_ops(self) -> list:
         """The recorder's operations not sent yet, encoded."""
         rec = self.recorder
+        if rec is not None and not rec.patch:
+            settle_words()
         if rec is None or len(rec.ops) == self.sent:
             return []
         ops = rec.ops[self.sent:]
@@ -343,8 +559,11 @@ class Session:
         global _reads
         self.sent = 0
         # namespaces: names the submission bound at import (`from os import replace`) are recorded too.
-        self.recorder = (Recorder(watch=watch, namespaces=_recorder_module.namespaces_of(fn))
-                         if watch is not None else None)
+        # Under a kernel trace nothing is patched: the kernel's account is the one, and this recorder
+        # only carries words for it (see "words" above).
+        patch = not self.bytes_from_kernel
+        self.recorder = (Recorder(watch=watch, namespaces=_recorder_module.namespaces_of(fn) if patch else (),
+                                  patch=patch) if watch is not None else None)
         _reads = []
         undo: dict = {}
         for name in request.get("forward") or ():
@@ -356,7 +575,7 @@ class Session:
         try:
             # The system temp folder is a file system apart from the folder the call runs in, as in the
             # judge's own process (grader.engine.recorder.temp_folder_apart; in the box it really is).
-            with hangs.time_limit(limit, owner=fn, told=told), _recorder_module.temp_folder_apart(os.getcwd()):
+            with hangs.time_limit(limit, owner=fn, told=told), _apart(os.getcwd()):
                 if self.recorder is not None:
                     with self.recorder:
                         value = fn(*args, **kwargs)
@@ -369,6 +588,9 @@ class Session:
             for name, fn in undo.items():
                 setattr(os, name, fn)
         if self.recorder is not None:
+            if not self.recorder.patch:
+                settle_words(final=True)
+                _pending.clear()  # words of threads still running: their calls may not have happened
             outcome["ops"] = self.take_ops()
             outcome["unseen"] = list(dict.fromkeys(self.recorder.unseen))[:50]
         self.recorder = None
@@ -378,6 +600,20 @@ class Session:
         outcome["args"] = encode(args)
         outcome["kwargs"] = encode(kwargs)
         return outcome
+
+
+def _apart(folder: str) -> Any:
+    """The system temp folder made a file system apart from ``folder`` (a rename between them refused
+    with EXDEV, as on a usual machine: grader.engine.recorder.temp_folder_apart), by patching os only
+    where the kernel would not refuse it itself: in the box the two are file systems apart already, and
+    nothing is replaced that code could compare with ``posix``."""
+    import contextlib
+    import tempfile
+    try:
+        apart = os.stat(tempfile.gettempdir()).st_dev != os.stat(folder).st_dev
+    except OSError:
+        apart = False
+    return contextlib.nullcontext() if apart else _recorder_module.temp_folder_apart(folder)
 
 
 FRESH_LIMIT = 60.0  # a fresh call still running after twice this (and a grace) is killed; the judge's limit is less
@@ -512,7 +748,7 @@ def main(argv: Optional[list] = None) -> None:
         start = fd + 1
     os.closerange(start, 1 << 16)
     sys.dont_write_bytecode = True
-    sys.addaudithook(_note_read)
+    sys.addaudithook(_audit)
     _looks_like_pytest()
     if options.get("pytest"):
         # Set before the fork server starts, as pytest sets it before it imports anything: a fresh
