@@ -619,11 +619,46 @@ def _apart(folder: str) -> Any:
 FRESH_LIMIT = 60.0  # a fresh call still running after twice this (and a grace) is killed; the judge's limit is less
 
 
+_parent_at_fork: Optional[int] = None  # in a forked process: its parent when it was forked
+
+
+def _forked() -> None:
+    global _parent_at_fork
+    _parent_at_fork = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _gone(server: int) -> bool:
+    """Whether the fork server this child came from is dead or dying: this child was handed to another
+    parent, or the server has a SIGKILL pending, or is exiting (its stat flags: PF_EXITING)."""
+    if os.getppid() != server:
+        return True
+    try:
+        with open(f"/proc/{server}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        if fields[0] in (b"Z", b"X", b"x") or int(fields[6]) & 0x4:
+            return True
+        with open(f"/proc/{server}/status", "rb") as f:
+            return any(line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & (1 << 8)
+                       for line in f)
+    except (OSError, ValueError, IndexError):
+        return False  # no /proc to look in: the parent's pid said it is alive
+
+
 def _fresh_call(fn: Any, request: dict, folder: str, bytes_from_kernel: bool, filename: str) -> str:
     """In the fresh child: make the call as ``Session.call`` does, and answer the judge on its pipe."""
     session = Session(folder, bytes_from_kernel)
     session.modules[request["module"]] = (types.SimpleNamespace(**{request["name"]: fn}), filename)
-    send(session.call(request))
+    outcome = session.call(request)
+    if _parent_at_fork is not None and _gone(_parent_at_fork):
+        # The code killed the fork server this child came from (at import, say): the worker ends and
+        # the judge is told so (FORK_SERVER_KILLED). An answer sent now would race that news, and be
+        # taken or not by how fast the call ran.
+        os._exit(1)
+    send(outcome)
     return "answered"
 
 
