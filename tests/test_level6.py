@@ -366,3 +366,41 @@ def test_the_reader_loads_several_states_side_by_side_and_answers_in_order(tmp_p
             seen.append(state.point)
     assert seen == [0, 1]
     hangs.forget_hangs()
+
+
+def test_a_shared_result_is_made_once_only_while_sharing_is_on():
+    from grader.levels import api
+    made = []
+
+    def compute():
+        made.append(1)
+        return len(made)
+
+    assert api.shared(lambda: ("k",), compute) == 1 and api.shared(lambda: ("k",), compute) == 2  # off: each time
+    with api.tests_and_column_share():
+        assert [api.shared(lambda: ("k",), compute) for _ in range(3)] == [3, 3, 3]
+        assert api.shared(lambda: None, compute) == 4  # no key: never shared
+    assert api.shared(lambda: ("k",), compute) == 5
+
+
+def test_watchs_check_explores_the_course_task_once_for_tests_and_column(monkeypatch, tmp_path):
+    """In one process (each check of `watch`), the column shows the tests' own exploration of the course's
+    task: its loads (a hundred fresh processes) are not made twice."""
+    from grader.faces.student import check
+    from grader.levels import journal, manifest
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shutil.copy(SOLUTION, mine / "agent.py")
+    explored = []
+    real = journal._explore_journal
+
+    def counted(run, load, scenario, **options):
+        explored.append(scenario.name)
+        return real(run, load, scenario, **options)
+
+    monkeypatch.setattr(journal, "_explore_journal", counted)
+    level = manifest.load(ROOT).require(6)
+    col, tests = check._tests_then_column(level, mine, 1, None, lambda _line: None)
+    assert tests.passed and col is not None and not col.failed
+    assert explored.count(support_tickets(0).name) == 1, explored

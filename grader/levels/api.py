@@ -58,7 +58,7 @@ from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError,
                                     support_tickets)
 from grader.levels import columns as _columns
 from grader.levels.columns import (Column, ColumnMeaning, NamedChecks, column, failed_column, load_module, models_line,
-                                   row_key)
+                                   row_key, share_key, shared, tests_and_column_share)
 from grader.levels.interface import Drive, LevelModule
 from grader.levels.manifest import Level
 from grader.levels.named import NamedChecksLevel
@@ -101,7 +101,7 @@ def __getattr__(name: str):
 __all__ = [
     # the level and its column
     "LevelModule", "NamedChecksLevel", "Drive", "Level", "Column", "ColumnMeaning", "NamedChecks", "column", "failed_column", "load_module",
-    "models_line", "row_key", "NOWHERE", "OK", "STUCK",
+    "models_line", "row_key", "NOWHERE", "OK", "STUCK", "shared", "share_key", "tests_and_column_share",
     # checks and causes
     "Check", "declare", "declare_causes", "checks", "words", "qualified",
     # running the learner's code

@@ -6,11 +6,15 @@ by side and draws them. The model lives here, below the faces, so a level never 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
-from grader.engine import loader
+from grader.engine import fresh, loader
 from grader.engine.crash_models import MODEL_NAMES
 from grader.engine.explore import Exploration, Violation, windows_for
 from grader.engine.hangs import Hang, LoopTimeout, loop_timeout, time_limit
@@ -357,3 +361,55 @@ def load_module(path: Path, tag: str = "matrix") -> Any:
 
 def models_line(level: Any) -> str:
     return "; ".join(f"{m} {MODEL_NAMES.get(m, m)}" for m in level.crash_models)
+
+
+# -- the tests' run, shown in the column --------------------------------------------------------------------
+
+_SHARED: Optional[dict] = None  # while tests_and_column_share is open: key -> what was computed
+
+
+@contextlib.contextmanager
+def tests_and_column_share() -> Iterator[None]:
+    """While open, an exploration a level module passes through :func:`shared` is made once. ``check`` in
+    one process (each check of ``watch``) runs the level's tests and then draws its column: the column
+    then shows the very run the tests judged, instead of running the learner's code on it again."""
+    global _SHARED
+    outer, _SHARED = _SHARED, {}
+    try:
+        yield
+    finally:
+        _SHARED = outer
+
+
+def shared(key: Callable[[], Optional[tuple]], compute: Callable[[], Any]) -> Any:
+    """``compute()``; while :func:`tests_and_column_share` is open, made once per ``key()`` (which names
+    everything the result depends on: :func:`share_key`; None: not shared)."""
+    if _SHARED is None:
+        return compute()
+    name = key()
+    if name is None:
+        return compute()
+    if name not in _SHARED:
+        _SHARED[name] = compute()
+    return _SHARED[name]
+
+
+def share_key(functions: Iterable[Any], scenario: Any, **options: Any) -> Optional[tuple]:
+    """What a run of the learner's ``functions`` on ``scenario`` depends on: the file each comes from as
+    it is on disk now, the scenario's every field, the options. None if one of them is not a learner's
+    function (a kit test's own), which is never shared."""
+    where = []
+    for fn in functions:
+        found = fresh.origin(fn)
+        if found is None:
+            return None
+        try:
+            seen = os.stat(found[0])
+        except OSError:
+            return None
+        where.append((found, seen.st_ino, seen.st_size, seen.st_mtime_ns))
+    try:
+        fingerprint = hashlib.sha256(pickle.dumps(scenario, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+    except Exception:  # noqa: BLE001 - a scenario that cannot be pickled is simply not shared
+        return None
+    return (tuple(where), fingerprint, tuple(sorted(options.items())))

@@ -676,7 +676,17 @@ def explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenari
                     models: Iterable[str] = ("M1", "M2"), timeout: Optional[float] = 20, sample: bool = False,
                     measure: bool = False, directory: str = "checkpoints", rerun: bool = False) -> JournalExploration:
     """Run ``run`` on ``scenario``, then read every crash state (a sample of them with ``sample``) with
-    ``load``, and with ``measure`` judge the bytes the run wrote."""
+    ``load``, and with ``measure`` judge the bytes the run wrote. Made once for the tests and the column
+    of one ``check`` (:func:`~grader.levels.api.tests_and_column_share`)."""
+    options = dict(models=tuple(models), timeout=timeout, sample=sample, measure=measure, directory=directory,
+                   rerun=rerun)
+    return api.shared(lambda: api.share_key((run, load), scenario, **options),
+                      lambda: _explore_journal(run, load, scenario, **options))
+
+
+def _explore_journal(run: Callable, load: Callable[[str], Any], scenario: Scenario, *, models: tuple,
+                     timeout: Optional[float], sample: bool, measure: bool, directory: str,
+                     rerun: bool) -> JournalExploration:
     computed: list = []  # (task, responses, results) of the last run, and its reference saves
 
     def windows(ops: list, task: str, points: Optional[set] = None) -> list:
@@ -739,8 +749,9 @@ class JournalLevel(LevelModule):
         if not callable(load):
             return api.failed_column(title, f"{level.files[0]} has no function `load_checkpoint`")
         scenario = support_tickets(seed)
+        # As the tests explore it (their `tickets`), so a check that runs both in one process makes it once.
         result = explore_journal(module.run_agent, load, scenario, models=tuple(level.crash_models) or ("M1", "M2"),
-                                 timeout=loop_timeout())
+                                 timeout=loop_timeout(), directory=api.NESTED_FOLDER, rerun=True)
         col = api.column(title, result.crashes, scenario.task)  # one call per turn: level 2's rows name the points
         if result.crashes.error:
             return col

@@ -19,6 +19,7 @@ from grader.faces.student.common import (cause_words, engine_words, files_signat
                                          level_or_say, read_state, rel, render, say, wrap_block, write_state)
 from grader.faces.student.testrun import TestRun, hint_task, stuck_words
 from grader.levels import manifest as manifest_mod
+from grader.levels.api import tests_and_column_share
 
 
 @dataclass
@@ -96,16 +97,17 @@ def _tests_then_column(level: manifest_mod.Level, folder: Path, examples: Option
     tests found stuck is refused at once in the matrix (hangs are remembered per process)."""
     hangs.forget_hangs()
     mark = hangs.hang_mark()
-    tests = testrun.run_tests_here(level, folder, examples=examples, seed=seed)  # (it tells of slow code itself)
-    stopped = [hang for kind, hang in hangs.hangs_since(mark) if kind == "stopped"]
-    quiet = hangs.on_slow_loop(lambda line: out(f"  ... {line}"))
-    try:
+    with tests_and_column_share():  # what the column would explore again, the tests have explored already
+        tests = testrun.run_tests_here(level, folder, examples=examples, seed=seed)  # (it tells of slow code itself)
+        stopped = [hang for kind, hang in hangs.hangs_since(mark) if kind == "stopped"]
+        quiet = hangs.on_slow_loop(lambda line: out(f"  ... {line}"))
         try:
-            col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
-        except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
-            col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
-    finally:
-        quiet()
+            try:
+                col = level_column("your code", folder, level, DEFAULT_SEED if seed is None else seed)
+            except Exception as exc:  # noqa: BLE001 - the tests still give the verdict
+                col = matrix.failed_column("your code", f"the matrix could not be drawn ({type(exc).__name__}: {exc})")
+        finally:
+            quiet()
     if col is not None and stopped and hasattr(col, "stuck"):
         # The matrix was refused what the tests found stuck (it would have got stuck there itself):
         # the story is the tests' stop, told once.
