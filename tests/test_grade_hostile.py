@@ -123,6 +123,11 @@ EXPECTED = {
     # patching, and gives them 10: README, "Why a submission cannot grade itself".)
     "saves_well_only_when_watched": ("failed", 6.0, "PARSE"),
     "saves_well_on_any_sign_of_a_recorder": ("failed", 6.0, "PARSE"),
+    # KNOWN GAPS, held at today's verdict so a change shows: signs grade's box still gives. The box
+    # sets sys.dont_write_bytecode for its whole run (a usual run does not), and the code runs in the
+    # grader's worker, whose modules it can see. Each earns 10 here; unwatched, its save is in place.
+    "saves_well_without_bytecode": ("passed", 10.0, None),
+    "saves_well_while_the_grader_is_loaded": ("passed", 10.0, None),
     # A 40 MB exception message: cut to a size a report holds, and the batch goes on.
     "raises_a_huge_message": ("failed", 0.0, "RuntimeError: disk on fire xxx"),
 }
