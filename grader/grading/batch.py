@@ -558,8 +558,8 @@ def default_jobs() -> int:
 
     A submission does not keep a core busy on its own: its judge and its worker take turns (the
     judge waits while the code runs, the code waits while the judge reads the kernel's trace), and
-    each start of a box waits on the kernel. On the 2-core development machine one submission kept
-    about 0.6 of a core busy, so two at a time left the cores idle some 40 % of the time
+    each start of a box waits on the kernel. On the 2-core development machine two at a time kept
+    the cores busy about half the time; four at a time grade a class a few percent sooner
     (benchmarks/README.md). More than eight would let a class of memory-hungry submissions (a judge
     may map up to 2 GiB, most need 150 to 350 MiB) crowd the machine.
     """
