@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from grader.engine import hangs, loader
 
-__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "width", "origin", "FreshProcessDied", "served_here", "server_pids"]
+__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "width", "origin", "FreshProcessDied", "served_here", "server_pids", "usable_cores"]
 
 # The fork servers, once started: (pid, fd to write requests, fd to read replies) each. One per core
 # (four at most), so the crash states of one exploration can run side by side (run_fresh_each): each
@@ -114,8 +114,9 @@ def start(servers: Optional[int] = None, send_code: bool = True) -> None:
     compiled here (:func:`_compiled`), or let it compile the file itself (in the grading box, where
     every byte through a pipe is printed in the kernel trace, and the trace is capped).
 
-    Their memory is this process's as it is now: the kit, pytest, Hypothesis, and nothing of a
-    learner's code. They only ever fork children, so it stays that way.
+    Their memory is this process's as it is now: the kit, and under pytest pytest and Hypothesis too
+    (``watch`` starts them before it imports those), and nothing of a learner's code. They only ever
+    fork children, so it stays that way.
     """
     global _send_code
     if _servers or _in_child or not hasattr(os, "fork"):
@@ -180,13 +181,17 @@ def _reset_signals() -> None:
     hangs.reset_after_fork()
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system says, else every core)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _width() -> int:
     """How many fork servers to start: one per core this process may use, four at most."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(4, cores))
+    return min(4, usable_cores())
 
 
 def _spare(requests: int, replies: int) -> tuple[int, int, int]:

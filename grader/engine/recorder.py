@@ -210,10 +210,6 @@ class Recorder:
         self._drain()
         return self._ops
 
-    @ops.setter
-    def ops(self, value: list) -> None:
-        self._ops = value
-
     # -- recording ---------------------------------------------------------------------------
     def add(self, kind: str, **fields: Any) -> Op:
         if getattr(_local, "grader", 0):
@@ -293,7 +289,14 @@ class Recorder:
                 if len(body) < size:
                     return  # a child is still writing it
                 self._read_at += _RECORD.size + size
-                record = pickle.loads(body)
+                try:
+                    record = pickle.loads(body)
+                except Exception:  # noqa: BLE001 - a record torn by a child killed mid-write: what follows cannot be trusted
+                    self._read_at = os.fstat(self._channel).st_size
+                    note = "a forked child's operations the grader could not read (the child ended part-way through one?)"
+                    if note not in self.unseen:
+                        self.unseen.append(note)
+                    return
                 if record[0] == "unseen":
                     if record[1] not in self.unseen:
                         self.unseen.append(record[1])
@@ -369,8 +372,20 @@ class Recorder:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        try:
+            self._drain()
+        finally:
+            self._undo()  # whatever happened, nothing of the learner's stays patched
+        if not self.patch:
+            return  # it recorded nothing by itself: there is no account to compare with the disk
+        try:
+            self.compare_with_disk()
+        except Exception:  # noqa: BLE001 - the replay refused (crash_models.ReplayTooLarge)
+            if exc[0] is None:
+                raise  # else the error already on its way says it first
+
+    def _undo(self) -> None:
         global _active
-        self._drain()
         _active = None
         if self._channel is not None and not self._lineage:
             with _inside():
@@ -387,13 +402,6 @@ class Recorder:
                 namespace[name] = original
         self._bound.clear()
         sys.dont_write_bytecode = self._saved_dont_write_bytecode
-        if not self.patch:
-            return  # it recorded nothing by itself: there is no account to compare with the disk
-        try:
-            self.compare_with_disk()
-        except Exception:  # noqa: BLE001 - the replay refused (crash_models.ReplayTooLarge)
-            if exc[0] is None:
-                raise  # else the error already on its way says it first
 
     def compare_with_disk(self) -> None:
         """Replay the trace and compare it with the watched directories as the run left them.

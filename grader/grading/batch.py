@@ -30,6 +30,7 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+from grader.engine.fresh import usable_cores
 from grader.grading import bubblewrap
 from grader.grading import sandbox
 from grader.grading import kernel_trace
@@ -563,11 +564,7 @@ def default_jobs() -> int:
     (benchmarks/README.md). More than eight would let a class of memory-hungry submissions (a judge
     may map up to 2 GiB, most need 150 to 350 MiB) crowd the machine.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    jobs = min(8, 2 * max(1, cores))
+    jobs = min(8, 2 * usable_cores())
     try:
         gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024 ** 3
     except (AttributeError, ValueError, OSError):

@@ -413,8 +413,11 @@ class KernelTrace:
     def _moved_or_closed(self, name: str, args: str, ret: str) -> None:
         """An lseek or a close: a third of a run's lines (Python asks where it is at every open). Only
         the descriptor counts, and its number comes before the path strace names it by."""
+        target = _TARGET.match(args)
         try:
-            fd = int(args[:args.index("<")])
+            if target is None:
+                raise ValueError(f"no descriptor in {args[:40]!r}")
+            fd = int(target.group(1))
             if name == "close":
                 self._closed(fd)
             else:
@@ -574,7 +577,7 @@ class KernelTrace:
         """``mmap(addr, len, PROT_..., MAP_..., fd<path>, off)``: a shared, writable map of a file changes
         it with no system call the trace could show (a marker, refused on a watched file)."""
         if "<" not in args[4] or "MAP_SHARED" not in args[3] or "PROT_WRITE" not in args[2]:
-            return
+            return  # (_mapped looked at the whole line; these look at the right arguments)
         fd, path = _annotation(args[4])
         entry = self.fds.get(fd)
         self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
@@ -837,8 +840,8 @@ def _nameless(path: Optional[str]) -> Optional[str]:
 
 def _left_out(path: Optional[str]) -> bool:
     """Files no crash state holds: byte-code caches, devices (but /dev/shm holds ordinary files), and files
-    made by memfd_create, which live in memory only and have no name on any disk (the recorder passes a
-    forked child's operations to its parent through one)."""
+    made by memfd_create, which live in memory only and have no name on any disk (a learner's code may
+    make one; the recorder, where it patches, passes a forked child's operations on through one)."""
     return path is not None and ("__pycache__" in path or path.endswith((".pyc", ".pyo")) or path.startswith("/memfd:")
                                  or (path.startswith("/dev/") and not path.startswith("/dev/shm/")))
 

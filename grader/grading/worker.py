@@ -135,14 +135,6 @@ _words_local = threading.local()
 _pending: list = []  # [thread ident, recorder, Op, check() -> True (took effect), False (did not), None (not yet)]
 
 
-def _lexists(path: str) -> bool:
-    try:
-        os.lstat(path)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
 def _full(path: Any, dir_fd: Any = None) -> Optional[str]:
     """An audit event's path made absolute as the kernel resolves it (None when it cannot be said)."""
     if isinstance(path, int) or path is None:
@@ -187,9 +179,9 @@ def _open_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     writes = (isinstance(mode, str) and bool(set(mode) & set("wxa+"))) or (
         mode is None and isinstance(flags, int) and bool(flags & _WRITING_FLAGS))
     full = _full(path) if writes else None
-    if full is None or _ignored_path(full):
+    if full is None or _recorder_module._ignored(full):
         return None
-    existed = _lexists(full)
+    existed = os.path.lexists(full)
     exclusive = (isinstance(mode, str) and "x" in mode) or (isinstance(flags, int) and bool(flags & os.O_EXCL))
     appends = (isinstance(mode, str) and "a" in mode) or (isinstance(flags, int) and bool(flags & os.O_APPEND))
     # An appending file's size when it is opened: where its writes land, in words ("at offset N").
@@ -203,30 +195,30 @@ def _move_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     src, dst = _full(args[0], args[2] if len(args) > 2 else None), _full(args[1], args[3] if len(args) > 3 else None)
     if src is None or dst is None:
         return None
-    there, taken = _lexists(src), _lexists(dst)
+    there, taken = os.path.lexists(src), os.path.lexists(dst)
     if event == "os.link":
-        return Op(0, "link", api="os.link", path=src, dest=dst), lambda: there and not taken and _lexists(dst)
+        return Op(0, "link", api="os.link", path=src, dest=dst), lambda: there and not taken and os.path.lexists(dst)
     # Two names of one file: the rename succeeds and changes nothing (both names stay).
     same = there and taken and os.path.samestat(os.lstat(src), os.lstat(dst))
     op = Op(0, "rename", api=_named(frame, ("replace", "rename"), "os.rename"), path=src, dest=dst)
-    return op, lambda: same or (there and not _lexists(src) and _lexists(dst))
+    return op, lambda: same or (there and not os.path.lexists(src) and os.path.lexists(dst))
 
 
 def _remove_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     full = _full(args[0], args[1] if len(args) > 1 else None)
     if full is None:
         return None
-    there = _lexists(full)
+    there = os.path.lexists(full)
     kind, api = ("unlink", _named(frame, ("remove", "unlink"), "os.remove")) if event == "os.remove" \
         else ("rmdir", "os.rmdir")
-    return Op(0, kind, api=api, path=full), lambda: there and not _lexists(full)
+    return Op(0, kind, api=api, path=full), lambda: there and not os.path.lexists(full)
 
 
 def _mkdir_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     full = _full(args[0], args[2] if len(args) > 2 else None)
     if full is None:
         return None
-    there = _lexists(full)
+    there = os.path.lexists(full)
     return Op(0, "mkdir", api="os.mkdir", path=full), lambda: not there and os.path.isdir(full)
 
 
@@ -258,11 +250,6 @@ def _word(event: str, args: tuple, rec: Any) -> None:
     pending = _WORDERS[event](event, args, frame)
     if pending is not None:
         _pending.append([threading.get_ident(), rec, pending[0], pending[1]])
-
-
-def _ignored_path(path: str) -> bool:
-    return "__pycache__" in path or path.endswith((".pyc", ".pyo")) or (
-        path.startswith("/dev/") and not path.startswith("/dev/shm/"))
 
 
 def _settle_words(final: bool = False) -> None:

@@ -382,8 +382,9 @@ def tests_and_column_share() -> Iterator[None]:
 
 
 def shared(key: Callable[[], Optional[tuple]], compute: Callable[[], Any]) -> Any:
-    """``compute()``; while :func:`tests_and_column_share` is open, made once per ``key()`` (which names
-    everything the result depends on: :func:`share_key`; None: not shared)."""
+    """``compute()``; while :func:`tests_and_column_share` is open, made once per ``key()`` (the learner's
+    files, the scenario and the options: :func:`share_key`; None: not shared). Share only a computation
+    those decide: not one after a test set a value on the learner's module or patched something."""
     if _SHARED is None:
         return compute()
     name = key()
