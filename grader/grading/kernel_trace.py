@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from grader.engine.ops import Op, short_name
-from grader.grading.wire import ELIDED
+from grader.grading.wire import COPIES, ELIDED
 
 # The calls that change files (and the few that say where a relative path points, or where the
 # next write lands). Reads are not traced: they change nothing a crash could leave behind.
@@ -414,18 +414,14 @@ class KernelTrace:
         """An lseek or a close: a third of a run's lines (Python asks where it is at every open). Only
         the descriptor counts, and its number comes before the path strace names it by."""
         target = _TARGET.match(args)
-        try:
-            if target is None:
-                raise ValueError(f"no descriptor in {args[:40]!r}")
-            fd = int(target.group(1))
-            if name == "close":
-                self._closed(fd)
-            else:
-                entry = self.fds.get(fd)
-                if entry is not None and entry[3] is not None:
-                    entry[3] = int(ret)
-        except ValueError as exc:
-            self._tamper(f"a {name} line that could not be read ({exc})")
+        if target is None:
+            self._tamper(f"a {name} line that could not be read (no descriptor in {args[:40]!r})")
+        elif name == "close":
+            self._closed(int(target.group(1)))
+        else:
+            entry = self.fds.get(int(target.group(1)))
+            if entry is not None and entry[3] is not None:
+                entry[3] = int(ret)  # a decimal offset: the line matched _CALL, and "?" was left out above
 
     def _tamper(self, what: str) -> None:
         if self.tampered is None:
@@ -577,7 +573,7 @@ class KernelTrace:
         """``mmap(addr, len, PROT_..., MAP_..., fd<path>, off)``: a shared, writable map of a file changes
         it with no system call the trace could show (a marker, refused on a watched file)."""
         if "<" not in args[4] or "MAP_SHARED" not in args[3] or "PROT_WRITE" not in args[2]:
-            return  # (_mapped looked at the whole line; these look at the right arguments)
+            return  # (_mapped looked for these words anywhere in the line; here, in their arguments)
         fd, path = _annotation(args[4])
         entry = self.fds.get(fd)
         self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
@@ -921,7 +917,7 @@ def label(recorded: list, kernel: list, roots: list) -> tuple[Optional[str], lis
         if op.kind == "write" and not op.data and not op.size:
             continue
         match = _counterpart(op, free, cache)
-        if match is None and op.kind == "write" and op.api in _COPY_WORDS:
+        if match is None and op.kind == "write" and op.api in COPIES:
             continue  # the bytes of a copy the kernel made in pieces: only words, which name none of them
         if match is None:
             return f"{MISMATCH}: the recorded operations include {_told(op)}, which the kernel never saw", free
@@ -930,7 +926,6 @@ def label(recorded: list, kernel: list, roots: list) -> tuple[Optional[str], lis
     return None, free
 
 
-_COPY_WORDS = ("os.sendfile", "os.copy_file_range")  # the bytes of shutil's copies (grader.grading.worker)
 # The kinds of operation the worker has words for (grader.grading.worker): a kernel operation of another
 # kind that no word claimed in its own message never will.
 _WORDED = frozenset({"open", "rename", "link", "unlink", "mkdir", "rmdir"})

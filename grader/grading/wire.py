@@ -135,6 +135,9 @@ def _encode_other(value: Any, depth: int) -> Any:
 # trace, the bytes of writes in the watched folders come from there (grader.grading.kernel_trace);
 # sent on the pipe as well, they would cross it, and be printed by the tracer, a second time.
 ELIDED = "bytes-from-kernel"
+# Calls that copy bytes from file to file inside the kernel: strace prints none of them, so a copy's
+# bytes travel on the pipe (grader.grading.worker), and the judge takes them from there.
+COPIES = ("os.sendfile", "os.copy_file_range")
 
 _TAG_KEY = re.compile(rb'\{"\$(?:B|t|s|d|o|r|f|op)":')
 

@@ -36,7 +36,7 @@ from grader.engine.ops import Op
 from grader.engine import recorder as _recorder_module
 from grader.engine.recorder import Recorder
 from grader.engine.turnstile import Turnstile
-from grader.grading.wire import (ELIDED, FORK_SERVER_KILLED, Blob, Callback, Stand, encode, frame, plain_json,
+from grader.grading.wire import (COPIES, ELIDED, FORK_SERVER_KILLED, Blob, Callback, Stand, encode, frame, plain_json,
                                  read_request)
 
 _write_fd = -1
@@ -130,7 +130,7 @@ def _note_read(event: str, args: tuple) -> None:
 # as an operation the kernel never saw.
 
 _WRITING_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_COPY_WORDS = 16 << 20  # bytes of one shutil copy read to name its bytes (the box caps a file lower)
+_COPY_CAP = 16 << 20  # bytes of one shutil copy read to name its bytes (the box caps a file lower)
 _words_local = threading.local()
 _pending: list = []  # [thread ident, recorder, Op, check() -> True (took effect), False (did not), None (not yet)]
 
@@ -226,10 +226,10 @@ def _copy_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     # shutil copies with sendfile, whose bytes the kernel trace does not print: they are read here,
     # before the copy, and named once the copy holds them.
     src, dst = _full(args[0]), _full(args[1])
-    if src is None or dst is None or not os.path.isfile(src) or os.path.getsize(src) > _COPY_WORDS:
+    if src is None or dst is None or not os.path.isfile(src) or os.path.getsize(src) > _COPY_CAP:
         return None
     with open(src, "rb") as f:
-        data = f.read(_COPY_WORDS + 1)
+        data = f.read(_COPY_CAP + 1)
 
     def copied() -> Optional[bool]:
         try:
@@ -318,10 +318,6 @@ def _audit(event: str, args: tuple) -> None:
 
 
 # -- serving ----------------------------------------------------------------------------------------
-
-# Bytes copied from file to file inside the kernel: strace prints none of them, so these still travel.
-_COPIED = ("os.sendfile", "os.copy_file_range")
-
 
 def _without_bytes(op: Any) -> Any:
     """A copy of a recorded write that carries its size but not its bytes (the kernel trace has them)."""
@@ -462,7 +458,7 @@ class Session:
         self.sent = len(rec.ops)
         if self.bytes_from_kernel and rec.watch:
             roots = tuple(root + os.sep for root in rec.watch)
-            ops = [_without_bytes(op) if op.kind == "write" and op.data and op.api not in _COPIED
+            ops = [_without_bytes(op) if op.kind == "write" and op.data and op.api not in COPIES
                    and op.path and op.path.startswith(roots) else op for op in ops]
         return [encode(op) for op in ops]
 
