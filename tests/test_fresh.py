@@ -192,9 +192,14 @@ def test_a_job_that_dies_is_told_in_its_place_and_stopping_early_loses_nothing(l
 
     def children() -> list:
         return [[(p, _state(p)) for p in sandbox.descendants(server)] for server in fresh.server_pids()]
-    # A server forks its next spare once it has answered; on a busy machine that takes a while.
-    _until(lambda: all(len(kept) == 1 for kept in children()))
-    kept = children()
+    def settled():
+        # A server forks its next spare once it has answered, and the child that answered takes a
+        # moment to exit: for a while a server has one child that is not its spare, or two. Settled
+        # is the same single child per server on two looks a tenth of a second apart.
+        first = children()
+        time.sleep(0.1)
+        return first if first == children() and all(len(k) == 1 for k in first) else None
+    kept = _until(settled) or children()
     assert [len(k) for k in kept] == [1] * len(fresh.server_pids()), kept
 
 
