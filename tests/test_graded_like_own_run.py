@@ -60,7 +60,8 @@ def _observe():
                            if hasattr(builtins, n)),
             "home_entries": sorted(os.listdir(home)) if os.path.isdir(home) else None,
             "folder_entries": sorted(os.listdir(os.path.dirname(os.path.abspath(__file__)))),
-            "hash_randomized": bool(sys.flags.hash_randomization), "pytest": "pytest" in sys.modules}
+            "hash_randomized": bool(sys.flags.hash_randomization), "pytest": "pytest" in sys.modules,
+            "dont_write_bytecode": sys.dont_write_bytecode}
 '''
 
 LEVEL2_PROBE = OBSERVE + '''
@@ -219,8 +220,11 @@ def test_level2_code_sees_the_same_under_grade_as_under_its_own_pytest(tmp_path)
     # No `python -S` or -I: sys.flags as in the learner's own run, and what site gives any run.
     assert graded["flags"] == own["flags"] == []
     assert graded["site"] == own["site"] == ["copyright", "credits", "exit", "help", "license", "quit"]
-    # The first worker starts from an empty HOME and the folder as handed in.
-    assert graded["home_entries"] == [] and graded["folder_entries"] == ["agent.py"]
+    # The first worker starts from an empty HOME and the folder as handed in, plus what importing the
+    # code leaves in a usual run: Python writes byte-code caches (sys.dont_write_bytecode unset in both).
+    assert graded["dont_write_bytecode"] is own["dont_write_bytecode"] is False
+    assert graded["home_entries"] == [] and graded["folder_entries"] == own["folder_entries"] == ["__pycache__",
+                                                                                                   "agent.py"]
     # What a box cannot hide, as the README says: a pid namespace (the code is pid 2 under bwrap),
     # the box's uid, and no pytest in the box's process.
     assert (graded["pid"], graded["ppid"]) == (2, 1)

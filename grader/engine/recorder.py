@@ -195,7 +195,6 @@ class Recorder:
         self._next_handle = 1
         self._just_opened: Optional[int] = None  # the fd os.open returned last (for open(..., opener=))
         self._patches: list[tuple[Any, str, Any]] = []
-        self._saved_dont_write_bytecode = False
         self._lock = threading.RLock()
         # A forked child's operations reach this recording through a file both processes hold (see
         # _before_fork): the parent reads them from where it stopped; a child writes them there.
@@ -361,8 +360,9 @@ class Recorder:
                                 if held > limit:
                                     raise models.ReplayTooLarge(held, limit)
                             self.initial[path] = f.read()
-        self._saved_dont_write_bytecode = sys.dont_write_bytecode
-        sys.dont_write_bytecode = True  # a .pyc written mid-run is not the submission's doing
+        # sys.dont_write_bytecode is left as the run had it (a usual run leaves it unset): a .pyc
+        # written mid-run (a module the code imports late) is left out of the recording by _ignored,
+        # so code that looks at the flag sees what it sees unwatched.
         self._apart = _apart_entry(self.watch) if self.watch else None
         if self._apart is not None:
             _APART.append(self._apart)
@@ -401,7 +401,6 @@ class Recorder:
             if namespace.get(name) is _RECORDING.get(id(original)):
                 namespace[name] = original
         self._bound.clear()
-        sys.dont_write_bytecode = self._saved_dont_write_bytecode
 
     def compare_with_disk(self) -> None:
         """Replay the trace and compare it with the watched directories as the run left them.

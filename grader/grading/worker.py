@@ -193,8 +193,8 @@ def _open_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
 
 def _move_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     src, dst = _full(args[0], args[2] if len(args) > 2 else None), _full(args[1], args[3] if len(args) > 3 else None)
-    if src is None or dst is None:
-        return None
+    if src is None or dst is None or _recorder_module._ignored(dst):
+        return None  # (a byte-code cache moved into place is left out, as the kernel's account leaves it)
     there, taken = os.path.lexists(src), os.path.lexists(dst)
     if event == "os.link":
         return Op(0, "link", api="os.link", path=src, dest=dst), lambda: there and not taken and os.path.lexists(dst)
@@ -206,7 +206,7 @@ def _move_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
 
 def _remove_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     full = _full(args[0], args[1] if len(args) > 1 else None)
-    if full is None:
+    if full is None or _recorder_module._ignored(full):
         return None
     there = os.path.lexists(full)
     kind, api = ("unlink", _named(frame, ("remove", "unlink"), "os.remove")) if event == "os.remove" \
@@ -216,8 +216,8 @@ def _remove_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
 
 def _mkdir_word(event: str, args: tuple, frame: Any) -> Optional[tuple]:
     full = _full(args[0], args[2] if len(args) > 2 else None)
-    if full is None:
-        return None
+    if full is None or _recorder_module._ignored(full):
+        return None  # a __pycache__ folder Python makes for a module imported mid-call
     there = os.path.lexists(full)
     return Op(0, "mkdir", api="os.mkdir", path=full), lambda: not there and os.path.isdir(full)
 
@@ -765,7 +765,9 @@ def main(argv: Optional[list] = None) -> None:
         os.closerange(start, fd)
         start = fd + 1
     os.closerange(start, 1 << 16)
-    sys.dont_write_bytecode = True
+    # sys.dont_write_bytecode stays as any run has it (unset): the kit and the interpreter are bound
+    # read-only in the box, so a compiled file can land only in the box's own folders, which are thrown
+    # away; byte-code caches are left out of both accounts (kernel_trace._left_out, recorder._ignored).
     sys.addaudithook(_audit)
     _looks_like_pytest()
     if options.get("pytest"):

@@ -1,7 +1,7 @@
-"""Hostile, a KNOWN GAP: saves correctly only while ``sys.dont_write_bytecode`` is set, which the
-kit's in-process recorder sets while it records and grade's box sets for its whole run; a learner's
-usual run leaves it unset, and then this writes checkpoint.json in place, where a crash can tear it.
-Under grade it still earns 10 (README, "Why a submission cannot grade itself": what is left)."""
+"""Hostile: saves correctly only while ``sys.dont_write_bytecode`` is set, which a learner's usual run
+leaves unset; then it writes checkpoint.json in place, where a crash can tear it. Neither grade's box
+nor the recorder of its own pytest sets it (byte-code caches are left out of what they judge), so it
+earns what its in-place save earns in both (README, "Why a submission cannot grade itself")."""
 
 import json
 import os
