@@ -127,6 +127,11 @@ ROWS = [
             "pending-not-cleared", ("is that call still running?", "take it out of pendingToolUse",
                                     "checkpoint.json: 49,795 bytes, ending"),
             ("never reach",))}),
+    # Save point B written before the result is appended: the lost result is told (TRACE, in task 3's
+    # main test), not only the count that runs ahead of it.
+    Row(2, "level2/w50_save_b_before_the_result_is_appended.py", "test_every_tool_call_that_starts_is_on_disk",
+        "result-after-save", ("though `turns` is 1", "this save ran before its result was appended"),
+        ("never reach", "counts on from turn"), hint="is the tool's result already in `messages`?"),
     Row(2, "level2/w29_pending_never_set.py", "test_every_tool_call_that_starts_is_on_disk", "pending-not-set",
         ("but pendingToolUse is null", "what does pendingToolUse hold at that save"), ("never reach",),
         hint="which call was cut off?"),
@@ -172,7 +177,7 @@ ROWS = [
             "", ("messages hold 1 tool result ",), ("1 tool results",))}),
     # Level 4 as shipped: a list of refusals that says how many it left out, and one stop per sentence.
     Row(4, "exercises/level4", "test_a_checkpoint_you_cannot_trust_is_refused", "",
-        ("12 checkpoints that resume cannot trust were not refused cleanly", "  - and 8 more like these",
+        ("13 checkpoints that resume cannot trust were not refused cleanly", "  - and 9 more like these",
          "(char 0). There is no checkpoint"), ("(s)", ". there is", "?.", ").."),
         also={"test_the_turn_cap_counts_the_turns_before_the_crash": (
             "", ("CAP not judged: resuming under a turn cap broke PAIRING first", "On disk: checkpoint.json with turns=0",

@@ -23,7 +23,9 @@ from grader.engine.loader import import_file
 ROOT = Path(__file__).resolve().parent.parent
 STARTER = ROOT / "exercises" / "level2" / "agent.py"
 SOLUTION = ROOT / "solutions" / "level2" / "agent.py"
-CORPUS = sorted((ROOT / "tests" / "corpus" / "level2").glob("*.py"))
+# A file is a whole agent.py; a folder holds agent.py and helper modules of the learner's own beside it.
+CORPUS = sorted([*(ROOT / "tests" / "corpus" / "level2").glob("*.py"),
+                 *(p.parent for p in (ROOT / "tests" / "corpus" / "level2").glob("*/agent.py"))])
 
 # Correct submissions the engine cannot vouch for yet, with the reason; strict, so a fix shows up.
 # (c08_from_os_import_replace left this list when the recorder began swapping names a submission
@@ -32,7 +34,7 @@ KNOWN_GAPS: dict = {}
 
 
 def load(path):
-    return import_file(path, "level2")
+    return import_file(path / "agent.py" if path.is_dir() else path, "level2")
 
 
 def spliced(base, donor, names):
@@ -59,6 +61,7 @@ def tripped(module, seed=0):
 
 
 def expected_verdict(path):
+    path = path / "agent.py" if path.is_dir() else path
     first = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))).splitlines()[0]
     kind, _, ids = first.removeprefix("VERDICT:").strip().partition(" ")
     assert kind in ("pass", "fail"), f"{path.name}: first docstring line must be a VERDICT, got {first!r}"

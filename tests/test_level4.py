@@ -97,6 +97,12 @@ EXPECTED = {
     "wrong_counts_the_resumed_calls_spend_twice": {"2 counts", "5 cap", "6 b-only"},
     # Save point B still names the finished call: the model is called while the file says it is running.
     "wrong_keeps_pending_after_the_result": {"4 saved", "5 cap", "6 b-only"},
+    "right_recursive_at_most_once": set(),  # one recursive call per resumed turn; is_error for the pending call
+    "wrong_cap_off_by_one": {"5 cap"},  # `<=` runs one turn past the cap
+    # A finished file (the final answer saved) is resumed by asking the model again: told as a finished task.
+    "wrong_finished_task_asked_again": {"3 pending", "6 b-only"},
+    # isinstance(True, int): `"turns": true` passes the type check (refused since this case was added).
+    "wrong_turns_true_accepted": {"1 refuse"},
 }
 
 

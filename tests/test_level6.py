@@ -85,6 +85,16 @@ EXPECTED = {
     # Compaction deletes the old journal before the new snapshot is renamed in: the old snapshot then
     # names a journal that is gone, and the loader returns an older save.
     "wrong/old_journal_deleted_before_the_snapshot_lands.py": ({"WHOLE", "TRACE"}, {"TRACE"}),
+    # Stops at a last line that does not parse, without looking for its newline: right (a cut JSON object
+    # never parses).
+    "right/loader_skips_an_unparseable_last_line.py": (set(), set()),
+    # "wb" for the journal: each line replaces the one before.
+    "wrong/journal_opened_with_w.py": ({"WHOLE", "PARSE", "TRACE"}, {"TRACE", "PARSE"}),
+    # One journal for ever, emptied before the new snapshot is renamed in: an older save in between.
+    "wrong/journal_emptied_before_the_snapshot_lands.py": ({"TRACE", "WHOLE"}, {"TRACE"}),
+    # str.splitlines() also splits at U+2028, U+2029 and U+0085, which json.dumps(ensure_ascii=False)
+    # leaves raw: right on the course's task, wrong on text that holds one (the test below).
+    "wrong/loader_splits_lines_on_unicode_separators.py": (set(), None),
 }
 
 
@@ -102,6 +112,20 @@ def test_each_submission_trips_exactly_its_invariants(name):
     if want_long is not None:
         run = long(CORPUS / name)
         assert run.tripped == want_long, run.crashes.report() + "\n" + run.bytes.explain()
+
+
+# Text with the line separators str.splitlines() splits at and JSON leaves raw (ensure_ascii=False).
+SEPARATORS = from_turns("lines\u2028and\u2029paragraphs", [("t", {"s": "a\u2028b"}, "x\u0085y\u2028z"),
+                                                         ("t", {"n": 1}, "plain")], name="line separators")
+
+
+def test_a_loader_that_splits_at_unicode_line_separators_is_caught():
+    wrong = CORPUS / "wrong" / "loader_splits_lines_on_unicode_separators.py"
+    got = explore_journal(load(wrong).run_agent, load(wrong).load_checkpoint, SEPARATORS, directory=NESTED_FOLDER)
+    assert got.tripped == {"PARSE"}, got.report()
+    for right in (SOLUTION, CORPUS / "right" / "loader_skips_an_unparseable_last_line.py"):
+        assert explore_journal(load(right).run_agent, load(right).load_checkpoint, SEPARATORS,
+                               directory=NESTED_FOLDER).tripped == set()
 
 
 def test_the_starter_is_red_only_for_its_bytes_and_the_solution_green():

@@ -87,6 +87,9 @@ def _copy_submission(number: int, source: Path, is_folder: bool, target: Path) -
     if not is_folder:
         shutil.copy(source, target / level.files[0])
         return
+    if source.is_relative_to(KIT / "tests" / "corpus"):
+        shutil.copytree(source, target, dirs_exist_ok=True)  # a corpus folder: the level's file and its helpers
+        return
     for name in list(level.files) + ([level.answers] if level.answers and source != KIT / level.folder else []):
         if (source / name).is_file():
             shutil.copy(source / name, target / name)

@@ -101,6 +101,8 @@ CAUSES = {
     "temp-copied": "the temp file is moved in from the system temp folder, another file system, so the move "
                    "copies its bytes into checkpoint.json in place",
     "mixed": "the file matches no save the loop made",
+    "result-after-save": "the save after a tool returns runs before its result is appended to messages, so the file "
+                         "counts the call as done but holds no result for it",
     "counts-turns": "`turns` does not count the tool results the file's messages hold",
     "counts-tokens": "`tokensUsed` is not the spend of the model responses the file holds",
     "counts-early": "the save runs before the model's message is appended, so `tokensUsed` counts a response "
@@ -307,6 +309,14 @@ def check(raw: Optional[bytes], window: Window, parsed: Optional[dict] = None) -
 
 def _counts(read: _Read) -> Optional[Finding]:
     data, window, results, n_assistant = read.data, read.window, read.facts.results, read.facts.assistants
+    if data["turns"] > len(results) and read.pending is None and (lost := _trace(read)) is not None:
+        # The call was counted and taken out of pendingToolUse, but its result is not in messages: the
+        # save ran before the append. The lost result is the fault (the count only follows from it).
+        return Finding("TRACE", f"{lost.detail}, though `turns` is {data['turns']}: the call was counted as done "
+                       "and cleared from pendingToolUse, but this save ran before its result was appended to "
+                       "messages", "resume finds a tool_use with no result and nothing pending: the API refuses "
+                       "the transcript, and a resume that asks the model again may run the tool a second time",
+                       "result-after-save")
     if data["turns"] != len(results):
         return Finding("COUNTS", f"`turns` is {data['turns']} but messages hold {len(results)} tool "
                        f"result{'s' if len(results) != 1 else ''}",

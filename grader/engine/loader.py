@@ -49,6 +49,12 @@ def import_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission", n
         for hook in hooks:
             hook()
     path = os.fspath(path)
+    # The file's own folder first on the path, as `python agent.py` and pytest's rootdir insertion put
+    # it: a helper module the learner keeps beside the file (`from ckptio import ...`) imports the same
+    # in the run, in every fresh process and in grade's box, wherever the folder was copied to.
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     stem = os.path.splitext(os.path.basename(path))[0]
     name = name or f"crashcourse_{tag}_{stem}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)

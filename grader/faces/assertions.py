@@ -54,6 +54,8 @@ NUDGES = {
                    "pass dir=directory) and os.replace it.",
     "temp-elsewhere": "Which folder is your temp file in? Put it beside checkpoint.json (with tempfile, pass "
                       "dir=directory).",
+    "result-after-save": "Once the tool has returned, what does your loop do first: append the result to "
+                         "`messages`, or save? What does the file say about the call between the two?",
     "counts-turns": "When does a turn count as done? Compare `turns` with the tool results in `messages` at "
                     "each save.",
     "counts-tokens": "Which responses does your `tokensUsed` add up, the first one included, and which usage "

@@ -461,7 +461,7 @@ def judge_all(outcome: _Outcome, raw: Optional[bytes], want: Optional[dict], sce
     if want is None:
         refusal = _judge_refusal(outcome, raw)
         return [refusal] if refusal else []
-    broken = _judge_return(outcome)
+    broken = _judge_return(outcome, raw)
     if broken is not None:
         return [broken]
     got = _as_saved(outcome.returned, outcome.after)
@@ -492,7 +492,16 @@ def _judge_refusal(outcome: _Outcome, raw: Optional[bytes]) -> Optional[tuple[st
     return None
 
 
-def _judge_return(outcome: _Outcome) -> Optional[tuple[str, str]]:
+def _finished(raw: Optional[bytes]) -> bool:
+    """The checkpoint holds a finished task: its last message is the model's answer, nothing pending."""
+    try:
+        data = _parse(raw)
+        return data["pendingToolUse"] is None and data["messages"][-1]["role"] == "assistant"
+    except Exception:  # noqa: BLE001 - any file that is not such a save
+        return False
+
+
+def _judge_return(outcome: _Outcome, raw: Optional[bytes] = None) -> Optional[tuple[str, str]]:
     """Why a resume of a trustworthy file gave no final state to judge (it refused, raised, or returned
     something else), or None."""
     if outcome.refused is not None:
@@ -501,6 +510,12 @@ def _judge_return(outcome: _Outcome) -> Optional[tuple[str, str]]:
         if outcome.error_type == "ScriptedModelError" and "tool_result" in outcome.error:
             return ("PAIRING", "the model was sent a transcript the API refuses: "
                                + outcome.error.splitlines()[0].split(": ", 1)[-1])
+        if outcome.error_type == "ScriptedModelError" and outcome.model_calls and _finished(raw):
+            # The model's error only says the request ended on its own message; the cause is the file.
+            return ("RESUME", "the file holds a finished task (its last message is the model's final answer and "
+                              "nothing is pending), yet resume_agent called the model again, which the API refuses "
+                              "for a conversation that ends on the assistant's message: when the task is done there "
+                              "is nothing to resume, so return the state as it is")
         return ("RESUME", f"resume_agent raised {outcome.error.splitlines()[0]}")
     state = outcome.returned
     if not isinstance(state, dict) or any(k not in state for k in FIELDS):
@@ -795,6 +810,9 @@ def untrustworthy_files(scenario: Scenario) -> list[tuple[str, Optional[bytes]]]
         ("`version` is true, not the number 1 (True == 1 in Python, not in the protocol)", edited(version=True)),
         ("`version` is 1.0, a float, not the int 1", edited(version=1.0)),
         ("`turns` is the string \"1\", not a number", edited(turns="1")),
+        # isinstance(True, int) holds in Python: a type check that forgets bool lets JSON's true count as 1.
+        ("`turns` is true, not a number (JSON's true is a boolean, though isinstance(True, int) holds)",
+         edited(turns=True)),
         ("`messages` is missing", edited(messages=_DROP)),
         ("`pendingToolUse` is a list, not null or an object", edited(pendingToolUse=[])),
     ]
