@@ -40,7 +40,9 @@ def _findings(run, work: Path) -> list:
         temp = re.escape(tempfile.gettempdir())
         error = re.sub(temp + r"/[^']*'", "<temp file>'", found.error) if found.error else found.error
         # A route the recorder cannot follow (mmap) is refused as unseen: a finding too.
-        out.append((error, [(v.invariant, v.model, v.point, v.detail) for v in found.violations], list(found.unseen)))
+        # So are the random names of tempfile's own temp files (NamedTemporaryFile) that a detail quotes.
+        out.append((error, [(v.invariant, v.model, v.point, re.sub(r"\btmp[a-z0-9_]{8}\b", "tmp<random>", v.detail))
+                            for v in found.violations], list(found.unseen)))
     return out
 
 
