@@ -127,10 +127,24 @@ EXPECTED = {
     # usual run leaves it unset, and byte-code caches are left out of both accounts), so it earns what
     # its in-place save earns, here and under its own pytest (test_its_own_pytest_gives_what_grade_gives).
     "saves_well_without_bytecode": ("failed", 6.0, "PARSE"),
-    # KNOWN GAP, held at today's verdict so a change shows: the code runs in the grader's worker, whose
-    # modules it can see (as under its own pytest, whose tests import the grader). It earns 10 here;
-    # unwatched, its save is in place.
+    # Saves well only where a test's variable is set but not what pytest has set by then (faulthandler,
+    # the kit's gc threshold, pytest's thread hooks): the box sets them as pytest does, so 6 in both faces.
+    "saves_well_where_pytest_settings_are_missing": ("failed", 6.0, "PARSE"),
+    # KNOWN GAPS, held at today's verdict so a change shows (README, "Why a submission cannot grade
+    # itself"); each earns 10 here, and unwatched its save is in place (6). The code runs in the
+    # grader's worker, whose modules it can see (as under its own pytest, whose tests import the grader).
     "saves_well_while_the_grader_is_loaded": ("passed", 10.0, None),
+    # ... and not in pytest: a test's variable is set, pytest is not loaded (loading it would make each
+    # worker's start about three times as long). Its own pytest gives 6 (test_a_known_gap_...).
+    "saves_well_where_pytest_is_not_loaded": ("passed", 10.0, None),
+    # What the box is made of: a seccomp filter with no_new_privs (bubblewrap's, and strace
+    # --seccomp-bpf for the kernel trace), capped CPU time and address space (its isolation), a worker
+    # started with `python -c` (sys.orig_argv, /proc/self/cmdline), a pid namespace (pid 2, the fresh
+    # processes it forks next).
+    "saves_well_under_a_seccomp_filter": ("passed", 10.0, None),
+    "saves_well_under_tight_limits": ("passed", 10.0, None),
+    "saves_well_when_started_by_c": ("passed", 10.0, None),
+    "saves_well_with_a_low_pid": ("passed", 10.0, None),
     # A 40 MB exception message: cut to a size a report holds, and the batch goes on.
     "raises_a_huge_message": ("failed", 0.0, "RuntimeError: disk on fire xxx"),
 }
@@ -331,7 +345,7 @@ def test_each_submission_earns_what_its_code_earns(batch, student):
 # Hostile cases a learner's own pytest must score as grade does (the score and the tests that did not pass):
 # code out of a Python patch's sight whose effects the recorder still follows (a save in a forked child),
 # and code that looks for a sign neither face gives (sys.dont_write_bytecode set).
-FACES_AGREE = ("saves_in_a_forked_child", "saves_well_without_bytecode")
+FACES_AGREE = ("saves_in_a_forked_child", "saves_well_without_bytecode", "saves_well_where_pytest_settings_are_missing")
 
 
 def _own_pytest(source: Path, tmp: Path) -> tuple:
@@ -360,6 +374,14 @@ def test_its_own_pytest_gives_what_grade_gives(batch, student, tmp_path):
     graded = (got["score"], sorted(t["name"] for t in got["tests"] if t["status"] != "passed"))
     score, failing, text = _own_pytest(CORPUS / f"{student}.py", tmp_path)
     assert (score, failing) == graded, text[-3000:]
+
+
+@pytest.mark.bubblewrap
+def test_a_known_gap_its_own_pytest_does_not_share(batch, tmp_path):
+    """A loop keyed on a sign only grade's box gives saves in place under its own pytest (6, PARSE), where
+    grade gives it 10 (EXPECTED above): the two faces differ, which is what the gap is."""
+    score, failing, text = _own_pytest(CORPUS / "saves_well_where_pytest_is_not_loaded.py", tmp_path)
+    assert score == 6.0 and "PARSE" in text, text[-3000:]
 
 
 def test_a_write_its_own_pytest_cannot_see_is_told_as_such(tmp_path):

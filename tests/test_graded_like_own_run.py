@@ -6,7 +6,10 @@ machine's name, its user and its passwd entry, its interpreter's flags and comma
 ``site`` gives a run, pytest's variables, its HOME and its own folder. Run under ``pytest
 exercises/level2`` and under ``grade``, the two must agree, except for what a box cannot hide and
 the README names (a pid namespace: the code is pid 2 with bwrap as its parent; pytest not loaded in
-the box's process).
+the box's process). A second probe reads smaller things (sys.dont_write_bytecode, faulthandler, the
+garbage collector, exception hooks, umask, signal handlers, limits, descriptors, /proc/self/status,
+cgroup, command line): those a box can set as the learner's run has them must agree (ALIKE), and
+what it cannot hide is pinned as it shows under grade (the hostile corpus holds a loop keyed on each).
 
 On level 3, a check that needs a fault (an fsync that fails, a folder that cannot be opened) runs
 the same steps in a fresh worker without the fault and then with it, the fault made by the kernel.
@@ -62,6 +65,76 @@ def _observe():
             "folder_entries": sorted(os.listdir(os.path.dirname(os.path.abspath(__file__)))),
             "hash_randomized": bool(sys.flags.hash_randomization), "pytest": "pytest" in sys.modules,
             "dont_write_bytecode": sys.dont_write_bytecode}
+'''
+
+SIGNS = '''
+
+import os
+
+
+def _signs():
+    """Smaller things a run could look at, each compared between the two runs."""
+    import faulthandler, gc, resource, signal, stat, sys, threading
+    out = {"dont_write_bytecode": sys.dont_write_bytecode, "pycache_prefix": sys.pycache_prefix,
+           "flags": repr(sys.flags), "recursion": sys.getrecursionlimit(), "switch": sys.getswitchinterval(),
+           "gc": [gc.isenabled(), list(gc.get_threshold()), gc.get_freeze_count() > 0], "trace": [sys.gettrace() is not None,
+                                                                   sys.getprofile() is not None],
+           "faulthandler": faulthandler.is_enabled(), "threads": threading.active_count(),
+           "excepthook": [sys.excepthook is sys.__excepthook__, threading.excepthook is threading.__excepthook__,
+                          sys.unraisablehook is sys.__unraisablehook__],
+           "stdio_types": [type(s).__name__ for s in (sys.stdin, sys.stdout, sys.stderr)],
+           "orig_argv": [os.path.basename(a) for a in sys.orig_argv[:3]] if hasattr(sys, "orig_argv") else None,
+           "gid": os.getgid(), "groups": len(os.getgroups()), "euid_is_uid": os.geteuid() == os.getuid(),
+           "cwd_is_folder": os.getcwd() == os.path.dirname(os.path.abspath(__file__)),
+           "sid_is_pid": os.getsid(0) == os.getpid(), "pgrp_is_pid": os.getpgrp() == os.getpid(),
+           "alarm": signal.getitimer(signal.ITIMER_REAL)[0] > 0,
+           "handlers": [str(signal.getsignal(n)).split(" at 0x")[0] for n in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE,
+                                                           signal.SIGCHLD, signal.SIGALRM, signal.SIGHUP)]}
+    old = os.umask(0o022)
+    os.umask(old)
+    out["umask"] = oct(old)
+    out["rlimits"] = {n: resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource))
+                      if n.startswith("RLIMIT_")}
+    fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    kinds = {}
+    for fd in fds[:20]:
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        kinds[fd] = ("pipe" if stat.S_ISFIFO(mode) else "tty" if stat.S_ISCHR(mode) and os.isatty(fd) else
+                     "chr" if stat.S_ISCHR(mode) else "sock" if stat.S_ISSOCK(mode) else "file" if stat.S_ISREG(mode)
+                     else "dir" if stat.S_ISDIR(mode) else "other")
+    out["fds"] = {"count": len(fds), "std": [kinds.get(n) for n in (0, 1, 2)]}
+    with open("/proc/self/status") as f:
+        status = dict(line.split(":", 1) for line in f if ":" in line)
+    out["status"] = {k: status.get(k, "").strip() for k in ("TracerPid", "Seccomp", "NoNewPrivs", "CapEff",
+                                                           "CapPrm", "CapBnd", "CapAmb", "Threads")}
+    for name in ("cgroup", "loginuid", "sessionid", "oom_score_adj", "attr/current"):
+        try:
+            with open("/proc/self/" + name) as f:
+                out[name] = f.read().strip()[:300]
+        except OSError as exc:
+            out[name] = type(exc).__name__
+    try:
+        with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
+            out["parent"] = [os.path.basename(w.decode()) for w in f.read().split(b"\\0")[:2]]
+    except OSError as exc:
+        out["parent"] = type(exc).__name__
+    with open("/proc/self/cmdline", "rb") as f:
+        out["cmdline"] = [os.path.basename(w.decode()) for w in f.read().split(b"\\0")[:3]]
+    with open("/proc/self/mountinfo") as f:
+        out["mounts"] = len(f.readlines())
+    with open("/proc/self/stat") as f:
+        data = f.read()
+    out["nice"] = data[data.rindex(")") + 2:].split()[16]
+    out["cpus"] = len(os.sched_getaffinity(0))
+    return out
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    import base64, json, zlib
+    raise RuntimeError("SIGNS " + base64.b64encode(zlib.compress(json.dumps(_signs()).encode(), 9)).decode() + " END")
 '''
 
 LEVEL2_PROBE = OBSERVE + '''
@@ -230,6 +303,61 @@ def test_level2_code_sees_the_same_under_grade_as_under_its_own_pytest(tmp_path)
     assert (graded["pid"], graded["ppid"]) == (2, 1)
     assert graded["uid"] == 1000
     assert (graded["pytest"], own["pytest"]) == (False, True)
+
+
+# What the probe above reads that a learner's own pytest run and a graded one show alike, and what a
+# box shows that their own run does not (KNOWN GAPS, each held at what grade shows today, so a change
+# shows; README, "Why a submission cannot grade itself"). A loop keyed on one of these earns 10 under
+# grade where its own run gets what its unwatched save earns (tests/corpus/hostile: saves_well_*).
+ALIKE = ("dont_write_bytecode", "pycache_prefix", "flags", "recursion", "switch", "gc", "trace", "faulthandler",
+         "threads", "excepthook", "umask", "cwd_is_folder", "sid_is_pid", "pgrp_is_pid", "alarm", "handlers",
+         "nice", "cpus", "euid_is_uid")
+
+
+def _signs_of(text: str) -> dict:
+    import base64
+    import zlib
+    m = re.search(r"SIGNS (\S+) END", text)
+    assert m, text[-3000:]
+    return json.loads(zlib.decompress(base64.b64decode(m.group(1))))
+
+
+@pytest.mark.bubblewrap  # tests/conftest.py: SYSTEM_MARKERS
+def test_smaller_signs_under_grade_and_under_its_own_pytest(tmp_path):
+    _box_or_skip()
+    graded = _grade(tmp_path, 2, SIGNS)
+    graded = _signs_of("\n".join(t["output"] for t in graded["tests"]))
+    folder = tmp_path / "own" / "probe"
+    folder.mkdir(parents=True)
+    (folder / "agent.py").write_text(SIGNS)
+    env = {k: v for k, v in os.environ.items() if k in OWN}
+    env.update(HOME=str(tmp_path / "own"), USER="ann", LOGNAME="ann", TMPDIR=str(tmp_path))
+    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "exercises/level2/test_agent.py::test_the_loop_still_finishes_the_task",
+                          "--submission", str(folder)], capture_output=True, text=True, timeout=300, cwd=KIT, env=env)
+    own = _signs_of(own.stdout)
+    differ = {k: (graded[k], own[k]) for k in ALIKE if graded[k] != own[k]}
+    assert not differ, differ
+    # Set as the learner's pytest sets them (worker._settings_of_a_pytest_run), not as a bare python has them.
+    assert graded["faulthandler"] and graded["gc"] == [True, [10000, 10, 10], True]
+    assert graded["excepthook"] == [True, False, False] and graded["dont_write_bytecode"] is False
+    # KNOWN GAPS. pytest does not run in the box's process (loading it would make each worker's start
+    # about three times as long, benchmarks/worker_start.py): its output capture is missing, so stdin is
+    # /dev/null, stdout and stderr are the worker's pipes (wrapped by worker._Capped, which keeps the
+    # judge's share of the output), not pytest's capture files.
+    assert graded["stdio_types"] == ["TextIOWrapper", "_Capped", "_Capped"] != own["stdio_types"]
+    assert graded["fds"]["std"][1:] == ["pipe", "pipe"]
+    # The worker is started with `python -c` (its command line names the worker and the box's folder):
+    # sys.orig_argv and /proc/self/cmdline say so, where sys.argv looks like pytest's; its parent is bwrap.
+    assert graded["orig_argv"][1] == graded["cmdline"][1] == "-c" != own["orig_argv"][1]
+    assert graded["parent"][0] == "bwrap"
+    # The box's caps are its isolation: CPU seconds, address space, file size and processes are limited.
+    limits = graded["rlimits"]
+    assert all(limits[n][0] != -1 for n in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")), limits
+    # A seccomp filter (the box's, and the kernel trace's strace --seccomp-bpf) with no_new_privs.
+    assert graded["status"]["Seccomp"] == "2" and graded["status"]["NoNewPrivs"] == "1"
+    # A cgroup namespace of its own (every line names the root), and the box's mounts.
+    assert all(line.endswith(":/") for line in graded["cgroup"].splitlines()), graded["cgroup"]
 
 
 LINE = re.compile(r"^V w=(\S+) d=(\S+) v=(\S+) o=(\d{4})$", re.M)

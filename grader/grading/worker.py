@@ -701,6 +701,26 @@ def _looks_like_pytest() -> None:
     sys.argv = [os.path.join(os.path.dirname(spec.origin), "__main__.py") if spec and spec.origin else "pytest"]
 
 
+def _settings_of_a_pytest_run() -> None:
+    """What a learner's own ``pytest exercises/levelN`` has set by the time their code runs, set here the
+    same way, so that none of it tells a graded call from a call in their own run (each changes nothing
+    the code does): pytest's faulthandler writes a crash's stack to stderr, its hooks take exceptions
+    raised in threads and unraisable ones (here they hand them to Python's own), and the kit's plugin
+    freezes what was loaded and collects the youngest objects every 10,000 (grader.faces.plugin)."""
+    import faulthandler
+    import functools
+    import gc
+    faulthandler.enable()
+    threading.excepthook = functools.partial(_pass_on, threading.__excepthook__)
+    sys.unraisablehook = functools.partial(_pass_on, sys.__unraisablehook__)
+    gc.freeze()
+    gc.set_threshold(10000, 10, 10)
+
+
+def _pass_on(hook: Any, what: Any) -> None:
+    hook(what)
+
+
 def serve(folder: str, bytes_from_kernel: bool = False) -> None:
     session = Session(folder, bytes_from_kernel)
     if bytes_from_kernel:
@@ -770,6 +790,7 @@ def main(argv: Optional[list] = None) -> None:
     # away; byte-code caches are left out of both accounts (kernel_trace._left_out, recorder._ignored).
     sys.addaudithook(_audit)
     _looks_like_pytest()
+    _settings_of_a_pytest_run()
     if options.get("pytest"):
         # Set before the fork server starts, as pytest sets it before it imports anything: a fresh
         # child imports the learner's file with it, as in the learner's own run.
