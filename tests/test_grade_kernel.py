@@ -76,9 +76,9 @@ def _pytest_score(folder: Path, level: int) -> tuple:
 # by design where the kernel's account says more; pytest then says what it could not see.
 APART = {
     "another_program_renames_the_temp": (10.0, 0.0),
-    # cp's bytes are copied inside the kernel (copy_file_range): strace prints none, so no face can
-    # rebuild them and both refuse the run; its true verdict, in place, is 6 of 10 (a known gap).
-    "another_program_copies_in_place": (0.0, 0.0),
+    # cp's bytes are copied inside the kernel (copy_file_range): strace prints none, but the trace
+    # wrote the source itself, so the judge knows them; its true verdict, in place, is 6 of 10.
+    "another_program_copies_in_place": (6.0, 0.0),
 }
 
 
@@ -185,6 +185,23 @@ def test_writes_by_another_program_are_judged_from_the_kernel_and_pytest_says_it
         for words in ("started another program", "a route the recorder does not see", "crashcourse grade",
                       "the kernel's own account"):
             assert words in own.stdout, (name, words, own.stdout[-3000:])
+
+
+# Copies made inside the kernel from a file the code wrote itself (os.sendfile, os.copy_file_range; cp
+# above): strace prints none of their bytes, the trace's own account of the source gives them.
+# name -> the score both faces give (the correct ones, into a temp file, are among the VERDICT: pass).
+IN_KERNEL = {"sendfile_over_the_checkpoint": 6.0}
+
+
+def test_a_copy_made_inside_the_kernel_is_judged_by_the_bytes_it_moved(graded):
+    level, subs, report = graded
+    if level != 2:
+        pytest.skip("level-2 cases")
+    for name, score in IN_KERNEL.items():
+        got = report[name]
+        assert got["score"] == score and kernel_trace.MISMATCH not in _failures(got), (name, _failures(got))
+        assert "PARSE" in _failures(got), (name, _failures(got))
+        assert _pytest_score(subs / name, level)[0] == score, name
 
 
 def test_the_corpus_is_what_the_test_says(graded):

@@ -522,3 +522,38 @@ def test_the_cap_counts_all_but_the_workers_messages_to_the_judge(tmp_path):
     finally:
         os.close(judge_r)
         os.close(judge_w)
+
+
+def test_a_copy_inside_the_kernel_takes_its_bytes_from_what_the_trace_wrote(trace):
+    # strace prints no byte of a sendfile or copy_file_range; where the trace wrote the source itself
+    # (made empty, then written whole), the copy's bytes are read from that. Anything the trace cannot
+    # follow (a file that was there before, a shared map of it) leaves the copy without bytes, as before.
+    stage, tmp, old, mapped = ("/box/home/ck/stage", "/box/home/ck/checkpoint.json.tmp", "/box/home/ck/old",
+                               "/box/home/ck/mapped")
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/stage")}", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3<{hx(stage)}>',
+        f'10 write(3<{hx(stage)}>, "{hx("hello world")}", 11) = 11',
+        f'10 pwrite64(3<{hx(stage)}>, "{hx("W")}", 1, 6) = 1',
+        f'10 close(3<{hx(stage)}>) = 0',
+        f'10 rename("{hx("ck/stage")}", "{hx("ck/staged")}") = 0',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/staged")}", O_RDONLY) = 4<{hx("/box/home/ck/staged")}>',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/checkpoint.json.tmp")}", O_WRONLY|O_CREAT|O_TRUNC, 0666) '
+        f'= 5<{hx(tmp)}>',
+        # from the source's position (0, moved to 5), then at offsets of its own (which move nothing)
+        f'10 copy_file_range(4<{hx("/box/home/ck/staged")}>, NULL, 5<{hx(tmp)}>, NULL, 5, 0) = 5',
+        f'10 sendfile(5<{hx(tmp)}>, 4<{hx("/box/home/ck/staged")}>, [5] => [11], 6) = 6',
+        f'10 copy_file_range(4<{hx("/box/home/ck/staged")}>, NULL, 5<{hx(tmp)}>, [20], 3, 0) = 3',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/old")}", O_RDONLY) = 6<{hx(old)}>',
+        f'10 sendfile(5<{hx(tmp)}>, 6<{hx(old)}>, NULL, 4) = 4',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/mapped")}", O_RDWR|O_CREAT|O_TRUNC, 0666) = 7<{hx(mapped)}>',
+        f'10 write(7<{hx(mapped)}>, "{hx("abcd")}", 4) = 4',
+        f'10 mmap(NULL, 4, PROT_READ|PROT_WRITE, MAP_SHARED, 7<{hx(mapped)}>, 0) = 0x7f0000000000',
+        f'10 copy_file_range(7<{hx(mapped)}>, [0], 5<{hx(tmp)}>, NULL, 4, 0) = 4',
+    ])
+    copies = [op for _, op in trace.ops if op.kind == "write" and op.api in ("sendfile", "copy_file_range")]
+    assert [(op.data, op.offset, "cut" in op.flags) for op in copies] == [
+        (b"hello", 0, False), (b" World", 5, False),
+        (b" Wo", 20, False),  # the source's position is still 5 (sendfile's own offset moved nothing)
+        (b"", 11, True),   # a file that was there before the trace: its bytes are unknown
+        (b"", 15, True),   # a file mapped for writing: its bytes may have changed with no call to show it
+    ]

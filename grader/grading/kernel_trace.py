@@ -30,9 +30,10 @@ What the trace cannot see, and is refused when it touches a watched folder, with
 stores are not), and a symbolic link (the crash models do not follow links); io_uring, which
 changes files with no system call per change, is refused outright (the tracer makes
 ``io_uring_setup`` fail, and a run that tried is not graded). Bytes copied inside the kernel
-(``sendfile``, ``copy_file_range``) are not printed by strace: their sizes and offsets are the
-kernel's, their bytes the recorder's, and the replay is compared with the files on disk after each
-call. A path argument is resolved when the judge reads the trace (a moment after the call): a link
+(``sendfile``, ``copy_file_range``) are not printed by strace: they are read from the trace's own
+account of the source (:class:`_Contents`) when it wrote that file itself; else their sizes and
+offsets are the kernel's, their bytes the recorder's, and the replay is compared with the files on
+disk after each call. A path argument is resolved when the judge reads the trace (a moment after the call): a link
 made and removed between two messages of the worker may be missed, and the replay's comparison
 with the disk then reports the difference.
 
@@ -198,6 +199,117 @@ def problem() -> Optional[str]:
     return _problem
 
 
+class _Held:
+    """One file's bytes as the trace itself shows them, or None where it cannot tell."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Optional[bytearray]):
+        self.data = data
+
+
+class _Contents:
+    """What each file holds, as far as the trace alone can say: a file it saw made empty (created or
+    opened with O_TRUNC) and then changed only by calls whose bytes strace printed whole. A copy made
+    inside the kernel (``sendfile``, ``copy_file_range``: strace prints none of its bytes) takes its
+    bytes from here when its source is such a file, as when a program writes a temp file and has
+    ``cp`` copy it. Anything else the trace cannot follow (a mapped file, a write cut short, a file
+    that was there before) makes the file unknown, and its copies stay without bytes, as before.
+    What is held is capped (:data:`HELD_CAP`): past it, nothing more is learnt.
+    """
+
+    def __init__(self) -> None:
+        self.by_path: dict = {}     # path -> _Held, under the names files have now
+        self.by_handle: dict = {}   # handle -> _Held: which file a descriptor's writes change
+        self.held = 0               # bytes held and bytes handed out as copies, together
+
+    def opened(self, path: str, handle: int, flags: str, is_dir: Optional[bool]) -> None:
+        if is_dir:
+            return
+        held = self.by_path.get(path)
+        if "O_TMPFILE" in flags:  # a new file with no name yet: its directory is the path
+            held, path = _Held(bytearray()), None
+        elif "O_TRUNC" in flags or "O_CREAT" in flags and "O_EXCL" in flags:
+            if held is None:
+                held = _Held(None)
+            held.data = bytearray()  # emptied (or made) by this open, for every name and descriptor it has
+        elif held is None:
+            held = _Held(None)  # there before the trace began, or made without a word the trace keeps
+        if path is not None:
+            self.by_path[path] = held
+        self.by_handle[handle] = held
+
+    def wrote(self, handle: Optional[int], offset: int, data: bytes, whole: bool) -> None:
+        held = self.by_handle.get(handle)
+        if held is None or held.data is None:
+            return
+        if not whole or offset < 0 or self.held + len(data) > HELD_CAP:
+            held.data = None
+            return
+        end = offset + len(data)
+        if offset > len(held.data):
+            held.data.extend(bytes(offset - len(held.data)))
+        held.data[offset:end] = data
+        self.held += len(data)
+
+    def at_end(self, handle: Optional[int]) -> int:
+        """Where an appending descriptor's next write lands, or -1 if the file is unknown."""
+        held = self.by_handle.get(handle)
+        return len(held.data) if held is not None and held.data is not None else -1
+
+    def truncated(self, size: int, handle: Optional[int] = None, path: Optional[str] = None) -> None:
+        held = self.by_handle.get(handle) if handle is not None else self.by_path.get(path)
+        if held is not None and held.data is not None:
+            if size > len(held.data) + HELD_CAP - self.held:
+                held.data = None
+            elif size < len(held.data):
+                del held.data[size:]
+            else:
+                held.data.extend(bytes(size - len(held.data)))
+
+    def lost(self, handle: Optional[int] = None, path: Optional[str] = None) -> None:
+        """The trace cannot follow what happens to this file from now on (a shared, writable map)."""
+        held = self.by_handle.get(handle) if handle is not None else self.by_path.get(path)
+        if held is not None:
+            held.data = None
+
+    def renamed(self, source: str, dest: str, link: bool = False) -> None:
+        """A rename or a hard link (of a file, or a folder and everything under it)."""
+        inside = source + os.sep
+        moved = {p: h for p, h in self.by_path.items() if p == source or p.startswith(inside)}
+        for gone in [p for p in self.by_path if p == dest or p.startswith(dest + os.sep)]:
+            del self.by_path[gone]
+        for p, h in moved.items():
+            if not link:
+                del self.by_path[p]
+            self.by_path[dest + p[len(source):]] = h
+
+    def linked(self, handle: int, dest: str) -> None:
+        """A file opened with O_TMPFILE given its name."""
+        if handle in self.by_handle:
+            self.by_path[dest] = self.by_handle[handle]
+
+    def removed(self, path: str) -> None:
+        inside = path + os.sep
+        for gone in [p for p in self.by_path if p == path or p.startswith(inside)]:
+            del self.by_path[gone]
+
+    def copied(self, handle: Optional[int], offset: Optional[int], size: int) -> Optional[bytes]:
+        """The ``size`` bytes at ``offset`` of the file behind ``handle``, or None if the trace cannot say."""
+        held = self.by_handle.get(handle)
+        if held is None or held.data is None or offset is None or offset < 0 or size < 0 \
+                or offset + size > len(held.data) or self.held + size > HELD_CAP:
+            return None
+        self.held += size
+        return bytes(held.data[offset:offset + size])
+
+
+# The most bytes the judge holds to give in-kernel copies their bytes (the files' copies, and the
+# copies handed out), beside what the trace itself carries: a box that copies a file again and
+# again cannot make the judge hold more.
+HELD_CAP = 16 * 1024 * 1024
+
+
 class KernelTrace:
     """One worker's strace output, read as it grows, turned into :class:`~grader.engine.ops.Op`.
 
@@ -239,6 +351,7 @@ class KernelTrace:
         # Folders the trace saw made (mkdir), under the names they have now: a folder made, fsynced and
         # renamed into place is no longer where it was made by the time the judge could look.
         self.made_dirs: set = set()
+        self.contents = _Contents()  # the bytes of files the trace itself wrote, for in-kernel copies
         self.links: Optional[bool] = None  # whether a symbolic link may be under root (see _path)
         self.root = os.path.realpath(scratch)  # the box's own folder: bound at the same path inside
         self.pool: list = []  # this call's kernel operations no recorded one has claimed yet (see settle)
@@ -576,6 +689,7 @@ class KernelTrace:
             return  # (_mapped looked for these words anywhere in the line; here, in their arguments)
         fd, path = _annotation(args[4])
         entry = self.fds.get(fd)
+        self.contents.lost(handle=entry[2] if entry is not None else None, path=None if entry is not None else path)
         self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
 
     def _call(self, pid: str, name: str, args: list, ret: int, ret_path: Optional[str]) -> None:
@@ -604,6 +718,7 @@ class KernelTrace:
         handle = next(_HANDLES)
         is_dir = self._is_dir(path, flags)
         self._opened(c.ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir])
+        self.contents.opened(path, handle, flags, is_dir)
         if writable and not is_dir:
             self._emit("open", api=c.name, path=path, handle=handle,
                        flags=frozenset(v for k, v in _OPEN_FLAGS.items() if k in flags))
@@ -626,7 +741,14 @@ class KernelTrace:
             return  # a pipe, a socket, a terminal: nothing a crash leaves on disk (/dev/shm holds files)
         data, cut = _WRITTEN[c.name](c.args)
         entry = self.fds.get(fd)
+        if c.name in _COPY_SOURCE:
+            copied = self._copied_bytes(c)
+            if copied is not None:
+                data, cut = copied, False
         offset = self._write_offset(c, entry)
+        if entry is not None:
+            self.contents.wrote(entry[2], offset if offset >= 0 or entry[3] is not None else
+                                self.contents.at_end(entry[2]), data[:c.ret], not cut and len(data) >= c.ret)
         # Named by the path it was opened at (the recorder's convention too): the handle says which
         # file it is, whatever it has been renamed to since.
         flags = {"cut"} if cut else set()
@@ -635,10 +757,28 @@ class KernelTrace:
         self._emit("write", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
                    offset=offset, data=data[:c.ret], size=c.ret, flags=frozenset(flags))
 
+    def _copied_bytes(self, c: "_Syscall") -> Optional[bytes]:
+        """The bytes an in-kernel copy moved, read from what the trace says its source holds (None:
+        it cannot say). The source's position moves as the kernel moves it, unless an offset was given."""
+        at, offset_at = _COPY_SOURCE[c.name]
+        entry = self.fds.get(_annotation(c.args[at])[0])
+        if entry is None:
+            return None
+        given = c.args[offset_at].strip()
+        if given.startswith("["):  # an offset of its own: `[6]`, or `[6] => [9]` as sendfile prints it
+            offset: Optional[int] = int(given[1:given.index("]")])
+        else:
+            offset = entry[3]
+            if entry[3] is not None:
+                entry[3] += c.ret
+        return self.contents.copied(entry[2], offset, c.ret)
+
     def _write_offset(self, c: "_Syscall", entry: Optional[list]) -> int:
         """Where a write lands: a pwrite's own offset; else the descriptor's position, which the write
         moves (pwritev2's offset -1 means that too); -1 when the position is unknown (at the end)."""
         at = _OFFSET_ARG.get(c.name)
+        if c.name == "copy_file_range" and c.args[3].strip().startswith("["):
+            return int(c.args[3].strip()[1:c.args[3].strip().index("]")])  # its own offset: the position stays
         offset = -1 if at is None else int(c.args[at])
         if offset == -1 and (at is None or c.name == "pwritev2") and entry is not None and entry[3] is not None:
             offset = entry[3]
@@ -656,10 +796,13 @@ class KernelTrace:
 
     def _ftruncate(self, c: "_Syscall") -> None:
         path, handle = self._fd_target(c.args[0])
+        self.contents.truncated(int(c.args[1]), handle=handle, path=path)
         self._emit("truncate", api=c.name, path=path, handle=handle, size=int(c.args[1]))
 
     def _truncate(self, c: "_Syscall") -> None:
-        self._emit("truncate", api=c.name, path=self._path(c.pid, c.args[0]), size=int(c.args[1]))
+        path = self._path(c.pid, c.args[0])
+        self.contents.truncated(int(c.args[1]), path=path)
+        self._emit("truncate", api=c.name, path=path, size=int(c.args[1]))
 
     def _rename_or_link(self, c: "_Syscall") -> None:
         source, dest = self._path(c.pid, c.args[0]), self._path(c.pid, c.args[1])
@@ -671,6 +814,7 @@ class KernelTrace:
         if c.name == "linkat" and by_fd and int(by_fd.group(1)) in self.fds:
             # linkat of an open (O_TMPFILE) file by descriptor: the handle says which file
             entry = self.fds[int(by_fd.group(1))]
+            self.contents.linked(entry[2], self._at(c, 2))
             self._emit("link", api=c.name, path=entry[0], dest=self._at(c, 2), handle=entry[2],
                        flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0] else frozenset())
             return
@@ -680,6 +824,11 @@ class KernelTrace:
         kind = "rename" if c.name.startswith("rename") else "link"
         if kind == "rename":
             self._moved(source, dest)
+        if "RENAME_EXCHANGE" in c.args[-1]:
+            self.contents.lost(path=source)  # two names traded: neither is followed from here
+            self.contents.lost(path=dest)
+        else:
+            self.contents.renamed(source, dest, link=kind == "link")
         self._emit(kind, api=c.name, path=source, dest=dest)
 
     def _name_changed(self, c: "_Syscall") -> None:
@@ -688,6 +837,8 @@ class KernelTrace:
         path = self._at(c, 0) if at else self._path(c.pid, c.args[0])
         base = c.name[:-2] if at else c.name
         (self.made_dirs.add if base == "mkdir" else self.made_dirs.discard)(path)
+        if base != "mkdir":
+            self.contents.removed(path)
         kind = "rmdir" if c.name == "unlinkat" and "AT_REMOVEDIR" in c.args[2] else base
         self._emit(kind, api=c.name, path=path)
 
@@ -795,6 +946,8 @@ _WRITTEN = {
     # Copied inside the kernel: strace prints none of the bytes.
     "sendfile": lambda args: (b"", True), "copy_file_range": lambda args: (b"", True),
 }
+# An in-kernel copy's source: (its descriptor's argument, its offset's argument: NULL for the position).
+_COPY_SOURCE = {"sendfile": (1, 2), "copy_file_range": (0, 1)}
 # Where a positioned write's offset argument is (the others write at the descriptor's position).
 _OFFSET_ARG = {"pwrite64": -1, "pwritev": -1, "pwritev2": -2}
 # An open's flags as the replay names them.

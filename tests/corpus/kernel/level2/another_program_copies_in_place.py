@@ -1,10 +1,10 @@
 """VERDICT: fail PARSE
 
 Writes the temp file from Python, then has `cp` copy it over checkpoint.json: cp empties the old
-file and copies the bytes in, so a kill mid-copy tears it. The kernel trace sees cp's opens and the
-sizes of its copy_file_range, but strace prints no bytes of a copy made inside the kernel, and no
-recorder saw them, so the replay disagrees with the disk: both faces score 0 (refused as unseen),
-not the 6 an in-place save earns. A known gap, kept so that a fix shows.
+file and copies the bytes in, so a kill mid-copy tears it. strace prints no bytes of a copy made
+inside the kernel (cp uses copy_file_range), but the trace itself wrote the source file, so the
+judge knows what it held and what the copy moved: grade scores it as the in-place save it is, 6 of
+10. A learner's own pytest cannot follow another program, and says so (0).
 """
 import json
 import os
