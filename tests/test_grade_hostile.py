@@ -137,6 +137,8 @@ EXPECTED = {
     # ... and not in pytest: a test's variable is set, pytest is not loaded (loading it would make each
     # worker's start about three times as long). Its own pytest gives 6 (test_a_known_gap_...).
     "saves_well_where_pytest_is_not_loaded": ("passed", 10.0, None),
+    # ... and the code's callers are the worker's frames, its module in sys.modules.
+    "saves_well_when_the_worker_calls_it": ("passed", 10.0, None),
     # What the box is made of: a seccomp filter with no_new_privs (bubblewrap's, and strace
     # --seccomp-bpf for the kernel trace), capped CPU time and address space (its isolation), a worker
     # started with `python -c` (sys.orig_argv, /proc/self/cmdline), a pid namespace (pid 2, the fresh
@@ -380,8 +382,10 @@ def test_its_own_pytest_gives_what_grade_gives(batch, student, tmp_path):
 def test_a_known_gap_its_own_pytest_does_not_share(batch, tmp_path):
     """A loop keyed on a sign only grade's box gives saves in place under its own pytest (6, PARSE), where
     grade gives it 10 (EXPECTED above): the two faces differ, which is what the gap is."""
-    score, failing, text = _own_pytest(CORPUS / "saves_well_where_pytest_is_not_loaded.py", tmp_path)
-    assert score == 6.0 and "PARSE" in text, text[-3000:]
+    for name in ("saves_well_where_pytest_is_not_loaded", "saves_well_when_the_worker_calls_it"):
+        (tmp_path / name).mkdir()
+        score, failing, text = _own_pytest(CORPUS / f"{name}.py", tmp_path / name)
+        assert score == 6.0 and "PARSE" in text, (name, text[-3000:])
 
 
 def test_a_write_its_own_pytest_cannot_see_is_told_as_such(tmp_path):

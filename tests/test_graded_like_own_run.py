@@ -129,6 +129,13 @@ def _signs():
         data = f.read()
     out["nice"] = data[data.rindex(")") + 2:].split()[16]
     out["cpus"] = len(os.sched_getaffinity(0))
+    out["grader_modules"] = sorted(m for m in sys.modules if m == "grader" or m.startswith("grader."))
+    out["harness_modules"] = sorted(m for m in ("pytest", "_pytest", "pluggy", "hypothesis") if m in sys.modules)
+    frame, callers = sys._getframe(1), []
+    while frame is not None:
+        callers.append(frame.f_globals.get("__name__", "?"))
+        frame = frame.f_back
+    out["callers"] = callers
     return out
 
 
@@ -358,6 +365,14 @@ def test_smaller_signs_under_grade_and_under_its_own_pytest(tmp_path):
     assert graded["status"]["Seccomp"] == "2" and graded["status"]["NoNewPrivs"] == "1"
     # A cgroup namespace of its own (every line names the root), and the box's mounts.
     assert all(line.endswith(":/") for line in graded["cgroup"].splitlines()), graded["cgroup"]
+    # Whose process it is: both have the grader loaded (the level's tests import it), but not the same
+    # part of it. Grade's worker has grader.grading.worker and no pytest, pluggy or Hypothesis, and calls
+    # the code from its own frames; the learner's pytest has pytest's and the kit's plugin, and calls
+    # it from the crash engine below a test function. Each set says which process it is.
+    assert "grader.grading.worker" in graded["grader_modules"] and "grader.grading.worker" not in own["grader_modules"]
+    assert "grader.faces.plugin" in own["grader_modules"] and "grader.faces.plugin" not in graded["grader_modules"]
+    assert graded["harness_modules"] == [] and "pytest" in own["harness_modules"]
+    assert graded["callers"][1] == "grader.grading.worker" and "_pytest.runner" in own["callers"]
 
 
 LINE = re.compile(r"^V w=(\S+) d=(\S+) v=(\S+) o=(\d{4})$", re.M)
