@@ -149,7 +149,49 @@ EXPECTED = {
     "saves_well_with_a_low_pid": ("passed", 10.0, None),
     # A 40 MB exception message: cut to a size a report holds, and the batch goes on.
     "raises_a_huge_message": ("failed", 0.0, "RuntimeError: disk on fire xxx"),
+    # Wrong saves that change checkpoint.json in place by a route the trace did not follow, then save the
+    # honest way so that the files agree with the replay after every call: each earned 10 before its route
+    # was refused or followed. Calls the crash states cannot be rebuilt from fail as a kernel or file system
+    # without them fails them (openat2, native AIO, fallocate: kernel_trace.ALSO_REFUSED, and the box's
+    # seccomp filter), and the loop stops on that error; bytes spliced into the folder from a pipe (which no
+    # account holds) and a shared map of a file open for writing (mprotect makes it writable unseen) are
+    # refused, with why; sendfile and copy_file_range from a file the trace saw written take its bytes,
+    # so their torn crash states are seen (5); a child's chdir no longer moves the parent's relative
+    # paths, so the truncate is a crash point (6 of 10, as any in-place save).
+    "truncates_through_openat2": ("failed", 0.0, "openat2: Function not implemented"),
+    "overwrites_by_native_aio": ("failed", 0.0, "io_setup: Function not implemented"),
+    "punches_holes": ("failed", 0.0, "fallocate: Operation not supported"),
+    "overwrites_by_splice": ("failed", 0.0, "with splice, which copies them inside the kernel"),
+    "overwrites_by_sendfile": ("failed", 5.0, "after sendfile of 64 bytes"),
+    "overwrites_by_copy_file_range": ("failed", 5.0, "after copy_file_range of 64 bytes"),
+    "overwrites_through_mprotect": ("failed", 0.0, "shared from a descriptor open for writing"),
+    "truncates_after_a_childs_chdir": ("failed", 6.0, "after os.truncate of"),
+    # KNOWN GAP, held at today's verdict so a change shows: the same truncate from a second child, made
+    # before the tracer printed its fork, while the first child sits in /. In a box a clone returns the
+    # child's id in the box's pid namespace, so the trace cannot say whose child it is, and its folder is a
+    # guess (the last one any process moved to: /), so the truncate lands outside the folder and the honest
+    # save after it earns 10 (true verdict: 6). strace's --pidns-translation would name the parent, but cost
+    # the fork bomb 2 s more (README, known limits).
+    "truncates_from_a_second_child": ("passed", 10.0, None),
+    # Routes the trace already followed: a descriptor handed over a Unix socket (its in-place writes are
+    # crash points: 6), renameat2's RENAME_NOREPLACE after removing the checkpoint (a kill between leaves
+    # none: what w27 earns), RENAME_EXCHANGE (correct: the two names trade files in one step, and the
+    # replay swaps them), sockets bound in its folder (names no call of the trace made; the judge's walk of
+    # the folder stays cheap), a disk filled by sendfile outside the folder (held by the box's folder's
+    # size), a hunt for secrets (nothing found), a forged frame on its pipes (its own run breaks).
+    "writes_through_a_passed_descriptor": ("failed", 6.0, "PARSE"),
+    "removes_then_renames_noreplace": ("failed", 6.0, "TRACE"),
+    "exchanges_into_place": ("passed", 10.0, None),
+    "binds_sockets_in_its_folder": ("passed", 10.0, None),
+    "allocates_its_disk": ("passed", 10.0, None),
+    "hunts_secrets": ("passed", 10.0, None),
+    "writes_junk_to_the_judges_pipe": ("error", 0.0, "the process running your code sent the grader"),
 }
+# Verdicts that hold only where the kernel trace is taken (without strace the recorder alone is believed).
+TRACED = ("overwrites_by_splice", "overwrites_by_sendfile", "overwrites_by_copy_file_range",
+          "overwrites_through_mprotect", "truncates_after_a_childs_chdir", "truncates_from_a_second_child",
+          "writes_through_a_passed_descriptor",
+          "exchanges_into_place")
 # floods_the_trace races a cap on size against a limit on time: unloaded, its 100 MiB cost the tracer
 # and the box about 1 s of CPU before the trace reaches its cap, well within the 5 s one call of the
 # learner's code may take (a wall-clock limit: it must stop a sleep that costs no CPU). On a machine
@@ -185,6 +227,10 @@ if not _process_cap():
     # runs as the host's uid 0, to which the kernel never applies RLIMIT_NPROC; without a cgroup
     # the fork bomb is then not held back (the box still ends it). The batch's notes say so.
     EXPECTED["fork_bomb"] = ("error", 0.0, "ESCAPED: started 400 processes")
+if os.geteuid() != 0:
+    # Known limit (README): graded as an ordinary user, a box's folder is on the disk, with only the cap on
+    # one file, so copies made inside the kernel (no byte of them in the trace) can fill it.
+    EXPECTED["allocates_its_disk"] = ("failed", 0.0, "ESCAPED: filled")
 if kernel_trace.problem():
     # Where the judge would lay that crash state out (a second run after the crash), it refuses
     # (grader.engine.layout), and every test reading that run fails. The generated conversations are
@@ -330,7 +376,7 @@ def test_each_submission_earns_what_its_code_earns(batch, student):
     status, score, words = EXPECTED[student]
     if student in ("forges_recorded_ops", "forges_written_bytes", "kills_its_tracer", "floods_the_trace",
                    "writes_through_ctypes", "saves_in_a_forked_child", "saves_well_only_when_watched",
-                   "saves_well_on_any_sign_of_a_recorder") \
+                   "saves_well_on_any_sign_of_a_recorder") + TRACED \
             and kernel_trace.problem():
         pytest.skip(f"no kernel trace here: {kernel_trace.problem()}; the forged operations are believed")
     got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
@@ -412,7 +458,7 @@ def test_an_odd_folder_is_graded_or_refused_with_a_reason(batch, student):
 @pytest.mark.bubblewrap
 def test_no_attack_reports_an_escape(batch):
     for s in batch["report"]["submissions"]:
-        if EXPECTED.get(s["id"], ("",))[0] == "error" and "ESCAPED" in (EXPECTED[s["id"]][2] or ""):
+        if "ESCAPED" in (EXPECTED.get(s["id"], ("", 0, ""))[2] or ""):
             continue  # a known limit, expected above
         text = (s["error"] or "") + "\n".join(t["output"] for t in s["tests"])
         assert "ESCAPED" not in text, (s["id"], text[:1500])
@@ -745,3 +791,30 @@ def test_a_box_with_a_uid_of_its_own_starts_through_setpriv_from_the_stage(monke
     monkeypatch.setattr(bubblewrap, "STAGES", (str(tmp_path), "/tmp"))
     monkeypatch.setattr(bubblewrap.shutil, "which", lambda name: str(tmp_path / "bin" / name))
     assert bubblewrap._stage_place() == "/tmp"
+
+
+@pytest.mark.bubblewrap
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="system call numbers for x86-64")
+def test_a_box_answers_the_calls_no_account_can_follow_as_a_kernel_without_them(tmp_path):
+    """Without any tracer, the box's own seccomp filter fails openat2 (ENOSYS), io_setup (ENOSYS) and
+    fallocate (EOPNOTSUPP), and still refuses a symbolic link (EPERM); everything else runs."""
+    if bubblewrap.check() is not None:
+        pytest.skip(f"no bubblewrap box here: {bubblewrap.check()}")
+    code = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); libc.syscall.restype = ctypes.c_long\n"
+            "out = []\n"
+            "for nr, args in ((437, (ctypes.c_long(-100), b'x', None, ctypes.c_long(24))), (206, (8, None)),\n"
+            "                 (285, (0, 0, 0, 1)), (88, (b'a', b'b')), (39, ())):\n"
+            "    r = libc.syscall(ctypes.c_long(nr), *args)\n"
+            "    out.append(str(ctypes.get_errno() if r < 0 else 0))\n"
+            "print(' '.join(out))\n")
+    fd = bubblewrap.seccomp_fd()
+    limits = bubblewrap.Limits()
+    try:
+        cmd = bubblewrap.command(str(tmp_path), [sys.executable, "-I", "-S", "-c", code], cwd=str(tmp_path),
+                                 limits=limits, seccomp_fd=fd)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, pass_fds=(fd,),
+                              env=sandbox.scrubbed_env(str(tmp_path), "t"))
+    finally:
+        os.close(fd)
+    assert done.stdout.split() == [str(errno.ENOSYS), str(errno.ENOSYS), str(errno.EOPNOTSUPP), str(errno.EPERM),
+                                   "0"], done.stdout + done.stderr

@@ -198,7 +198,8 @@ def test_a_claimed_o_sync_buys_nothing(trace):
 
 def test_a_claimed_os_sync_must_be_one_the_kernel_saw(trace):
     """os.sync() makes every file durable for the power-cut models, so one that never happened is a lie."""
-    feed(trace, ["10 sync() = 0", "10 syncfs(3</box/home/ck>) = 0"])
+    # (a syncfs counts as sync when it names the box's own file system: its folder, the trace's root)
+    feed(trace, ["10 sync() = 0", f"10 syncfs(3<{trace.root}/ck>) = 0"])
     kernel = trace.take(10)
     assert [op.kind for op in kernel] == ["sync", "sync"]
     assert reconcile([Op(0, "sync", api="os.sync"), Op(1, "sync", api="os.syncfs")], kernel, ["/box/home/ck"])[1] is None
@@ -557,3 +558,121 @@ def test_a_copy_inside_the_kernel_takes_its_bytes_from_what_the_trace_wrote(trac
         (b"", 11, True),   # a file that was there before the trace: its bytes are unknown
         (b"", 15, True),   # a file mapped for writing: its bytes may have changed with no call to show it
     ]
+
+
+@needs_strace
+@pytest.mark.strace
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="system call numbers for x86-64")
+def test_calls_the_crash_states_cannot_follow_fail_as_on_a_kernel_without_them(tmp_path):
+    """openat2 (which can truncate), native AIO (writes with no write call) and fallocate (holes, zeroed
+    ranges) fail under the tracer as a kernel or file system without them fails them; Python's own
+    posix_fallocate then writes its zeros itself, where the trace sees them."""
+    code = """import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+class How(ctypes.Structure):
+    _fields_ = [('flags', ctypes.c_uint64), ('mode', ctypes.c_uint64), ('resolve', ctypes.c_uint64)]
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{}')
+how = How(os.O_WRONLY | os.O_TRUNC, 0, 0)
+said = []
+r = libc.syscall(ctypes.c_long(437), ctypes.c_long(-100), b'ck/checkpoint.json', ctypes.byref(how), ctypes.c_long(24))
+said.append((r, ctypes.get_errno()))
+ctx = ctypes.c_ulong(0)
+said.append((libc.syscall(ctypes.c_long(206), ctypes.c_long(8), ctypes.byref(ctx)), ctypes.get_errno()))
+libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+fd = os.open('ck/checkpoint.json', os.O_RDWR)
+said.append((libc.fallocate(fd, 3, 0, 2), ctypes.get_errno()))
+os.posix_fallocate(fd, 0, 4096)
+os.close(fd)
+assert said == [(-1, errno.ENOSYS), (-1, errno.ENOSYS), (-1, errno.EOPNOTSUPP)], said
+assert open('ck/checkpoint.json').read(2) == '{}'
+"""
+    ops = _traced(tmp_path, code)
+    ck = str(tmp_path / "ck" / "checkpoint.json")
+    assert (tmp_path / "ck" / "checkpoint.json").stat().st_size == 4096
+    zeros = [op for op in ops if op.kind == "write" and op.path == ck and op.data == b"\0"]
+    assert zeros, "posix_fallocate's own zeros are in the trace"
+    assert final_listing(ops, {}, str(tmp_path / "ck"))["checkpoint.json"][:2] == b"{}"
+
+
+@needs_strace
+@pytest.mark.strace
+@pytest.mark.parametrize("how, words", [
+    ("import mmap\nm = mmap.mmap(fd, 2, access=mmap.ACCESS_READ)\nm.close()",
+     "shared from a descriptor open for writing"),
+])
+def test_a_read_only_shared_map_of_a_writable_file_is_refused(tmp_path, how, words):
+    """mprotect (not traced) can make a shared map writable when its file was opened for writing."""
+    test_what_the_trace_cannot_follow_in_the_folder_is_refused_with_a_reason(tmp_path, how, words)
+
+
+@needs_strace
+@pytest.mark.strace
+@pytest.mark.parametrize("call", ["os.splice(r, fd, 2, offset_dst=0)", "os.sendfile(fd, src, 0, 2)",
+                                  "os.copy_file_range(src, fd, 2, 0, 0)"])
+def test_bytes_copied_inside_the_kernel_into_the_folder_are_refused(tmp_path, call):
+    """splice, sendfile and copy_file_range: strace counts their bytes but prints none. From a pipe, or
+    from a file the trace did not see written (there before it began), the crash states cannot hold them;
+    with no word of shutil's (which gives a copy's bytes), the run is refused."""
+    (tmp_path / "src").write_bytes(b"{}")
+    code = f"""import os
+os.mkdir('ck')
+src = os.open('src', os.O_RDONLY)
+r, w = os.pipe()
+os.write(w, b'{{}}')
+fd = os.open('ck/checkpoint.json', os.O_WRONLY | os.O_CREAT)
+{call}
+"""
+    ops = _traced(tmp_path, code)
+    ck = str(tmp_path / "ck")
+    problem = kernel_trace.unknown_bytes(ops, [ck])
+    assert problem is not None and "which copies them inside the kernel" in problem and "ck/checkpoint.json" in problem
+    # Into a file outside the folder (or a pipe), no concern of the grader's.
+    assert kernel_trace.unknown_bytes(ops, [str(tmp_path / "elsewhere")]) is None
+
+
+@needs_strace
+@pytest.mark.strace
+def test_a_childs_chdir_does_not_move_its_parents_paths(tmp_path):
+    """Each process has its own working folder (threads share theirs): a forked child that changes folder
+    and exits leaves its parent's relative paths where the kernel resolved them."""
+    code = """import os, threading
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{}')
+pid = os.fork()
+if pid == 0:
+    os.chdir('/')
+    os._exit(0)
+os.waitpid(pid, 0)
+os.truncate('ck/checkpoint.json', 0)
+t = threading.Thread(target=os.chdir, args=('ck',))
+t.start(); t.join()
+os.rename('checkpoint.json', 'moved.json')
+"""
+    ops = _traced(tmp_path, code)
+    ck = str(tmp_path / "ck")
+    assert [(op.kind, op.path) for op in ops if op.kind in ("truncate", "rename")] == [
+        ("truncate", f"{ck}/checkpoint.json"), ("rename", f"{ck}/checkpoint.json")]
+
+
+def test_rename_exchange_trades_the_two_files_and_syncfs_elsewhere_makes_nothing_durable(trace):
+    root = trace.root
+    tmp = f"{root}/ck/checkpoint.json.tmp"
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{root}>, "ck/checkpoint.json.tmp", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3<{tmp}>',
+        f'10 write(3<{tmp}>, "{{}}", 2) = 2',
+        '10 close(3</x>) = 0',
+        f'10 renameat2(AT_FDCWD<{root}>, "ck/checkpoint.json.tmp", AT_FDCWD<{root}>, "ck/checkpoint.json", '
+        'RENAME_EXCHANGE) = 0',
+        '10 syncfs(4</dev/null>) = 0',
+        f'10 syncfs(5<{root}/ck>) = 0',
+    ])
+    ops = trace.take(10)
+    assert [op.kind for op in ops] == ["open", "write", "close", "rename", "sync"]
+    assert "exchange" in ops[3].flags
+    old = {"checkpoint.json": b"[]"}
+    assert final_listing(ops, {f"{root}/ck/{k}": v for k, v in old.items()}, f"{root}/ck") == {
+        "checkpoint.json": b"{}", "checkpoint.json.tmp": b"[]"}

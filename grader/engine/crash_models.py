@@ -231,6 +231,10 @@ class FileSystem:
             self._synced(inode)
 
     def _rename(self, op: Op, _: Optional[int]) -> None:
+        if "exchange" in op.flags and op.path in self.names and op.dest in self.names:
+            # renameat2(RENAME_EXCHANGE): the two names trade files in one step
+            self.names[op.path], self.names[op.dest] = self.names[op.dest], self.names[op.path]
+            return
         if op.path in self.names and self.names.get(op.dest) is self.names[op.path]:
             self.linked_renames.append(op)  # POSIX: a rename between two links of one file does nothing
         elif op.path in self.dirs:

@@ -67,10 +67,23 @@ from grader.grading.wire import COPIES, ELIDED
 CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy_file_range,lseek,"
          "rename,renameat,renameat2,link,linkat,unlink,unlinkat,rmdir,mkdir,mkdirat,fsync,fdatasync,"
          "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup,dup,dup2,dup3,fcntl,mmap,"
-         "symlink,symlinkat,clone,clone3,fork,vfork")
+         "symlink,symlinkat,clone,clone3,fork,vfork,unshare,splice,openat2,io_setup,fallocate")
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
+# Calls that would change a file in ways the crash states cannot be rebuilt from, each failed by the tracer
+# as a kernel or file system without it fails it (Python's own file code never needs them): openat2 (an
+# open, truncate included, from a kernel after 5.6; answered as an older kernel answers), native AIO
+# (io_setup: writes with no write call; answered as a kernel built without it), fallocate (holes punched,
+# zeroed ranges: answered as a file system without it, so os.posix_fallocate writes its zeros itself, and
+# the trace sees them).
+ALSO_REFUSED = ("openat2:error=ENOSYS", "io_setup:error=ENOSYS", "fallocate:error=EOPNOTSUPP")
+
+
+def refusals() -> list:
+    """strace's arguments that fail every call the trace could not follow (REFUSED, ALSO_REFUSED)."""
+    return [w for spec in (REFUSED,) + ALSO_REFUSED for w in ("-e", "inject=" + spec)]
+
 # Compared with the recorder: the operations that decide what a crash leaves behind.
 COMPARED = frozenset({"open", "write", "truncate", "fsync", "sync", "rename", "link", "unlink", "mkdir", "rmdir"})
 # Bytes of one write strace prints: every byte of any write the box allows (its file-size cap), so the
@@ -139,6 +152,13 @@ _UNFINISHED = " <unfinished ...>"
 # The calls that start a process or a thread: a new process gets a copy of its parent's descriptors, a
 # thread (CLONE_FILES) shares them.
 _CLONES = ("clone", "clone3", "fork", "vfork")
+_CLONE_FS = re.compile(r"\bCLONE_FS\b")
+# A clone made in a box returns the child's id in the box's pid namespace, while every line names a process
+# by its id in strace's, so in a box no clone names its child (strace prints a clone when it returns, often
+# after the child's first calls). strace's --pidns-translation would name it, but looks each id up in /proc:
+# 400 forks took 5 s instead of 3, past the time one call may take on a busy machine. Where a clone does name
+# its child (no box, or a translation), the child's guessed working folder is corrected (see unsure_cwd).
+_TRANSLATED = re.compile(r"= -?\d+ /\* (\d+) in strace's PID NS \*/")
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 _OPENS = ("open", "openat", "openat2", "creat")
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
@@ -196,6 +216,7 @@ def problem() -> Optional[str]:
             if probe.returncode != 0:
                 first = (probe.stderr.strip().splitlines() or ["no message"])[0]
                 _problem = f"strace cannot trace here ({first}); ptrace may be refused in this container"
+
     return _problem
 
 
@@ -339,7 +360,18 @@ class KernelTrace:
         self.wire = 0  # bytes the kernel saw the worker write to the judge's pipe
         self.ops: list[tuple[int, Op]] = []  # (wire bytes before it, the operation)
         self.pending: dict[str, str] = {}  # pid -> the first half of an unfinished call
-        self.cwd = "/"  # one for all: threads share it, and a child starts with its parent's
+        # The working folder of each process, in a one-item list its threads share (CLONE_FS); a child
+        # process starts with a copy of its parent's, so a child's chdir never moves its parent's paths.
+        self._root_cwd = ["/"]
+        self.cwds: dict[str, list] = {}
+        # Processes seen before their parent's clone returned (strace often prints a child's first calls
+        # first): their working folder is a guess, the last any process moved to (one for all, as it was),
+        # until the clone names the parent; the operations named by a relative path meanwhile, to be
+        # named again then: pid -> [(operation, "path" or "dest", the relative path)].
+        self.unsure_cwd: dict[str, list] = {}
+        self.moved_cwd: set = set()  # of those, the ones that changed folder themselves meanwhile
+        self.last_cwd = "/"
+        self._guesses: list = []  # (pid, path as guessed, relative path) of the call being read
         # fd -> [path it was opened at, writable, handle, position or None, is_dir]; a dup()ed descriptor
         # shares the list (and so the position), as it shares the open file in the kernel. One table per
         # process: its threads share it, and a child process starts with a copy (the same lists: an
@@ -369,6 +401,15 @@ class KernelTrace:
         self.main_tid: Optional[str] = None  # the thread that answers the judge (the first to write to its pipe)
 
     @property
+    def cwd(self) -> str:
+        """The first process's working folder (and that of any process whose start the trace missed)."""
+        return self._root_cwd[0]
+
+    @cwd.setter
+    def cwd(self, value: str) -> None:
+        self._root_cwd[0] = self.last_cwd = value
+
+    @property
     def pass_fds(self) -> tuple:
         return (self.fd,)
 
@@ -384,7 +425,7 @@ class KernelTrace:
         if file_size is not None:
             command = _capped(command, file_size)
         return ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
-                "-e", "trace=" + CALLS, "-e", "inject=" + REFUSED] + [w for spec in inject for w in ("-e", "inject=" + spec)] \
+                "-e", "trace=" + CALLS] + refusals() + [w for spec in inject for w in ("-e", "inject=" + spec)] \
             + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
 
     def started(self, judge_end: int, proc: Any) -> None:
@@ -470,8 +511,9 @@ class KernelTrace:
             self.first_pid = pid
         self.fds = self._table_of(pid)
         if rest.startswith(("+++ ", "--- ")):
-            if pid == self.first_pid and rest.startswith("+++ "):
-                self.worker_ended = True
+            if rest.startswith("+++ "):
+                self.worker_ended = self.worker_ended or pid == self.first_pid
+                self.pending.pop(pid, None)  # a call it never finished is no clone still under way
             return
         if rest.endswith(_UNFINISHED):
             self.pending[pid] = rest[: -len(_UNFINISHED)]
@@ -500,7 +542,8 @@ class KernelTrace:
             return
         if name in _CLONES:
             if int(ret, 0) > 0:  # the parent's side: the child's id (its own side returns 0)
-                self._cloned(pid, str(int(ret, 0)), "CLONE_FILES" in args)
+                translated = _TRANSLATED.search(rest)
+                self._cloned(pid, translated.group(1) if translated else str(int(ret, 0)), args)
             return
         if name == "fcntl" and "F_DUPFD" not in args:
             return  # F_GETFL and the like: nothing changes (and some return flags in hex)
@@ -579,9 +622,22 @@ class KernelTrace:
         box's own folder (bound at the same path in the box) its folders' links followed, so one file
         has one name however the code spelled it."""
         path = os.fsdecode(_string(arg)[0])
+        if dirfd is not None and dirfd.startswith("AT_FDCWD<"):
+            # strace -y names the calling process's working folder as the kernel has it: the tracked one
+            # follows it, and a guessed one becomes known (see unsure_cwd).
+            self._cwd_seen(pid, _annotation(dirfd)[1])
+        guessed = None
         if not os.path.isabs(path):
             base = _annotation(dirfd)[1] if dirfd is not None and "<" in dirfd else None
-            path = os.path.join(base or self.cwd, path)
+            if base is None and pid in self.unsure_cwd:
+                guessed = path
+            path = os.path.join(base or self.cwds.get(pid, self._root_cwd)[0], path)
+        path = self._folded(path)
+        if guessed is not None:
+            self._guesses.append((pid, path, guessed))
+        return path
+
+    def _folded(self, path: str) -> str:
         path = os.path.normpath(path)
         if path.startswith(self.root + os.sep) and self._links_under_root():
             # Read while the call's effects are still there (the judge reads the trace as the worker
@@ -617,7 +673,26 @@ class KernelTrace:
         if len(self.ops) >= MAX_OPS:  # not yet taken by the judge (see take)
             self.refused = TOO_MANY  # and nothing more is kept: the judge's memory stays bounded
             return
-        self.ops.append((self.wire, Op(-1, kind, **fields)))
+        op = Op(-1, kind, **fields)
+        self.ops.append((self.wire, op))
+        for pid, path, relative in self._guesses:
+            for attr in ("path", "dest"):
+                if getattr(op, attr) == path and pid in self.unsure_cwd:
+                    self.unsure_cwd[pid].append((op, attr, relative))
+        self._guesses = []
+
+    def _cwd_seen(self, pid: str, folder: str) -> None:
+        """The kernel named ``pid``'s working folder: if it was a guess and the process never moved, it is
+        where the process started, so the operations named from the guess are named again from it."""
+        box = self.cwds.get(pid, self._root_cwd)
+        if pid in self.unsure_cwd and pid not in self.moved_cwd:
+            self._rename_guesses(pid, folder)
+        box[0] = folder
+
+    def _rename_guesses(self, pid: str, folder: str) -> None:
+        for op, attr, relative in self.unsure_cwd.pop(pid, ()):
+            setattr(op, attr, self._folded(os.path.join(folder, relative)))
+        self.moved_cwd.discard(pid)
 
     def _opened(self, ret: int, entry: list) -> None:
         """Descriptor ``ret`` now names ``entry``; what it named before is closed (dup2 over an open fd)."""
@@ -644,19 +719,38 @@ class KernelTrace:
         (strace prints a child's first calls before its parent's clone returns) is that clone's child."""
         table = self.tables.get(pid)
         if table is None:
-            parent = next((p for p, text in self.pending.items() if text.startswith(tuple(f"{n}(" for n in _CLONES))),
-                          None)
-            table = self._root if parent is None else self._child_table(parent, "CLONE_FILES" in self.pending[parent])
+            parents = [p for p, text in self.pending.items() if text.startswith(tuple(f"{n}(" for n in _CLONES))]
+            parent = parents[0] if parents else None
+            table = self._root if parent is None else self._child_table(parent, self.pending[parent])
+            if pid == self.first_pid:
+                self.cwds[pid] = self._root_cwd
+            elif len(parents) == 1:
+                self._child_cwd(parent, pid, self.pending[parent])
+            else:
+                # Whose child it is shows when a clone returns (_cloned); until then a folder of its own, so
+                # that its chdir moves no one else's (see unsure_cwd).
+                self.cwds[pid] = [self.last_cwd]
+                self.unsure_cwd[pid] = []
             self.tables[pid] = table
         return table
 
-    def _child_table(self, parent: str, shared: bool) -> dict:
+    def _child_table(self, parent: str, flags: str) -> dict:
         table = self.tables.get(parent, self._root)
-        return table if shared else dict(table)
+        return table if "CLONE_FILES" in flags else dict(table)
 
-    def _cloned(self, parent: str, child: str, shared: bool) -> None:
+    def _child_cwd(self, parent: str, child: str, flags: str) -> None:
+        box = self.cwds.get(parent, self._root_cwd)
+        self.cwds[child] = box if _CLONE_FS.search(flags) else [box[0]]
+
+    def _cloned(self, parent: str, child: str, flags: str) -> None:
         if child not in self.tables:  # else its first line came before this one (see _table_of)
-            self.tables[child] = self._child_table(parent, shared)
+            self.tables[child] = self._child_table(parent, flags)
+            self._child_cwd(parent, child, flags)
+        elif child in self.unsure_cwd:  # seen first, its parent unsure: now known
+            started = self.cwds.get(parent, self._root_cwd)[0]
+            if child not in self.moved_cwd:
+                self._child_cwd(parent, child, flags)
+            self._rename_guesses(child, started)
 
     def _moved(self, source: str, dest: str) -> None:
         """A rename: a folder the trace saw made keeps being one under its new name (its insides too)."""
@@ -675,8 +769,8 @@ class KernelTrace:
         return None
 
     def _mapped(self, args: str) -> None:
-        if "MAP_SHARED" not in args or "PROT_WRITE" not in args:
-            return  # a private or read-only map (every library and file Python loads) writes no file
+        if "MAP_SHARED" not in args:
+            return  # a private map (every library and file Python loads) writes no file
         try:
             self._mmap(_split(args))
         except (ValueError, IndexError) as exc:
@@ -684,18 +778,22 @@ class KernelTrace:
 
     def _mmap(self, args: list) -> None:
         """``mmap(addr, len, PROT_..., MAP_..., fd<path>, off)``: a shared, writable map of a file changes
-        it with no system call the trace could show (a marker, refused on a watched file)."""
-        if "<" not in args[4] or "MAP_SHARED" not in args[3] or "PROT_WRITE" not in args[2]:
-            return  # (_mapped looked for these words anywhere in the line; here, in their arguments)
+        it with no system call the trace could show (a marker, refused on a watched file). A shared map made
+        read-only from a descriptor open for writing counts too: mprotect (not traced) makes it writable."""
+        if "<" not in args[4] or "MAP_SHARED" not in args[3]:
+            return  # (_mapped looked for the word anywhere in the line; here, in its argument)
         fd, path = _annotation(args[4])
         entry = self.fds.get(fd)
-        self.contents.lost(handle=entry[2] if entry is not None else None, path=None if entry is not None else path)
-        self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
+        # A descriptor the trace never saw opened (passed over a socket) may be open for writing.
+        if "PROT_WRITE" in args[2] or entry is None or entry[1]:
+            self.contents.lost(handle=entry[2] if entry is not None else None, path=None if entry is not None else path)
+            self._emit("mmap", api="mmap", path=entry[0] if entry is not None else path)
 
     def _call(self, pid: str, name: str, args: list, ret: int, ret_path: Optional[str]) -> None:
         """One successful system call, read into the operations and the descriptor table (:data:`_SYSCALLS`)."""
         handler = _SYSCALLS.get(name)
         if handler is not None:
+            self._guesses = []
             handler(self, _Syscall(pid, name, args, ret, ret_path))
 
     def _at(self, c: "_Syscall", dirfd: int) -> str:
@@ -822,14 +920,16 @@ class KernelTrace:
 
     def _renamed_or_linked(self, c: "_Syscall", source: str, dest: str) -> None:
         kind = "rename" if c.name.startswith("rename") else "link"
-        if kind == "rename":
+        # renameat2 with RENAME_EXCHANGE trades the two names' files: both stay (the replay swaps them)
+        flags = frozenset({"exchange"}) if c.name == "renameat2" and "RENAME_EXCHANGE" in c.args[-1] else frozenset()
+        if kind == "rename" and not flags:
             self._moved(source, dest)
-        if "RENAME_EXCHANGE" in c.args[-1]:
+        if flags:
             self.contents.lost(path=source)  # two names traded: neither is followed from here
             self.contents.lost(path=dest)
         else:
             self.contents.renamed(source, dest, link=kind == "link")
-        self._emit(kind, api=c.name, path=source, dest=dest)
+        self._emit(kind, api=c.name, path=source, dest=dest, flags=flags)
 
     def _name_changed(self, c: "_Syscall") -> None:
         """unlink, rmdir, mkdir and their ``*at`` forms (unlinkat with AT_REMOVEDIR is an rmdir)."""
@@ -849,13 +949,52 @@ class KernelTrace:
         self._emit("symlink", api=c.name, path=path)
 
     def _sync(self, c: "_Syscall") -> None:
+        if c.name == "syncfs":
+            # syncfs flushes only the file system that holds its descriptor's file: the box's own folder (the
+            # checkpoints' file system) or another one (the box's /tmp, /dev), which makes nothing here durable.
+            path = _annotation(c.args[0])[1]
+            if path != self.root and not path.startswith(self.root + os.sep):
+                return
         self._emit("sync", api=c.name)
 
     def _chdir(self, c: "_Syscall") -> None:
-        self.cwd = self._path(c.pid, c.args[0])
+        self._moved_to(c.pid, self._path(c.pid, c.args[0]))
 
     def _fchdir(self, c: "_Syscall") -> None:
-        self.cwd = _annotation(c.args[0])[1]
+        self._moved_to(c.pid, _annotation(c.args[0])[1])
+
+    def _moved_to(self, pid: str, folder: str) -> None:
+        self.cwds.get(pid, self._root_cwd)[0] = self.last_cwd = folder
+        self._guesses = []  # a relative chdir names no operation
+        if pid in self.unsure_cwd:
+            self.moved_cwd.add(pid)
+
+    def _unshare(self, c: "_Syscall") -> None:
+        """unshare(CLONE_FS) gives a thread a working folder of its own; unshare(CLONE_FILES), a table."""
+        if _CLONE_FS.search(c.args[0]):
+            self.cwds[c.pid] = [self.cwds.get(c.pid, self._root_cwd)[0]]
+        if "CLONE_FILES" in c.args[0]:
+            self.tables[c.pid] = self.fds = dict(self.fds)
+
+    def _splice(self, c: "_Syscall") -> None:
+        """``splice(fd_in, off_in, fd_out, off_out, len, flags)``: bytes moved from a pipe inside the kernel,
+        which strace does not print. Into a file, a write of unknown bytes (see :func:`unknown_bytes`)."""
+        fd, path = _annotation(c.args[2])
+        if path == self.pipe:
+            self.wire += c.ret
+            return
+        if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
+            return
+        entry = self.fds.get(fd)
+        at = c.args[3].strip()
+        if at.startswith("[") and at.endswith("]"):
+            offset = int(at[1:-1])
+        else:
+            offset = entry[3] if entry is not None and entry[3] is not None else -1
+            if offset >= 0:
+                entry[3] += c.ret
+        self._emit("write", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
+                   offset=offset, data=b"", size=c.ret, flags=frozenset({"cut"}))
 
     # -- the judge's questions -----------------------------------------------------------------
     def tracer_killed(self) -> bool:
@@ -935,7 +1074,8 @@ _SYSCALLS = {
     **dict.fromkeys(("unlink", "rmdir", "mkdir", "unlinkat", "mkdirat"), KernelTrace._name_changed),
     "symlink": KernelTrace._symlink, "symlinkat": KernelTrace._symlink,
     "sync": KernelTrace._sync, "syncfs": KernelTrace._sync,
-    "chdir": KernelTrace._chdir, "fchdir": KernelTrace._fchdir,
+    "chdir": KernelTrace._chdir, "fchdir": KernelTrace._fchdir, "unshare": KernelTrace._unshare,
+    "splice": KernelTrace._splice,
 }
 
 # The bytes each write call carries, and whether strace printed fewer than were written.
@@ -1031,7 +1171,8 @@ def translate(kernel: list, roots: list) -> tuple[list, Optional[str]]:
 def _refusal(op: Op, path: Optional[str]) -> str:
     name = short_name(path)
     if op.kind == "mmap":
-        return (f"your code mapped {name} into memory for writing (mmap with MAP_SHARED): bytes stored there "
+        return (f"your code mapped {name} into memory for writing (mmap with MAP_SHARED, or shared from a "
+                "descriptor open for writing, which mprotect can make writable): bytes stored there "
                 "reach the file with no system call, so the grader cannot tell when they land or rebuild what a "
                 "crash would leave, and it does not grade such a run. Write the checkpoint with write() calls")
     if op.kind == "symlink":
@@ -1039,6 +1180,22 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "follow links, so the grader does not grade such a run. Save plain files")
     return ("your code set up io_uring, which changes files with no system call the grader can trace, so it "
             "does not grade such a run. Use ordinary write, fsync and rename calls")
+
+
+def unknown_bytes(ops: Iterable[Op], roots: list) -> Optional[str]:
+    """Why a run cannot be graded when bytes the trace did not carry landed in a watched folder, or None.
+
+    ``sendfile``, ``copy_file_range`` and ``splice`` copy inside the kernel: strace prints how many bytes
+    but not which. A copy shutil announced gets its bytes from the worker's words (:func:`label`); any
+    other leaves a write the crash states cannot rebuild (the replay would keep the old bytes there, and
+    only the final files could be compared with the disk), so the run is refused, with why."""
+    for op in ops:
+        if op.kind == "write" and "cut" in op.flags and op.size and _inside(op.path, roots):
+            return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api}, which copies them "
+                    "inside the kernel: the grader's trace counts those bytes but cannot see which they are, so it "
+                    "cannot rebuild what a crash would leave there, and it does not grade such a run. Write the "
+                    "checkpoint with write() calls (a copy made with shutil is followed)")
+    return None
 
 
 def claimable_by_recorder(op: Op, roots: list) -> bool:

@@ -219,7 +219,7 @@ class ProgramRun:
                                     [self.watch + d[len(copy):] for d in self.initial.dirs], self.initial.skipped)
         self.trace_path = os.path.join(self.scratch, "trace")
         strace = ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(kernel_trace.STRING_LIMIT),
-                  "-e", "signal=none", "-e", "trace=" + kernel_trace.CALLS, "-e", "inject=" + kernel_trace.REFUSED,
+                  "-e", "signal=none", "-e", "trace=" + kernel_trace.CALLS, *kernel_trace.refusals(),
                   "-o", self.trace_path]
         if self.stacks:
             strace.insert(1, "-k")

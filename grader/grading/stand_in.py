@@ -647,6 +647,9 @@ class _Call:
             if isinstance(unseen, list):
                 rec.unseen.extend(str(u)[:500] for u in unseen[:50])
             refused = _refused_link(message) if worker.kernel is not None else None
+            if worker.kernel is not None and refused is None:
+                # Bytes copied inside the kernel that no word of shutil's gave: the crash states cannot hold them.
+                refused = kernel_trace.unknown_bytes(rec.ops, rec.watch)
             if refused is not None and refused not in rec.unseen:
                 rec.unseen.append(refused)
             try:
