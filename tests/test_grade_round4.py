@@ -46,7 +46,10 @@ CASES = {
                                                           "whose `version` is true"),
         "level1/w18_get_on_a_json_list.py": (11, ("test_load_refuses_a_file_it_cannot_resume_from",),
                                              "with AttributeError, not CheckpointError"),
-        "level1/w19_nulls_dropped_from_the_file.py": (6, ALL_1, "no `pendingToolUse`")},
+        "level1/w19_nulls_dropped_from_the_file.py": (6, ALL_1, "no `pendingToolUse`"),
+        "level1/c09_version_checked_with_is.py": (13, (), ""),
+        "level1/w20_default_str_saves_runtime_keys.py": (11, ("test_the_file_holds_exactly_the_six_fields",),
+                                                         "extra keys that are not part of the protocol")},
     2: {"level2/c27_recursive_turns.py": (10, (), ""),
         "level2/c28_generator_of_turns.py": (10, (), ""),
         "level2/c29_indent_sort_keys_no_ascii_locale_encoding.py": (10, (), ""),
@@ -57,10 +60,18 @@ CASES = {
         "level2/w49_named_temporary_file_replaced_inside_with.py": (
             6, ("test_a_crash_mid_save_never_leaves_half_a_file", GEN), "still in Python's buffer"),
         "level2/w50_save_b_before_the_result_is_appended.py": (
-            6, ("test_every_tool_call_that_starts_is_on_disk", GEN), "this save ran before its result was appended")},
+            6, ("test_every_tool_call_that_starts_is_on_disk", GEN), "this save ran before its result was appended"),
+        # Names relative to a folder descriptor, os.pwrite, os.writev, a save in a thread waited for, a
+        # state printed at every save, a log beside the checkpoint, a temp name with a space and non-ASCII.
+        **{f"level2/{name}.py": (10, (), "") for name in (
+            "c32_dir_fd_relative_calls", "c33_pwrite_into_the_temp_file", "c34_writev_in_pieces",
+            "c35_save_in_a_thread_joined_at_once", "c36_prints_the_state_at_every_save",
+            "c37_log_file_beside_the_checkpoint", "c38_non_ascii_temp_name")}},
     3: {"level3/right_own_context_manager": (10, (), ""),
         "level3/right_fsync_given_the_file_object": (10, (), ""),
         "level3/right_o_excl_fdatasync": (10, (), ""),
+        "level3/right_dir_fd_relative_calls": (10, (), ""),
+        "level3/right_fsync_through_an_append_handle": (10, (), ""),
         "level3/wrong_save_a_not_synced": (3, ("test_the_data_is_on_disk_before_the_rename",
                                                "test_a_save_that_returned_is_never_undone", GEN), "")},
     4: {"level4/right_recursive_at_most_once": (10, (), ""),
@@ -73,7 +84,9 @@ CASES = {
         "level5/wrong/pending_without_input.py": (
             6, ("test_every_call_the_model_named_is_on_disk_before_any_runs", GEN), "each item should be exactly"),
         "level5/wrong/turns_counted_when_the_calls_are_named.py": (
-            7, ("test_no_result_is_lost_or_doubled_and_the_counts_agree", GEN), "`turns` is 3 but messages hold 0")},
+            7, ("test_no_result_is_lost_or_doubled_and_the_counts_agree", GEN), "`turns` is 3 but messages hold 0"),
+        "level5/wrong/last_result_of_a_turn_not_saved.py": (
+            6, ("test_each_result_is_on_disk_before_the_next_call_starts", GEN), "but the file does not hold it")},
     6: {"level6/right/loader_skips_an_unparseable_last_line.py": (10, (), ""),
         "level6/wrong/journal_opened_with_w.py": (
             5, ("test_every_crash_state_loads_as_one_whole_save", "test_every_tool_call_that_starts_is_still_on_disk",
@@ -135,6 +148,7 @@ def test_grade_gives_the_true_score_and_story(graded, level, case):
         assert any(words in t["output"] for t in got["tests"] if t["status"] != "passed"), got["tests"]
 
 
+@pytest.mark.slow  # one pytest run per case; the level tests hold the same verdicts in-process
 @pytest.mark.parametrize("level, case", IDS, ids=[_stem(c) for _, c in IDS])
 def test_the_learners_pytest_gives_the_same(folders, level, case):
     score, failing, words = CASES[level][case]

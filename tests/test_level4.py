@@ -103,6 +103,15 @@ EXPECTED = {
     "wrong_finished_task_asked_again": {"3 pending", "6 b-only"},
     # isinstance(True, int): `"turns": true` passes the type check (refused since this case was added).
     "wrong_turns_true_accepted": {"1 refuse"},
+    # Right in every way the level checks, but resume's own saves write checkpoint.json in place: a second
+    # crash during the resume tears the only copy. No crash of the resume itself is explored (KNOWN_GAPS).
+    "wrong_resume_saves_in_place": {"4 saved"},
+}
+
+# Corpus entries whose true verdict the level cannot reach yet, with the reason; strict, so a fix shows up.
+KNOWN_GAPS = {
+    "wrong_resume_saves_in_place": "crash states of the resume's own saves are not explored: only the first run "
+                                   "is crashed, and resume runs once, uncrashed, from each state it left",
 }
 
 
@@ -113,7 +122,9 @@ def test_the_corpus_is_complete():
     assert sum(1 for n in EXPECTED if n.startswith("wrong_")) >= 6
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[pytest.mark.xfail(reason=KNOWN_GAPS[n], strict=True)] if n in KNOWN_GAPS else [])
+    for n in sorted(EXPECTED)])
 def test_each_submission_fails_exactly_its_planted_tasks(name):
     assert failed_checks(submission_file(name)) == EXPECTED[name]
 

@@ -1,0 +1,52 @@
+"""VERDICT: pass
+
+The temp file is written with one os.writev of the JSON in 4 KiB pieces (looping on a short write),
+then renamed into place.
+"""
+
+import json
+import os
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "checkpoint.json")
+    data = json.dumps(state).encode()
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        done = 0
+        while done < len(data):
+            rest = data[done:]
+            done += os.writev(fd, [rest[i:i + 4096] for i in range(0, len(rest), 4096)])
+    finally:
+        os.close(fd)
+    os.replace(path + ".tmp", path)
+
+
+def spend(response):
+    usage = response.get("usage") or {}
+    return sum(usage.get(k) or 0 for k in ("input_tokens", "output_tokens",
+                                            "cache_creation_input_tokens", "cache_read_input_tokens"))
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    state = {"version": 1, "task": task, "turns": 0, "tokensUsed": 0,
+             "messages": [{"role": "user", "content": task}], "pendingToolUse": None}
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+        result = execute_tool(block["name"], block["input"])
+        state["messages"].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": block["id"], "content": result}]})
+        state["turns"] += 1
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state

