@@ -676,3 +676,25 @@ def test_rename_exchange_trades_the_two_files_and_syncfs_elsewhere_makes_nothing
     old = {"checkpoint.json": b"[]"}
     assert final_listing(ops, {f"{root}/ck/{k}": v for k, v in old.items()}, f"{root}/ck") == {
         "checkpoint.json": b"{}", "checkpoint.json.tmp": b"[]"}
+
+
+@needs_strace
+@pytest.mark.strace
+def test_writes_the_kernel_appends_are_appended_in_the_replay(tmp_path):
+    """O_APPEND turned on with fcntl(F_SETFL), and pwritev2's RWF_APPEND: the kernel puts the bytes at the
+    end whatever the descriptor's position or the offset named, and so does the replay."""
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "checkpoint.json").write_bytes(b"{}")
+    code = """import fcntl, os
+fd = os.open('ck/checkpoint.json', os.O_WRONLY)
+fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+os.write(fd, b'[1]')
+os.close(fd)
+fd = os.open('ck/checkpoint.json', os.O_WRONLY)
+os.pwritev(fd, [b'[2]'], 0, os.RWF_APPEND)
+os.close(fd)
+"""
+    ops = _traced(tmp_path, code)
+    ck = str(tmp_path / "ck")
+    assert (tmp_path / "ck" / "checkpoint.json").read_bytes() == b"{}[1][2]"
+    assert final_listing(ops, {f"{ck}/checkpoint.json": b"{}"}, ck) == {"checkpoint.json": b"{}[1][2]"}

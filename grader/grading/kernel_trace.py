@@ -546,6 +546,7 @@ class KernelTrace:
                 self._cloned(pid, translated.group(1) if translated else str(int(ret, 0)), args)
             return
         if name == "fcntl" and "F_DUPFD" not in args:
+            self._flags_set(args)
             return  # F_GETFL and the like: nothing changes (and some return flags in hex)
         if name in ("lseek", "close"):
             self._moved_or_closed(name, args, ret)
@@ -565,6 +566,14 @@ class KernelTrace:
             self._call(pid, name, _split(args), int(ret), ret_path)
         except (ValueError, IndexError, KeyError) as exc:
             self._tamper(f"a {name} line that could not be read ({exc})")
+
+    def _flags_set(self, args: str) -> None:
+        """fcntl(F_SETFL) turning O_APPEND on: the descriptor's writes land at the end from now on,
+        whatever its position."""
+        if "F_SETFL" in args and "O_APPEND" in args and "<" in args:
+            entry = self.fds.get(_annotation(args.split(", ", 1)[0])[0])
+            if entry is not None:
+                entry[3] = None
 
     def _moved_or_closed(self, name: str, args: str, ret: str) -> None:
         """An lseek or a close: a third of a run's lines (Python asks where it is at every open). Only
@@ -878,6 +887,8 @@ class KernelTrace:
         if c.name == "copy_file_range" and c.args[3].strip().startswith("["):
             return int(c.args[3].strip()[1:c.args[3].strip().index("]")])  # its own offset: the position stays
         offset = -1 if at is None else int(c.args[at])
+        if c.name == "pwritev2" and "RWF_APPEND" in c.args[-1]:
+            return -1  # at the end whatever offset it names, and the position stays
         if offset == -1 and (at is None or c.name == "pwritev2") and entry is not None and entry[3] is not None:
             offset = entry[3]
             entry[3] += c.ret
