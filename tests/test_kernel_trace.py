@@ -698,3 +698,21 @@ os.close(fd)
     ck = str(tmp_path / "ck")
     assert (tmp_path / "ck" / "checkpoint.json").read_bytes() == b"{}[1][2]"
     assert final_listing(ops, {f"{ck}/checkpoint.json": b"{}"}, ck) == {"checkpoint.json": b"{}[1][2]"}
+
+
+def test_what_the_trace_holds_for_copies_is_capped_however_the_files_grow(trace):
+    # Sizes the kernel took (a truncate far past the end, a write at a far offset) would be zeros the
+    # judge holds: they count against the cap like written bytes, and past it the file is not held.
+    from grader.grading.kernel_trace import HELD_CAP
+
+    lines = []
+    for i in range(4):
+        path = f"/box/home/big{i}"
+        lines += [f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(f"big{i}")}", O_RDWR|O_CREAT|O_TRUNC, 0666) = 3<{hx(path)}>',
+                  f'10 ftruncate(3<{hx(path)}>, {HELD_CAP // 2}) = 0',
+                  f'10 pwrite64(3<{hx(path)}>, "{hx("x")}", 1, {HELD_CAP // 3}) = 1',
+                  f'10 close(3<{hx(path)}>) = 0']
+    feed(trace, lines)
+    assert trace.contents.held <= HELD_CAP
+    assert sum(len(h.data) for h in trace.contents.by_path.values() if h.data is not None) <= HELD_CAP
+    assert [h.data is None for h in trace.contents.by_path.values()] == [False, True, True, True]

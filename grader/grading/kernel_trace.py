@@ -264,14 +264,14 @@ class _Contents:
         held = self.by_handle.get(handle)
         if held is None or held.data is None:
             return
-        if not whole or offset < 0 or self.held + len(data) > HELD_CAP:
+        grows = max(0, offset + len(data) - len(held.data))  # a write past the end fills the gap with zeros
+        if not whole or offset < 0 or self.held + max(grows, len(data)) > HELD_CAP:
             held.data = None
             return
-        end = offset + len(data)
         if offset > len(held.data):
             held.data.extend(bytes(offset - len(held.data)))
-        held.data[offset:end] = data
-        self.held += len(data)
+        held.data[offset:offset + len(data)] = data
+        self.held += max(grows, len(data))
 
     def at_end(self, handle: Optional[int]) -> int:
         """Where an appending descriptor's next write lands, or -1 if the file is unknown."""
@@ -281,11 +281,12 @@ class _Contents:
     def truncated(self, size: int, handle: Optional[int] = None, path: Optional[str] = None) -> None:
         held = self.by_handle.get(handle) if handle is not None else self.by_path.get(path)
         if held is not None and held.data is not None:
-            if size > len(held.data) + HELD_CAP - self.held:
-                held.data = None
-            elif size < len(held.data):
+            if size < len(held.data):
                 del held.data[size:]
+            elif self.held + size - len(held.data) > HELD_CAP:  # zeros count as held bytes too
+                held.data = None
             else:
+                self.held += size - len(held.data)
                 held.data.extend(bytes(size - len(held.data)))
 
     def lost(self, handle: Optional[int] = None, path: Optional[str] = None) -> None:
