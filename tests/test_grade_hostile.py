@@ -147,6 +147,9 @@ EXPECTED = {
     "saves_well_under_tight_limits": ("passed", 10.0, None),
     "saves_well_when_started_by_c": ("passed", 10.0, None),
     "saves_well_with_a_low_pid": ("passed", 10.0, None),
+    # Its mounts (a read-only tmpfs root) and a cgroup namespace of its own (every line names the root).
+    "saves_well_on_a_read_only_root": ("passed", 10.0, None),
+    "saves_well_in_a_cgroup_of_its_own": ("passed", 10.0, None),
     # A 40 MB exception message: cut to a size a report holds, and the batch goes on.
     "raises_a_huge_message": ("failed", 0.0, "RuntimeError: disk on fire xxx"),
     # Wrong saves that change checkpoint.json in place by a route the trace did not follow, then save the
