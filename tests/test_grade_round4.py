@@ -85,9 +85,13 @@ CASES = {
             6, ("test_every_call_the_model_named_is_on_disk_before_any_runs", GEN), "each item should be exactly"),
         "level5/wrong/turns_counted_when_the_calls_are_named.py": (
             7, ("test_no_result_is_lost_or_doubled_and_the_counts_agree", GEN), "`turns` is 3 but messages hold 0"),
+        "level5/right/each_call_in_a_thread_joined.py": (10, (), ""),
         "level5/wrong/last_result_of_a_turn_not_saved.py": (
             6, ("test_each_result_is_on_disk_before_the_next_call_starts", GEN), "but the file does not hold it")},
     6: {"level6/right/loader_skips_an_unparseable_last_line.py": (10, (), ""),
+        "level6/right/journal_handle_kept_open.py": (10, (), ""),
+        "level6/wrong/lines_repeat_everything_since_the_snapshot.py": (
+            6, ("test_the_bytes_written_grow_linearly_with_the_turns",), "the limit is 10 from turn 50 on"),
         "level6/wrong/journal_opened_with_w.py": (
             5, ("test_every_crash_state_loads_as_one_whole_save", "test_every_tool_call_that_starts_is_still_on_disk",
                 GEN), ""),
