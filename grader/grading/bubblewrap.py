@@ -355,6 +355,11 @@ _ANSWERED = {"x86_64": ((437, errno.ENOSYS), (206, errno.ENOSYS), (285, errno.EO
              "aarch64": ((437, errno.ENOSYS), (0, errno.ENOSYS), (47, errno.EOPNOTSUPP), (277, errno.ENOSYS))}
 
 
+_IOCTL = {"x86_64": 16, "aarch64": 29}
+# FICLONE, FICLONERANGE, FIDEDUPERANGE: a file's contents changed by another's blocks, with no write to trace
+_CLONES = (0x40049409, 0x4020940D, 0xC0189436)
+
+
 def seccomp_program() -> Optional[bytes]:
     """A classic BPF program for ``bwrap --seccomp``: the calls above fail (with EPERM, or as _ANSWERED
     says), the rest run."""
@@ -373,13 +378,19 @@ def seccomp_program() -> Optional[bytes]:
     ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
     prog = [op(ld_w_abs, 0, 0, 4), op(jeq_k, 1, 0, _AUDIT_ARCH[machine]), op(ret_k, 0, 0, kill),
             op(ld_w_abs, 0, 0, 0)]
+    # ioctl's copies of one file's blocks into another (reflinks, on btrfs or XFS): EOPNOTSUPP, as on a file
+    # system without them (tmpfs, ext4); the request is the call's second argument, its low word at 24.
+    ioctl_nr, requests = _IOCTL[machine], _CLONES
+    tail = [op(jeq_k, 0, len(requests) + 1, ioctl_nr), op(ld_w_abs, 0, 0, 24)]
+    tail += [op(jeq_k, len(requests) - i, 0, r) for i, r in enumerate(requests)]
+    tail += [op(ret_k, 0, 0, allow), op(ret_k, 0, 0, 0x00050000 | errno.EOPNOTSUPP)]
     if machine == "x86_64":  # the x32 numbers: refused too
-        prog.append(op(jge_k, 2 * len(answered) + len(refused) + 1, 0, 0x40000000))
+        prog.append(op(jge_k, 2 * len(answered) + len(refused) + len(tail), 0, 0x40000000))
     for nr, err in answered:  # each: its own answer, or on to the next test
         prog += [op(jeq_k, 0, 1, nr), op(ret_k, 0, 0, 0x00050000 | err)]
     for i, nr in enumerate(refused):
-        prog.append(op(jeq_k, len(refused) - i, 0, nr))
-    prog += [op(ret_k, 0, 0, allow), op(ret_k, 0, 0, errno_eperm)]
+        prog.append(op(jeq_k, len(refused) - 1 - i + len(tail), 0, nr))
+    prog += tail + [op(ret_k, 0, 0, errno_eperm)]
     return b"".join(prog)
 
 
