@@ -527,38 +527,46 @@ def test_the_cap_counts_all_but_the_workers_messages_to_the_judge(tmp_path):
 
 def test_a_copy_inside_the_kernel_takes_its_bytes_from_what_the_trace_wrote(trace):
     # strace prints no byte of a sendfile or copy_file_range; where the trace wrote the source itself
-    # (made empty, then written whole), the copy's bytes are read from that. Anything the trace cannot
-    # follow (a file that was there before, a shared map of it) leaves the copy without bytes, as before.
+    # (made empty, then written whole), the copy's bytes are read from that: at an offset the call
+    # names, or, from the descriptor's own position (which untraced reads may have moved), only for a
+    # whole file copied from its start, as cp does. Anything else the trace cannot follow (a file that
+    # was there before, a shared map, a splice into it, a symbolic link made) leaves copies without bytes.
     stage, tmp, old, mapped = ("/box/home/ck/stage", "/box/home/ck/checkpoint.json.tmp", "/box/home/ck/old",
                                "/box/home/ck/mapped")
+    staged = "/box/home/ck/staged"
     feed(trace, [
         f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/stage")}", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3<{hx(stage)}>',
         f'10 write(3<{hx(stage)}>, "{hx("hello world")}", 11) = 11',
         f'10 pwrite64(3<{hx(stage)}>, "{hx("W")}", 1, 6) = 1',
         f'10 close(3<{hx(stage)}>) = 0',
         f'10 rename("{hx("ck/stage")}", "{hx("ck/staged")}") = 0',
-        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/staged")}", O_RDONLY) = 4<{hx("/box/home/ck/staged")}>',
+        f'10 rename("{hx("ck/staged")}", "{hx("ck/staged")}") = 0',  # onto itself: nothing happens
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/staged")}", O_RDONLY) = 4<{hx(staged)}>',
         f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/checkpoint.json.tmp")}", O_WRONLY|O_CREAT|O_TRUNC, 0666) '
         f'= 5<{hx(tmp)}>',
-        # from the source's position (0, moved to 5), then at offsets of its own (which move nothing)
-        f'10 copy_file_range(4<{hx("/box/home/ck/staged")}>, NULL, 5<{hx(tmp)}>, NULL, 5, 0) = 5',
-        f'10 sendfile(5<{hx(tmp)}>, 4<{hx("/box/home/ck/staged")}>, [5] => [11], 6) = 6',
-        f'10 copy_file_range(4<{hx("/box/home/ck/staged")}>, NULL, 5<{hx(tmp)}>, [20], 3, 0) = 3',
+        f'10 copy_file_range(4<{hx(staged)}>, NULL, 5<{hx(tmp)}>, NULL, 9223372035781033984, 0) = 11',  # cp's way
+        f'10 copy_file_range(4<{hx(staged)}>, NULL, 5<{hx(tmp)}>, NULL, 9223372035781033984, 0) = 0',
+        f'10 sendfile(5<{hx(tmp)}>, 4<{hx(staged)}>, [5] => [11], 6) = 6',
+        f'10 copy_file_range(4<{hx(staged)}>, [0], 5<{hx(tmp)}>, [20], 3, 0) = 3',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/staged")}", O_RDONLY) = 8<{hx(staged)}>',
+        f'10 sendfile(5<{hx(tmp)}>, 8<{hx(staged)}>, NULL, 4) = 4',  # part of a file from its position
         f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/old")}", O_RDONLY) = 6<{hx(old)}>',
         f'10 sendfile(5<{hx(tmp)}>, 6<{hx(old)}>, NULL, 4) = 4',
         f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/mapped")}", O_RDWR|O_CREAT|O_TRUNC, 0666) = 7<{hx(mapped)}>',
         f'10 write(7<{hx(mapped)}>, "{hx("abcd")}", 4) = 4',
         f'10 mmap(NULL, 4, PROT_READ|PROT_WRITE, MAP_SHARED, 7<{hx(mapped)}>, 0) = 0x7f0000000000',
         f'10 copy_file_range(7<{hx(mapped)}>, [0], 5<{hx(tmp)}>, NULL, 4, 0) = 4',
+        f'10 splice(9<pipe:[5]>, NULL, 4<{hx(staged)}>, [0], 2, 0) = 2',
+        f'10 copy_file_range(4<{hx(staged)}>, [0], 5<{hx(tmp)}>, NULL, 2, 0) = 2',
     ])
     copies = [op for _, op in trace.ops if op.kind == "write" and op.api in ("sendfile", "copy_file_range")]
     assert [(op.data, op.offset, "cut" in op.flags) for op in copies] == [
-        (b"hello", 0, False), (b" World", 5, False),
-        (b" Wo", 20, False),  # the source's position is still 5 (sendfile's own offset moved nothing)
-        (b"", 11, True),   # a file that was there before the trace: its bytes are unknown
-        (b"", 15, True),   # a file mapped for writing: its bytes may have changed with no call to show it
+        (b"hello World", 0, False), (b"", 11, False), (b" World", 11, False), (b"hel", 20, False),
+        (b"", 17, True),   # four bytes of eleven from a position the trace cannot vouch for
+        (b"", 21, True),   # a file that was there before the trace: its bytes are unknown
+        (b"", 25, True),   # a file mapped for writing: its bytes may have changed with no call to show it
+        (b"", 29, True),   # a file a splice wrote into: the pipe's bytes are no one's account
     ]
-
 
 @needs_strace
 @pytest.mark.strace
@@ -715,4 +723,25 @@ def test_what_the_trace_holds_for_copies_is_capped_however_the_files_grow(trace)
     feed(trace, lines)
     assert trace.contents.held <= HELD_CAP
     assert sum(len(h.data) for h in trace.contents.by_path.values() if h.data is not None) <= HELD_CAP
-    assert [h.data is None for h in trace.contents.by_path.values()] == [False, True, True, True]
+    assert [h.data is None for h in trace.contents.by_path.values()] == [False, False, True, True]
+    # What is held is what the files hold now: a file emptied gives its bytes back for the next.
+    feed(trace, [f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("big0")}", O_WRONLY|O_TRUNC) = 3<{hx("/box/home/big0")}>',
+                 f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("big9")}", O_RDWR|O_CREAT|O_TRUNC, 0666) '
+                 f'= 4<{hx("/box/home/big9")}>',
+                 f'10 ftruncate(4<{hx("/box/home/big9")}>, {HELD_CAP // 4}) = 0'])
+    assert trace.contents.held == HELD_CAP // 2 + HELD_CAP // 4
+    assert trace.contents.by_path["/box/home/big9"].data is not None
+
+
+def test_a_file_whose_name_reads_like_arguments_is_read_as_one_name(trace):
+    # A path holding ", " and flag words must not be split as arguments (the trace reader must not fail).
+    odd = "/box/home/ck/a, F_SETFL, O_APPEND"
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/a, F_SETFL, O_APPEND")}", O_WRONLY|O_CREAT|O_TRUNC, 0666) '
+        f'= 3<{hx(odd)}>',
+        f'10 fcntl(3<{hx(odd)}>, F_GETFL) = 0x8001 (flags O_WRONLY|O_LARGEFILE)',
+        f'10 fcntl(3<{hx(odd)}>, F_SETFL, O_WRONLY|O_APPEND) = 0',
+        f'10 write(3<{hx(odd)}>, "{hx("x")}", 1) = 1',
+    ])
+    assert trace.tampered is None
+    assert [op.offset for _, op in trace.ops if op.kind == "write"] == [-1]  # at the end, as O_APPEND puts it

@@ -242,7 +242,8 @@ class _Contents:
     def __init__(self) -> None:
         self.by_path: dict = {}     # path -> _Held, under the names files have now
         self.by_handle: dict = {}   # handle -> _Held: which file a descriptor's writes change
-        self.held = 0               # bytes held and bytes handed out as copies, together
+        self.held = 0               # bytes the files hold now
+        self.handed = 0             # bytes handed out as copies (they travel in the operations)
 
     def opened(self, path: str, handle: int, flags: str, is_dir: Optional[bool]) -> None:
         if is_dir:
@@ -253,25 +254,49 @@ class _Contents:
         elif "O_TRUNC" in flags or "O_CREAT" in flags and "O_EXCL" in flags:
             if held is None:
                 held = _Held(None)
+            self._drop(held)
             held.data = bytearray()  # emptied (or made) by this open, for every name and descriptor it has
         elif held is None:
-            held = _Held(None)  # there before the trace began, or made without a word the trace keeps
+            # There before the trace began, or made without a word the trace keeps: nothing to hold,
+            # unless it is opened for writing (its later writes must not be taken for another file's).
+            if not any(f in flags for f in _WRITE_FLAGS):
+                return
+            held = _Held(None)
         if path is not None:
             self.by_path[path] = held
         self.by_handle[handle] = held
+
+    def _drop(self, held: "_Held") -> None:
+        """Give back what ``held`` holds (it is emptied, or no longer followed)."""
+        if held.data is not None:
+            self.held -= len(held.data)
+            held.data = None
+
+    def closed(self, handle: int) -> None:
+        """The last descriptor of an open is closed: its handle changes nothing more."""
+        self.by_handle.pop(handle, None)
+
+    def forget(self) -> None:
+        """A symbolic link was made: paths may now name files by routes the trace does not fold."""
+        for held in list(self.by_path.values()) + list(self.by_handle.values()):
+            self._drop(held)
 
     def wrote(self, handle: Optional[int], offset: int, data: bytes, whole: bool) -> None:
         held = self.by_handle.get(handle)
         if held is None or held.data is None:
             return
         grows = max(0, offset + len(data) - len(held.data))  # a write past the end fills the gap with zeros
-        if not whole or offset < 0 or self.held + max(grows, len(data)) > HELD_CAP:
-            held.data = None
+        if not whole or offset < 0 or self.held + grows > HELD_CAP:
+            self._drop(held)
             return
         if offset > len(held.data):
             held.data.extend(bytes(offset - len(held.data)))
         held.data[offset:offset + len(data)] = data
-        self.held += max(grows, len(data))
+        self.held += grows
+
+    def size(self, handle: Optional[int]) -> Optional[int]:
+        held = self.by_handle.get(handle)
+        return len(held.data) if held is not None and held.data is not None else None
 
     def at_end(self, handle: Optional[int]) -> int:
         """Where an appending descriptor's next write lands, or -1 if the file is unknown."""
@@ -282,9 +307,10 @@ class _Contents:
         held = self.by_handle.get(handle) if handle is not None else self.by_path.get(path)
         if held is not None and held.data is not None:
             if size < len(held.data):
+                self.held -= len(held.data) - size
                 del held.data[size:]
             elif self.held + size - len(held.data) > HELD_CAP:  # zeros count as held bytes too
-                held.data = None
+                self._drop(held)
             else:
                 self.held += size - len(held.data)
                 held.data.extend(bytes(size - len(held.data)))
@@ -293,17 +319,19 @@ class _Contents:
         """The trace cannot follow what happens to this file from now on (a shared, writable map)."""
         held = self.by_handle.get(handle) if handle is not None else self.by_path.get(path)
         if held is not None:
-            held.data = None
+            self._drop(held)
 
     def renamed(self, source: str, dest: str, link: bool = False) -> None:
         """A rename or a hard link (of a file, or a folder and everything under it)."""
+        if source == dest:
+            return  # a rename of a name onto itself does nothing
         inside = source + os.sep
         moved = {p: h for p, h in self.by_path.items() if p == source or p.startswith(inside)}
         for gone in [p for p in self.by_path if p == dest or p.startswith(dest + os.sep)]:
-            del self.by_path[gone]
+            self.by_path.pop(gone, None)
         for p, h in moved.items():
             if not link:
-                del self.by_path[p]
+                self.by_path.pop(p, None)
             self.by_path[dest + p[len(source):]] = h
 
     def linked(self, handle: int, dest: str) -> None:
@@ -320,15 +348,15 @@ class _Contents:
         """The ``size`` bytes at ``offset`` of the file behind ``handle``, or None if the trace cannot say."""
         held = self.by_handle.get(handle)
         if held is None or held.data is None or offset is None or offset < 0 or size < 0 \
-                or offset + size > len(held.data) or self.held + size > HELD_CAP:
+                or offset + size > len(held.data) or self.handed + size > HELD_CAP * 4:
             return None
-        self.held += size
+        self.handed += size
         return bytes(held.data[offset:offset + size])
 
 
-# The most bytes the judge holds to give in-kernel copies their bytes (the files' copies, and the
-# copies handed out), beside what the trace itself carries: a box that copies a file again and
-# again cannot make the judge hold more.
+# The most bytes the judge holds at once to give in-kernel copies their bytes (the files' contents);
+# the bytes handed out as copies over a whole run may be four times that: a box that copies a file
+# again and again cannot make the judge hold more.
 HELD_CAP = 16 * 1024 * 1024
 
 
@@ -571,8 +599,12 @@ class KernelTrace:
     def _flags_set(self, args: str) -> None:
         """fcntl(F_SETFL) turning O_APPEND on: the descriptor's writes land at the end from now on,
         whatever its position."""
-        if "F_SETFL" in args and "O_APPEND" in args and "<" in args:
-            entry = self.fds.get(_annotation(args.split(", ", 1)[0])[0])
+        target = _TARGET.match(args)
+        if target is None:
+            return
+        rest = args[target.end():].split(",")  # after the descriptor (whose path may hold any word)
+        if len(rest) > 2 and rest[1].strip() == "F_SETFL" and "O_APPEND" in rest[2]:
+            entry = self.fds.get(int(target.group(1)))
             if entry is not None:
                 entry[3] = None
 
@@ -714,9 +746,14 @@ class KernelTrace:
     def _closed(self, fd: int) -> None:
         entry = self.fds.pop(fd, None)
         # A file stays open while any descriptor dup()ed from the same open names it, in any process.
-        if entry is not None and entry[1] and not entry[4] and not any(
-                e is entry for table in self._all_tables() for e in table.values()):
-            self._emit("close", api="close", path=entry[0], handle=entry[2])
+        if entry is None:
+            return
+        writes = entry[1] and not entry[4]
+        held = entry[2] in self.contents.by_handle
+        if (writes or held) and not any(e is entry for table in self._all_tables() for e in table.values()):
+            self.contents.closed(entry[2])
+            if writes:
+                self._emit("close", api="close", path=entry[0], handle=entry[2])
 
     def _all_tables(self) -> list:
         seen: dict = {id(self._root): self._root}
@@ -854,7 +891,9 @@ class KernelTrace:
             if copied is not None:
                 data, cut = copied, False
         offset = self._write_offset(c, entry)
-        if entry is not None:
+        if entry is None:
+            self.contents.lost(path=path)  # a descriptor the trace never saw opened (passed over a socket)
+        else:
             self.contents.wrote(entry[2], offset if offset >= 0 or entry[3] is not None else
                                 self.contents.at_end(entry[2]), data[:c.ret], not cut and len(data) >= c.ret)
         # Named by the path it was opened at (the recorder's convention too): the handle says which
@@ -874,12 +913,16 @@ class KernelTrace:
             return None
         given = c.args[offset_at].strip()
         if given.startswith("["):  # an offset of its own: `[6]`, or `[6] => [9]` as sendfile prints it
-            offset: Optional[int] = int(given[1:given.index("]")])
-        else:
-            offset = entry[3]
-            if entry[3] is not None:
-                entry[3] += c.ret
-        return self.contents.copied(entry[2], offset, c.ret)
+            return self.contents.copied(entry[2], int(given[1:given.index("]")]), c.ret)
+        # From the descriptor's position, which reads (not traced) may have moved: trusted only for a
+        # whole file copied from its start in one call, as cp does; a read before it would make the
+        # copy shorter than the file.
+        offset, size = entry[3], self.contents.size(entry[2])
+        if entry[3] is not None:
+            entry[3] += c.ret
+        if c.ret == 0:
+            return b""
+        return self.contents.copied(entry[2], 0, c.ret) if offset == 0 and size == c.ret else None
 
     def _write_offset(self, c: "_Syscall", entry: Optional[list]) -> int:
         """Where a write lands: a pwrite's own offset; else the descriptor's position, which the write
@@ -889,7 +932,9 @@ class KernelTrace:
             return int(c.args[3].strip()[1:c.args[3].strip().index("]")])  # its own offset: the position stays
         offset = -1 if at is None else int(c.args[at])
         if c.name == "pwritev2" and "RWF_APPEND" in c.args[-1]:
-            return -1  # at the end whatever offset it names, and the position stays
+            if offset == -1 and entry is not None:
+                entry[3] = None  # from the position: the kernel moves it to the new end
+            return -1  # at the end whatever offset it names
         if offset == -1 and (at is None or c.name == "pwritev2") and entry is not None and entry[3] is not None:
             offset = entry[3]
             entry[3] += c.ret
@@ -958,6 +1003,7 @@ class KernelTrace:
         path = self._path(c.pid, c.args[-1], c.args[1] if c.name == "symlinkat" else None)
         if path.startswith(self.root + os.sep):
             self.links = True  # (bubblewrap's own links, made as the box starts, are elsewhere)
+        self.contents.forget()
         self._emit("symlink", api=c.name, path=path)
 
     def _sync(self, c: "_Syscall") -> None:
@@ -998,6 +1044,7 @@ class KernelTrace:
         if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
             return
         entry = self.fds.get(fd)
+        self.contents.lost(handle=entry[2] if entry is not None else None, path=None if entry is not None else path)
         at = c.args[3].strip()
         if at.startswith("[") and at.endswith("]"):
             offset = int(at[1:-1])
@@ -1206,7 +1253,8 @@ def unknown_bytes(ops: Iterable[Op], roots: list) -> Optional[str]:
             return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api}, which copies them "
                     "inside the kernel: the grader's trace counts those bytes but cannot see which they are, so it "
                     "cannot rebuild what a crash would leave there, and it does not grade such a run. Write the "
-                    "checkpoint with write() calls (a copy made with shutil is followed)")
+                    "checkpoint with write() calls (a copy of a file your code wrote itself, with shutil, "
+                    "os.sendfile or cp, is followed)")
     return None
 
 
