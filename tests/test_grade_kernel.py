@@ -145,9 +145,10 @@ def test_a_forged_account_earns_what_the_same_code_earns_honestly(graded):
         forged, honest = report[twin[:-len("_twin")]], report[twin]
         if twin[:-len("_twin")] in KNOWN_GAPS:
             # The gap depends on the order strace prints the fork and the child's first calls: where the
-            # fork comes first, the child is tied to its parent and the forgery earns the twin's score.
+            # fork comes first, the child is tied to its parent and the forgery earns the twin's score;
+            # each save of the run may fall either way, so anything from the twin's score to the gap's.
             gap, twin_score = KNOWN_GAPS[twin[:-len("_twin")]]
-            assert honest["score"] == twin_score and forged["score"] in (gap, twin_score), (twin, _failures(forged))
+            assert honest["score"] == twin_score and twin_score <= forged["score"] <= gap, (twin, _failures(forged))
             continue
         assert honest["score"] < honest["max_score"], (twin, "the honest twin is a wrong loop")
         assert kernel_trace.MISMATCH not in _failures(honest)
