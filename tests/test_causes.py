@@ -235,7 +235,8 @@ ROWS = [
     # loop did save, so the story does not say it never did, and the question names a file that is gone.
     Row(6, "level6/wrong/old_journal_deleted_before_the_snapshot_lands.py", "test_every_crash_state_loads_as_one_whole_save",
         "", ("load_checkpoint returned an older save", "read back no later save from the files this crash left",
-             "a file that your snapshot names and that is gone?"), ("Nothing was saved",)),
+             "a file your snapshot names and that is gone", "what does your loader do with it?"),
+        ("Nothing was saved",)),
     # The folder fsynced only at the first save: a power cut undoes a later rename. The loop did make that
     # save, so the story says the power cut undid it, never that it was not made.
     Row(3, "level3/wrong_syncs_the_folder_only_once", "test_a_save_that_returned_is_never_undone", "",

@@ -57,7 +57,7 @@ def test_every_call_the_model_named_is_on_disk_before_any_runs(tickets, request)
 def test_each_result_is_on_disk_before_the_next_call_starts(tickets, request):
     """A result that came back is saved before the loop starts another tool or calls the model."""
     assert_holds(tickets, ["KEPT", "FRESH"], rerun_command(request),
-                 also_about="What happens to the first result if the process dies while the third tool runs?")
+                 also_about="If the process dies while a later tool runs, what becomes of a result that already came back?")
 
 
 @pytest.mark.task(taskno=3)

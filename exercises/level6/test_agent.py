@@ -74,8 +74,9 @@ def test_the_loop_finishes_and_the_loader_reads_the_final_state(tickets, request
 def test_every_crash_state_loads_as_one_whole_save(tickets, long_run, request):
     """Wherever the process dies, your loader returns one whole save: never an error, a mix, or an older one."""
     holds_on_both(tickets, long_run, ["PARSE", "FIELDS", "WHOLE", "ATOMIC-DIR", "RERUN"], rerun_command(request),
-                  also_about="What does your loader do with what a crash left: the last piece of a file cut short, "
-                             "or a file that your snapshot names and that is gone?")
+                  also_about="What can a crash leave between two steps of your save (a file emptied, the last piece "
+                             "of a file cut short, a file your snapshot names and that is gone), and what does your "
+                             "loader do with it?")
 
 
 @pytest.mark.task(taskno=2)
