@@ -357,7 +357,7 @@ _ANSWERED = {"x86_64": ((437, errno.ENOSYS), (206, errno.ENOSYS), (285, errno.EO
 
 _IOCTL = {"x86_64": 16, "aarch64": 29}
 # FICLONE, FICLONERANGE, FIDEDUPERANGE: a file's contents changed by another's blocks, with no write to trace
-_CLONES = (0x40049409, 0x4020940D, 0xC0189436)
+_REFLINKS = (0x40049409, 0x4020940D, 0xC0189436)
 
 
 def seccomp_program() -> Optional[bytes]:
@@ -380,7 +380,7 @@ def seccomp_program() -> Optional[bytes]:
             op(ld_w_abs, 0, 0, 0)]
     # ioctl's copies of one file's blocks into another (reflinks, on btrfs or XFS): EOPNOTSUPP, as on a file
     # system without them (tmpfs, ext4); the request is the call's second argument, its low word at 24.
-    ioctl_nr, requests = _IOCTL[machine], _CLONES
+    ioctl_nr, requests = _IOCTL[machine], _REFLINKS
     tail = [op(jeq_k, 0, len(requests) + 1, ioctl_nr), op(ld_w_abs, 0, 0, 24)]
     tail += [op(jeq_k, len(requests) - i, 0, r) for i, r in enumerate(requests)]
     tail += [op(ret_k, 0, 0, allow), op(ret_k, 0, 0, 0x00050000 | errno.EOPNOTSUPP)]

@@ -157,8 +157,7 @@ _CLONE_FS = re.compile(r"\bCLONE_FS\b")
 # by its id in strace's, so in a box no clone names its child (strace prints a clone when it returns, often
 # after the child's first calls). strace's --pidns-translation would name it, but looks each id up in /proc:
 # 400 forks took 5 s instead of 3, past the time one call may take on a busy machine. Where a clone does name
-# its child (no box, or a translation), the child's guessed working folder is corrected (see unsure_cwd).
-_TRANSLATED = re.compile(r"= -?\d+ /\* (\d+) in strace's PID NS \*/")
+# its child (no box), the child's guessed working folder is corrected (see unsure_cwd).
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 _OPENS = ("open", "openat", "openat2", "creat")
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
@@ -571,8 +570,7 @@ class KernelTrace:
             return
         if name in _CLONES:
             if int(ret, 0) > 0:  # the parent's side: the child's id (its own side returns 0)
-                translated = _TRANSLATED.search(rest)
-                self._cloned(pid, translated.group(1) if translated else str(int(ret, 0)), args)
+                self._cloned(pid, str(int(ret, 0)), args)
             return
         if name == "fcntl" and "F_DUPFD" not in args:
             self._flags_set(args)
@@ -882,8 +880,8 @@ class KernelTrace:
             return
         if self.name in path:
             self._tamper("it wrote into the kernel trace itself")
-        if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
-            return  # a pipe, a socket, a terminal: nothing a crash leaves on disk (/dev/shm holds files)
+        if not path.startswith("/") or _device(path):
+            return  # a pipe, a socket, a terminal: nothing a crash leaves on disk
         data, cut = _WRITTEN[c.name](c.args)
         entry = self.fds.get(fd)
         if c.name in _COPY_SOURCE:
@@ -911,9 +909,9 @@ class KernelTrace:
         entry = self.fds.get(_annotation(c.args[at])[0])
         if entry is None:
             return None
-        given = c.args[offset_at].strip()
-        if given.startswith("["):  # an offset of its own: `[6]`, or `[6] => [9]` as sendfile prints it
-            return self.contents.copied(entry[2], int(given[1:given.index("]")]), c.ret)
+        given = _given_offset(c.args[offset_at])
+        if given is not None:
+            return self.contents.copied(entry[2], given, c.ret)
         # From the descriptor's position, which reads (not traced) may have moved: trusted only for a
         # whole file copied from its start in one call, as cp does; a read before it would make the
         # copy shorter than the file.
@@ -928,8 +926,9 @@ class KernelTrace:
         """Where a write lands: a pwrite's own offset; else the descriptor's position, which the write
         moves (pwritev2's offset -1 means that too); -1 when the position is unknown (at the end)."""
         at = _OFFSET_ARG.get(c.name)
-        if c.name == "copy_file_range" and c.args[3].strip().startswith("["):
-            return int(c.args[3].strip()[1:c.args[3].strip().index("]")])  # its own offset: the position stays
+        given = _given_offset(c.args[3]) if c.name == "copy_file_range" else None
+        if given is not None:
+            return given  # its own offset: the position stays
         offset = -1 if at is None else int(c.args[at])
         if c.name == "pwritev2" and "RWF_APPEND" in c.args[-1]:
             if offset == -1 and entry is not None:
@@ -1041,14 +1040,12 @@ class KernelTrace:
         if path == self.pipe:
             self.wire += c.ret
             return
-        if not path.startswith("/") or (path.startswith("/dev/") and not path.startswith("/dev/shm/")):
+        if not path.startswith("/") or _device(path):
             return
         entry = self.fds.get(fd)
         self.contents.lost(handle=entry[2] if entry is not None else None, path=None if entry is not None else path)
-        at = c.args[3].strip()
-        if at.startswith("[") and at.endswith("]"):
-            offset = int(at[1:-1])
-        else:
+        offset = _given_offset(c.args[3])
+        if offset is None:
             offset = entry[3] if entry is not None and entry[3] is not None else -1
             if offset >= 0:
                 entry[3] += c.ret
@@ -1186,12 +1183,24 @@ def _nameless(path: Optional[str]) -> Optional[str]:
     return path
 
 
+def _device(path: str) -> bool:
+    """A device, not a file (/dev/shm, though under /dev, holds ordinary files)."""
+    return path.startswith("/dev/") and not path.startswith("/dev/shm/")
+
+
+def _given_offset(arg: str) -> Optional[int]:
+    """A copy's or splice's own offset argument: ``[6]`` (or ``[6] => [9]``, as sendfile prints it), else
+    None (NULL: the descriptor's position)."""
+    arg = arg.strip()
+    return int(arg[1:arg.index("]")]) if arg.startswith("[") else None
+
+
 def _left_out(path: Optional[str]) -> bool:
     """Files no crash state holds: byte-code caches, devices (but /dev/shm holds ordinary files), and files
     made by memfd_create, which live in memory only and have no name on any disk (a learner's code may
     make one; the recorder, where it patches, passes a forked child's operations on through one)."""
     return path is not None and ("__pycache__" in path or path.endswith((".pyc", ".pyo")) or path.startswith("/memfd:")
-                                 or (path.startswith("/dev/") and not path.startswith("/dev/shm/")))
+                                 or _device(path))
 
 
 def translate(kernel: list, roots: list) -> tuple[list, Optional[str]]:
