@@ -745,3 +745,75 @@ def test_a_file_whose_name_reads_like_arguments_is_read_as_one_name(trace):
     ])
     assert trace.tampered is None
     assert [op.offset for _, op in trace.ops if op.kind == "write"] == [-1]  # at the end, as O_APPEND puts it
+
+
+@needs_strace
+@pytest.mark.strace
+def test_a_path_through_procs_links_names_the_file_they_lead_to(tmp_path):
+    """/proc/self/root, /proc/self/cwd, /proc/thread-self/cwd, /proc/self/fd/N and /dev/fd/N (a link to the
+    last) are links the kernel follows into the calling process: a truncate, a rename or a chdir through
+    one acts on the file or folder it leads to, so the trace names that (a ``..`` after one climbs from
+    there). Through another process's link (by its id) the trace cannot say which file it is: refused."""
+    code = """import os
+os.mkdir('ck')
+for name in 'abcdefg':
+    with open('ck/' + name, 'w') as f:
+        f.write('{}')
+d = os.open('ck', os.O_RDONLY)
+here = os.getcwd()
+os.truncate('/proc/self/root' + here + '/ck/a', 0)
+os.truncate(f'/proc/self/fd/{d}/b', 0)
+os.truncate(f'/dev/fd/{d}/c', 0)
+os.truncate('/proc/thread-self/cwd/ck/../ck/d', 0)
+os.rename('/proc/self/cwd/ck/e', f'/proc/self/fd/{d}/../ck/e2')
+os.chdir(f'/proc/self/fd/{d}')
+os.truncate('f', 0)
+os.chdir(here)
+fd = os.open('ck/g', os.O_WRONLY)
+os.truncate(f'/proc/self/fd/{fd}', 1)
+"""
+    ck = str(tmp_path / "ck")
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is None
+    assert [(op.kind, op.path, op.dest) for op in ops if op.kind in ("truncate", "rename")] == [
+        ("truncate", f"{ck}/{name}", None) for name in "abcd"] + [("rename", f"{ck}/e", f"{ck}/e2")] + [
+        ("truncate", f"{ck}/{name}", None) for name in "fg"]
+    final = final_listing(ops, {f"{ck}/{name}": b"{}" for name in "abcdefg"}, ck)
+    assert final == {"a": b"", "b": b"", "c": b"", "d": b"", "e2": b"{}", "f": b"", "g": b"{"}
+    code = "import os\nos.mkdir('ck')\nopen('ck/a', 'w').close()\nos.truncate(f'/proc/{os.getpid()}/cwd/ck/a', 0)\n"
+    (tmp_path / "other").mkdir()
+    ops, problem = reconcile([], _traced(tmp_path / "other", code), [str(tmp_path / "other" / "ck")])
+    assert problem and "/proc/" in problem and "cwd/ck/a" in problem and "through a link in /proc" in problem, problem
+
+
+def test_a_copy_of_a_file_there_before_the_call_takes_the_bytes_the_judge_read_and_words_give_none(trace, tmp_path):
+    """Before each call the judge reads what the watched folders hold (KernelTrace.seed): a copy the code
+    makes of such a file inside the kernel (the checkpoint an earlier run left, copied aside with shutil)
+    takes its bytes from that. The worker's words (shutil's audit event, which the code can raise itself,
+    or the recorder, which it can edit) give no copy its bytes: a copy from a source no account holds (a
+    memfd, a pipe) stays unknown, and refused in the folder, whatever the words claim."""
+    trace.root = str(tmp_path)
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / "checkpoint.json").write_bytes(b'{"turns": 1}')
+    trace.seed([str(folder)])
+    ck, prev = str(folder / "checkpoint.json"), str(folder / "checkpoint.json.previous")
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_RDONLY|O_CLOEXEC) = 3<{hx(ck)}>',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(prev)}", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 4<{hx(prev)}>',
+        f'10 sendfile(4<{hx(prev)}>, 3<{hx(ck)}>, NULL, 8388608) = 12',
+        f'10 sendfile(4<{hx(prev)}>, 3<{hx(ck)}>, NULL, 8388608) = 0',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_WRONLY) = 5<{hx(ck)}>',
+        f'10 sendfile(5<{hx(ck)}>, 6<{hx("/memfd:spaces (deleted)")}>, [0] => [12], 12) = 12',
+    ])
+    ops = [op for _, op in trace.ops]
+    copies = [op for op in ops if op.kind == "write"]
+    assert [(op.path, op.data, "cut" in op.flags) for op in copies] == [
+        (prev, b'{"turns": 1}', False), (prev, b"", False), (ck, b"", True)]
+    # Words that claim the spaces were the file's own bytes change nothing: the copy stays unknown.
+    word = Op(0, "write", api="os.sendfile", path=ck, offset=0, data=b'{"turns": 1}')
+    problem, _ = kernel_trace.label([word], [op for op in ops if kernel_trace.claimable_by_recorder(op, [str(folder)])],
+                                    [str(folder)])
+    assert problem is None and copies[2].data == b"" and "cut" in copies[2].flags
+    refused = kernel_trace.unknown_bytes(ops, [str(folder)])
+    assert refused and "12 bytes to ck/checkpoint.json with os.sendfile" in refused, refused

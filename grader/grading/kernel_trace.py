@@ -31,9 +31,11 @@ stores are not), and a symbolic link (the crash models do not follow links); io_
 changes files with no system call per change, is refused outright (the tracer makes
 ``io_uring_setup`` fail, and a run that tried is not graded). Bytes copied inside the kernel
 (``sendfile``, ``copy_file_range``) are not printed by strace: they are read from the trace's own
-account of the source (:class:`_Contents`) when it wrote that file itself; else their sizes and
-offsets are the kernel's, their bytes the recorder's, and the replay is compared with the files on
-disk after each call. A path argument is resolved when the judge reads the trace (a moment after the call): a link
+account of the source (:class:`_Contents`) when it wrote that file itself, or when the file was in a
+watched folder as the judge read it before the call (:meth:`KernelTrace.seed`); else they are unknown,
+and a run that copies them into a watched folder is refused. The worker's words (shutil's audit event,
+which the code can raise itself) never give a copy its bytes: a copy of spaces announced as a copy of
+the checkpoint onto itself earned 10. A path argument is resolved when the judge reads the trace (a moment after the call): a link
 made and removed between two messages of the worker may be missed, and the replay's comparison
 with the disk then reports the difference.
 
@@ -163,7 +165,7 @@ _OPENS = ("open", "openat", "openat2", "creat")
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
 # What the kernel trace cannot follow: a marker in the trace, turned into a refusal when it touches a
 # watched folder (:func:`reconcile`). Never handed to the crash models.
-MARKERS = frozenset({"mmap", "io_uring", "symlink"})
+MARKERS = frozenset({"mmap", "io_uring", "symlink", "proc"})
 # An fsync whose descriptor the judge could not tell a folder or a file (see KernelTrace._is_dir).
 UNSURE = "folder or file?"
 # Handles of every trace in this process come from one count, so two workers' files never share one
@@ -333,6 +335,17 @@ class _Contents:
                 self.by_path.pop(p, None)
             self.by_path[dest + p[len(source):]] = h
 
+    def seeded(self, path: str, data: bytes) -> bool:
+        """A file as the judge read it before a call (see :meth:`KernelTrace.seed`), unless the trace already
+        follows that name (or holds as much as it may: False)."""
+        if path in self.by_path:
+            return True
+        if self.held + len(data) > HELD_CAP:
+            return False
+        self.by_path[path] = _Held(bytearray(data))
+        self.held += len(data)
+        return True
+
     def linked(self, handle: int, dest: str) -> None:
         """A file opened with O_TMPFILE given its name."""
         if handle in self.by_handle:
@@ -418,6 +431,7 @@ class KernelTrace:
         self.pool_since: Optional[int] = None
         self.opened_by: dict = {}  # handle -> the Python function its open was labelled with (see _python_words)
         self.tampered: Optional[str] = None
+        self._unresolved: Optional[str] = None  # a path through /proc the call named that the trace cannot follow
         self.refused: Optional[str] = None  # a broken run, told as such (TOO_MANY)
         self.proc: Any = None
         self.first_pid: Optional[str] = None  # the worker: strace's first tracee
@@ -672,10 +686,54 @@ class KernelTrace:
             if base is None and pid in self.unsure_cwd:
                 guessed = path
             path = os.path.join(base or self.cwds.get(pid, self._root_cwd)[0], path)
+        if "/proc" in path or "/dev/" in path:
+            path = self._through_proc(pid, path)
         path = self._folded(path)
         if guessed is not None:
             self._guesses.append((pid, path, guessed))
         return path
+
+    def _through_proc(self, pid: str, path: str) -> str:
+        """A path that passes through one of /proc's links into a process (``/proc/self/cwd``, ``/proc/self/root``,
+        ``/proc/self/fd/N``, ``/proc/thread-self/...``, and ``/dev/fd/N`` or ``/dev/stdin``, links to them): the
+        kernel follows each to the folder or file it stands for, so the trace does too, part by part (a ``..``
+        after one climbs from where it led), from the calling thread's working folder and descriptors. Such a
+        link into another process or thread (named by its id in the box, which the trace cannot map) or to a
+        descriptor the trace never saw cannot be followed: the path stays as it is, and the call is marked
+        (see :data:`MARKERS`)."""
+        parts: list = []
+        for part in path.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if parts:
+                    parts.pop()
+                continue
+            parts.append(part)
+            if len(parts) == 2 and parts[0] == "dev" and parts[1] in _STD_FDS:
+                parts = ["proc", "self", "fd"] + ([_STD_FDS[parts[1]]] if _STD_FDS[parts[1]] else [])
+            if parts[0] != "proc" or len(parts) < 3:
+                continue
+            own = parts[1] in ("self", "thread-self")
+            link = parts[2:]
+            if parts[1] == "self" and link[:1] == ["task"]:
+                own, link = False, link[2:]  # a thread named by its id in the box
+            if not (link in (["cwd"], ["root"]) or (len(link) == 2 and link[0] == "fd")):
+                continue
+            if not own:
+                self._unresolved = path
+                return path
+            if link == ["root"]:
+                parts = []
+            elif link == ["cwd"]:
+                parts = [p for p in self.cwds.get(pid, self._root_cwd)[0].split("/") if p]
+            else:
+                entry = self.fds.get(int(link[1])) if link[1].isdigit() else None
+                if entry is None:
+                    self._unresolved = path
+                    return path
+                parts = [p for p in entry[0].split("/") if p]
+        return "/" + "/".join(parts)
 
     def _folded(self, path: str) -> str:
         path = os.path.normpath(path)
@@ -839,7 +897,10 @@ class KernelTrace:
         handler = _SYSCALLS.get(name)
         if handler is not None:
             self._guesses = []
+            self._unresolved = None
             handler(self, _Syscall(pid, name, args, ret, ret_path))
+            if self._unresolved is not None:
+                self._emit("proc", api=name, path=self._unresolved)
 
     def _at(self, c: "_Syscall", dirfd: int) -> str:
         """The path argument after the folder descriptor ``args[dirfd]`` (the ``*at`` calls)."""
@@ -963,16 +1024,16 @@ class KernelTrace:
         self._renamed_or_linked(c, source, dest)
 
     def _rename_or_link_at(self, c: "_Syscall") -> None:
-        source = self._at(c, 0)
-        by_fd = _PROC_FD.match(source)
-        if c.name == "linkat" and by_fd and int(by_fd.group(1)) in self.fds:
+        raw = os.fsdecode(_string(c.args[1])[0])
+        by_fd = _PROC_FD.match(os.path.normpath(raw)) if c.name == "linkat" else None
+        if by_fd and int(by_fd.group(1)) in self.fds:
             # linkat of an open (O_TMPFILE) file by descriptor: the handle says which file
             entry = self.fds[int(by_fd.group(1))]
             self.contents.linked(entry[2], self._at(c, 2))
             self._emit("link", api=c.name, path=entry[0], dest=self._at(c, 2), handle=entry[2],
                        flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0] else frozenset())
             return
-        self._renamed_or_linked(c, source, self._at(c, 2))
+        self._renamed_or_linked(c, self._at(c, 0), self._at(c, 2))
 
     def _renamed_or_linked(self, c: "_Syscall", source: str, dest: str) -> None:
         kind = "rename" if c.name.startswith("rename") else "link"
@@ -1053,6 +1114,36 @@ class KernelTrace:
                    offset=offset, data=b"", size=c.ret, flags=frozenset({"cut"}))
 
     # -- the judge's questions -----------------------------------------------------------------
+    def seed(self, roots: Iterable[str]) -> None:
+        """Before a call: the files the watched folders hold, as the judge reads them, for the copies the code
+        may make of them inside the kernel (the checkpoint an earlier run or the judge left there, copied aside
+        with shutil or cp). What the trace already follows stays as it is; the trace is read up to now first, so
+        nothing the box did before this moment is applied again. Regular files only, never through a link."""
+        self._read()
+        for root in roots:
+            stack = [os.path.realpath(root)]
+            while stack:
+                try:
+                    with os.scandir(stack.pop()) as entries:
+                        found = list(entries)
+                except OSError:
+                    continue
+                for entry in found:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False) and entry.path not in self.contents.by_path \
+                            and not _left_out(entry.path):
+                        try:
+                            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                        except OSError:
+                            continue
+                        try:
+                            data = os.read(fd, HELD_CAP + 1) if os.fstat(fd).st_size <= HELD_CAP else None
+                        finally:
+                            os.close(fd)
+                        if data is None or not self.contents.seeded(entry.path, data):
+                            return
+
     def tracer_killed(self) -> bool:
         """Whether strace was killed while the worker lived (then it never wrote how the worker ended)."""
         self._read()
@@ -1172,7 +1263,9 @@ def _real(path: Optional[str], cache: dict) -> Optional[str]:
     return os.path.join(cache[parent], name)
 
 
-_PROC_FD = re.compile(r"^/proc/(?:self|\d+)/fd/(\d+)$")
+_PROC_FD = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)|dev)/fd/(\d+)$")
+# /dev's links into /proc/self/fd (made by bubblewrap in the box, as by udev on a machine): name -> fd
+_STD_FDS = {"fd": "", "stdin": "0", "stdout": "1", "stderr": "2"}
 # A file with no name yet: the recorder's placeholder, or the kernel's `/dir/#inode`.
 _NAMELESS = re.compile(r"^(?:\.O_TMPFILE-\d+|#\d+)$")
 
@@ -1226,7 +1319,7 @@ def translate(kernel: list, roots: list) -> tuple[list, Optional[str]]:
     out, problem = [], None
     for op in kernel:
         if op.kind in MARKERS:
-            if problem is None and (op.kind == "io_uring" or _inside(op.path, real_roots)):
+            if problem is None and (op.kind in ("io_uring", "proc") or _inside(op.path, real_roots)):
                 problem = _refusal(op, judge_name(op.path))
             continue
         if _left_out(op.path) or _left_out(op.dest):
@@ -1243,6 +1336,11 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "descriptor open for writing, which mprotect can make writable): bytes stored there "
                 "reach the file with no system call, so the grader cannot tell when they land or rebuild what a "
                 "crash would leave, and it does not grade such a run. Write the checkpoint with write() calls")
+    if op.kind == "proc":
+        return (f"your code gave {op.api} the path {op.path}, through a link in /proc into another process or to a "
+                "descriptor the grader never saw opened: the grader cannot tell which file that names, so it "
+                "cannot rebuild what a crash would leave, and it does not grade such a run. Name files by their "
+                "own paths")
     if op.kind == "symlink":
         return (f"your code made a symbolic link, {name}, in the checkpoint folder: the crash models do not "
                 "follow links, so the grader does not grade such a run. Save plain files")
@@ -1254,16 +1352,16 @@ def unknown_bytes(ops: Iterable[Op], roots: list) -> Optional[str]:
     """Why a run cannot be graded when bytes the trace did not carry landed in a watched folder, or None.
 
     ``sendfile``, ``copy_file_range`` and ``splice`` copy inside the kernel: strace prints how many bytes
-    but not which. A copy shutil announced gets its bytes from the worker's words (:func:`label`); any
-    other leaves a write the crash states cannot rebuild (the replay would keep the old bytes there, and
+    but not which. One from a file the trace can account for (written by the code, or in a watched folder
+    before the call) has them (:class:`_Contents`); any other leaves a write the crash states cannot rebuild (the replay would keep the old bytes there, and
     only the final files could be compared with the disk), so the run is refused, with why."""
     for op in ops:
         if op.kind == "write" and "cut" in op.flags and op.size and _inside(op.path, roots):
             return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api}, which copies them "
                     "inside the kernel: the grader's trace counts those bytes but cannot see which they are, so it "
                     "cannot rebuild what a crash would leave there, and it does not grade such a run. Write the "
-                    "checkpoint with write() calls (a copy of a file your code wrote itself, with shutil, "
-                    "os.sendfile or cp, is followed)")
+                    "checkpoint with write() calls (a copy of a file your code wrote itself, or of one the folder held "
+                    "when the call began, with shutil, os.sendfile or cp, is followed)")
     return None
 
 
@@ -1284,8 +1382,8 @@ def label(recorded: list, kernel: list, roots: list) -> tuple[Optional[str], lis
     descriptor's file renamed while open) or order two calls differently (threads), and the kernel is
     right. A recorded operation with no such counterpart is refused as forged. The labels are only
     words: the Python function that made the call (``os.replace``), whether the file existed before an
-    open, and the bytes of a copy made inside the kernel (``sendfile``, whose bytes strace cannot
-    print; the replay is compared with the disk after each call). What the kernel saw that the recorder
+    open. Never bytes: words come from the box, where the code can raise shutil's audit event or edit
+    the recorder (a copy's bytes come from the trace's own account, or stay unknown). What the kernel saw that the recorder
     did not is kept as it is, named by its system call.
     """
     cache: dict = {}
@@ -1325,17 +1423,14 @@ def _counterpart(op: Op, free: list, cache: dict) -> Optional[Op]:
 
 def _take_labels(match: Op, op: Op) -> None:
     """Give the kernel's operation ``match`` the words of the recorded ``op`` (see :func:`label`)."""
-    if op.api and _API.match(op.api):
-        match.api = op.api
+    if op.api and _API.match(op.api) and not ("cut" in match.flags and not op.api.endswith(match.api)):
+        match.api = op.api  # (a copy of unknown bytes keeps the kernel's name for it: splice is no os.sendfile)
     if UNSURE in match.flags:
         match.is_dir, match.flags = bool(op.is_dir), match.flags - {UNSURE}
     if op.kind == "open" and "existed" in op.flags:
         match.flags = match.flags | {"existed"}
         if "append" in match.flags and isinstance(op.size, int) and op.size > 0:
             match.size = op.size  # where its writes begin (see _python_words): only words
-    if op.kind == "write" and "cut" in match.flags and ELIDED not in op.flags and len(op.data) == match.size:
-        match.data = op.data
-        match.flags = match.flags - {"cut"}
     if op.kind == "write" and match.offset < 0 and isinstance(op.offset, int) and op.offset >= 0:
         match.offset = op.offset  # only words: an appending handle's writes land at the end in the replay
 

@@ -77,6 +77,8 @@ _UNSEEN = {
     "mmap": "the program mapped {name} into memory for writing (mmap, MAP_SHARED): what it stored there "
             "changes the file with no system call, so no crash state shows it",
     "symlink": "the program made a symbolic link, {name}: crash states do not rebuild links",
+    "proc": "the program named a file through a link in /proc that the trace cannot follow (into another "
+            "process, or to a descriptor it never saw opened): what it did there is in no crash state",
     "io_uring": "the program tried io_uring, which was refused (its writes would be invisible to the trace)",
     "cut": "the program wrote {name} with {api}, whose bytes the trace does not carry (copied inside the "
            "kernel, or longer than strace keeps): crash states hold zeros there, so judge {name} with care",
@@ -364,7 +366,7 @@ class _TraceReading:
                 self._keep(op, pid)
 
     def _unseen_marker(self, op: Op) -> None:
-        if self.unseen is not None and (op.kind == "io_uring" or (op.path or "").startswith(self.prefix)):
+        if self.unseen is not None and (op.kind in ("io_uring", "proc") or (op.path or "").startswith(self.prefix)):
             self.unseen.append(_UNSEEN[op.kind].format(name=os.path.relpath(op.path or self.folder, self.folder)))
 
     def _zeros_for_uncarried(self, op: Op) -> None:

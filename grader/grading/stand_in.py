@@ -589,6 +589,8 @@ class _Call:
         self.handle_base = 1_000_000 * self.box.calls
         worker.sent_messages = {}  # the worker forgets them too when a call starts
         self.started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)
+        if worker.kernel is not None and rec is not None:
+            worker.kernel.seed(rec.watch)  # what the folders hold now: the bytes of the code's copies of them
         try:
             worker.send(request, self.what)
             while True:

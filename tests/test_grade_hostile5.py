@@ -1,0 +1,100 @@
+"""Round 5 of hostile level-2 submissions, graded by ``crashcourse grade`` as in tests/test_grade_hostile.py.
+
+Each file in ``tests/corpus/hostile`` named below is a wrong loop that changed checkpoint.json by a route
+the grader once missed, then saved the honest way so that the files agreed with the replay after every
+call. Each earned 10 before its route was followed (or refused); now each earns what its code earns, and,
+where a learner's own pytest can follow it too, the same there (FACES_AGREE):
+
+- a path through /proc's links into the process itself: ``/proc/self/root/...``, ``/proc/self/fd/<folder>/...``,
+  ``/dev/fd/<folder>/...``, ``/proc/thread-self/cwd/...`` (a truncate, or a move aside and back), a chdir
+  into ``/proc/self/fd/<folder>``. The kernel follows each to the checkpoint; the trace named a file
+  in /proc that no crash state holds. Through ``/proc/<pid>/``, where the box's pid cannot be mapped,
+  the run is refused.
+- the bytes of an in-kernel copy given by the worker's words: ``sys.audit("shutil.copyfile", ck, ck)``
+  before copying spaces over the checkpoint from a memfd. The words said the file kept its own bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.faces import plugin
+from grader.grading import bubblewrap, kernel_trace
+
+from test_grade_hostile import _own_pytest, kit_hashes
+
+KIT = Path(__file__).resolve().parent.parent
+CORPUS = KIT / "tests" / "corpus" / "hostile"
+
+pytestmark = [pytest.mark.strace, pytest.mark.bubblewrap,
+              pytest.mark.skipif(kernel_trace.problem() is not None or bubblewrap.check() is not None,
+                                 reason="needs strace and a bubblewrap box")]
+
+# id -> (status, score out of 10, words the reason must contain). What each earned before: 10.
+EXPECTED = {
+    "good": ("passed", 10.0, None),
+    # An in-place truncate, a crash point: what any in-place save earns (truncates_after_a_childs_chdir's 6).
+    "truncates_through_proc_root": ("failed", 6.0, "after os.truncate of"),
+    "truncates_through_proc_fd": ("failed", 6.0, "after os.truncate of"),
+    "truncates_through_dev_fd": ("failed", 6.0, "after os.truncate of"),
+    "truncates_after_chdir_through_proc": ("failed", 6.0, "after os.truncate of"),
+    # The checkpoint moved aside before the new one is in place: a kill between leaves none (w27's 6, TRACE).
+    "moves_aside_through_proc_cwd": ("failed", 6.0, "TRACE"),
+    # Through its own pid, as the box numbers it: the trace cannot tell whose folder that is, so it refuses.
+    "truncates_through_proc_pid_cwd": ("failed", 0.0, "through a link in /proc into another process"),
+    # Spaces copied over the checkpoint from a memfd: bytes no account holds, refused in the folder.
+    "forges_the_bytes_of_a_sendfile": ("failed", 0.0, "with os.sendfile, which copies them inside the kernel"),
+}
+# A learner's own pytest follows these too (the recorder names a path through /proc by where it leads).
+FACES_AGREE = ("truncates_through_proc_root", "truncates_through_proc_fd", "truncates_through_dev_fd",
+               "truncates_after_chdir_through_proc", "moves_aside_through_proc_cwd", "forges_the_bytes_of_a_sendfile")
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("submissions5")
+    for name in EXPECTED:
+        (folder / name).mkdir()
+        shutil.copy(CORPUS / f"{name}.py", folder / name / "agent.py")
+    hashes = kit_hashes()
+    temp = folder.parent / "grade-temp5"
+    temp.mkdir()
+    out = folder.parent / "report5.json"
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", "2", "--jobs", "2",
+                           "--timeout", "6", "--examples", "2", "--seed", str(plugin.DEFAULT_SEED),
+                           "--output", str(out)], capture_output=True, text=True, timeout=240, cwd=KIT,
+                          env=dict(os.environ, TMPDIR=str(temp), PYTHONDONTWRITEBYTECODE="1"))
+    assert proc.returncode == 0, proc.stderr
+    return {"report": json.loads(out.read_text()), "hashes": hashes}
+
+
+def _text(got: dict) -> str:
+    return (got["error"] or "") + "\n".join(t["output"] for t in got["tests"])
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_each_submission_earns_what_its_code_earns(batch, student):
+    status, score, words = EXPECTED[student]
+    got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
+    assert (got["status"], got["score"]) == (status, score), _text(got)[:1500]
+    if words:
+        assert words in _text(got), _text(got)[:1500]
+
+
+@pytest.mark.parametrize("student", FACES_AGREE)
+def test_its_own_pytest_gives_what_grade_gives(batch, student, tmp_path):
+    got = {s["id"]: s for s in batch["report"]["submissions"]}[student]
+    graded = (got["score"], sorted(t["name"] for t in got["tests"] if t["status"] != "passed"))
+    score, failing, text = _own_pytest(CORPUS / f"{student}.py", tmp_path)
+    assert (score, failing) == graded, text[-3000:]
+
+
+def test_the_kits_files_are_unchanged(batch):
+    assert kit_hashes() == batch["hashes"]
