@@ -127,29 +127,12 @@ def test_a_rename_inside_the_with_block_earns_the_same_under_grade_as_under_pyte
     assert "renamed checkpoint.json.tmp over checkpoint.json while its" in _failures(got)
 
 
-# KNOWN GAPS, held at today's scores (forged, honest twin) so that a change shows. In a box, strace prints a
-# forked child's first calls before its parent's fork, and the fork returns the child's id in the box's pid
-# namespace, so the trace cannot tie a child to its parent: such children read and change the first
-# process's descriptor table. A child that opens the temp file at the number where its parent holds another
-# file then makes the parent's fsync of that file look like the temp file's (true score: the twin's 2).
-# strace's --pidns-translation would tie them, at a cost per fork (README, known limits).
-# name -> (the forgery's score through the gap, the honest twin's score)
-KNOWN_GAPS = {"forges_fsync_across_processes": (10.0, 2.0)}
-
-
 def test_a_forged_account_earns_what_the_same_code_earns_honestly(graded):
     level, subs, report = graded
     twins = [name for name in report if name.endswith("_twin")]
     assert twins
     for twin in twins:
         forged, honest = report[twin[:-len("_twin")]], report[twin]
-        if twin[:-len("_twin")] in KNOWN_GAPS:
-            # The gap depends on the order strace prints the fork and the child's first calls: where the
-            # fork comes first, the child is tied to its parent and the forgery earns the twin's score;
-            # each save of the run may fall either way, so anything from the twin's score to the gap's.
-            gap, twin_score = KNOWN_GAPS[twin[:-len("_twin")]]
-            assert honest["score"] == twin_score and twin_score <= forged["score"] <= gap, (twin, _failures(forged))
-            continue
         assert honest["score"] < honest["max_score"], (twin, "the honest twin is a wrong loop")
         assert kernel_trace.MISMATCH not in _failures(honest)
         # Relabelled operations earn the twin's score; a claimed one the kernel never saw is refused.

@@ -817,3 +817,145 @@ def test_a_copy_of_a_file_there_before_the_call_takes_the_bytes_the_judge_read_a
     assert problem is None and copies[2].data == b"" and "cut" in copies[2].flags
     refused = kernel_trace.unknown_bytes(ops, [str(folder)])
     assert refused and "12 bytes to ck/checkpoint.json with os.sendfile" in refused, refused
+
+
+# -- whose child a task is (kernel_trace._CLONES) ------------------------------------------------------------
+# In a box (the trace shows bwrap's clone with CLONE_NEWPID) a clone's value is an id in the box's pid
+# namespace, which names no task of the trace (ids of strace's own): 99 is bwrap outside, 100 the box's
+# first task (its id 1), 101 the worker it starts (2), and clones inside return 3, 4, 5...
+FORK = "clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f00)"
+THREAD = ("clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|"
+          "CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f01, parent_tid=0x7f01, exit_signal=0, "
+          "stack=0x7f02, stack_size=0x7fff80, tls=0x7f03} => {parent_tid=[%d]}, 88)")
+BOX = ["99 clone(child_stack=NULL, flags=CLONE_NEWNS|CLONE_NEWUSER|CLONE_NEWPID|SIGCHLD) = 100",
+       '100 chdir("/box/home") = 0', f"100 {FORK} = 2"]
+
+
+def _paths(trace, kind="truncate") -> list:
+    return [op.path for op in trace.take(10 ** 9) if op.kind == kind]
+
+
+def test_a_child_seen_after_its_fork_returned_in_a_box_is_its_parents(trace):
+    """truncates_from_a_second_child's order: the first child moved to /; the second child's first call
+    comes after the fork returned an id of the box's (4). It is the only clone whose child has not shown,
+    so the truncate is resolved from its parent's folder, not from the last one any process moved to."""
+    feed(trace, BOX + [
+        f"101 {FORK} = 3",
+        '102 chdir("/") = 0',
+        f"101 {FORK} = 4",
+        f'103 truncate("{hx("ck/checkpoint.json")}", 0) = 0',
+        '101 truncate("ck/other", 0) = 0',
+    ])
+    assert trace.tampered is None
+    assert _paths(trace) == ["/box/home/ck/checkpoint.json", "/box/home/ck/other"]
+
+
+def test_a_child_seen_while_its_fork_is_unfinished_and_a_grandchild(trace):
+    """The fork still unfinished when the child's first call shows; the child moves into ck and forks a
+    grandchild (which shows after its fork returned, and after the first child moved again), whose relative
+    path is the child's folder, not its grandparent's or the one the first child moved to last."""
+    feed(trace, BOX + [
+        f"101 {FORK} = 3",
+        '102 chdir("/") = 0',
+        f"101 {FORK[:-1]} <unfinished ...>",
+        '103 chdir("ck") = 0',
+        "101 <... clone resumed>, child_tidptr=0x7f00) = 4",
+        '102 chdir("/tmp") = 0',
+        f"103 {FORK} = 5",
+        '104 truncate("checkpoint.json", 0) = 0',
+        '104 +++ exited with 0 +++',
+        '103 +++ exited with 0 +++',
+        '101 truncate("ck/other", 0) = 0',
+    ])
+    assert trace.tampered is None
+    assert _paths(trace) == ["/box/home/ck/checkpoint.json", "/box/home/ck/other"]
+
+
+def test_a_descriptor_a_child_reopens_is_its_own_in_a_box(trace):
+    """forges_fsync_across_processes's order: the child's calls come after its fork returned; its close and
+    open of the temp file at the parent's number change its own table, so the parent's fsync of that
+    number stays notes.log's; a thread of the child shares the child's table."""
+    notes, tmp = "/box/home/ck/notes.log", "/box/home/ck/c.tmp"
+    feed(trace, BOX + [
+        f'101 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/notes.log")}", O_WRONLY|O_CREAT|O_APPEND, 0644) = 5<{hx(notes)}>',
+        f"101 {FORK} = 3",
+        f"102 close(5<{hx(notes)}>) = 0",
+        f"102 {THREAD % 4} = 4",
+        f'103 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/c.tmp")}", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 5<{hx(tmp)}>',
+        "103 +++ exited with 0 +++",
+        f'102 write(5<{hx(tmp)}>, "{hx("{}")}", 2) = 2',
+        "102 +++ exited with 0 +++",
+        f"101 fsync(5<{hx(notes)}>) = 0",
+    ])
+    assert trace.tampered is None
+    ops = trace.take(10 ** 9)
+    assert [(op.kind, op.path) for op in ops if op.kind in ("write", "fsync")] == [("write", tmp), ("fsync", notes)]
+
+
+def test_a_task_that_shows_only_by_its_exit_still_takes_its_birth(trace):
+    """A thread that makes no traced call shows only by its exit line; after it, the next child is again
+    the only birth left, and is tied exactly. A clone to be started again (ERESTARTNOINTR) made no child."""
+    feed(trace, BOX + [
+        f"101 {THREAD % 3} = 3",
+        "102 +++ exited with 0 +++",
+        f'101 {FORK} = ? ERESTARTNOINTR (To be restarted)',
+        f"101 {FORK} = 4",
+        '103 chdir("/") = 0',
+        "103 +++ exited with 0 +++",
+        f"101 {FORK} = 5",
+        '104 truncate("ck/checkpoint.json", 0) = 0',
+    ])
+    assert trace.tampered is None and not trace.births and not trace.guessed
+    assert _paths(trace) == ["/box/home/ck/checkpoint.json"]
+
+
+def test_two_children_of_two_forks_are_a_guess_and_the_next_is_exact_again(trace):
+    """Two forks return before either child shows: which is which is not known (their box ids say
+    nothing of strace's), so each starts in a folder of its own guessed, named again once the kernel names
+    it (AT_FDCWD<...>). Once both have shown, the next child is tied exactly again."""
+    feed(trace, BOX + [
+        '101 chdir("ck") = 0',
+        f"101 {FORK} = 3",
+        f"101 {FORK} = 4",
+        '102 truncate("a", 0) = 0',
+        f'103 openat(AT_FDCWD<{hx("/box/home/ck")}>, "b", O_WRONLY|O_TRUNC) = 3<{hx("/box/home/ck/b")}>',
+        '101 chdir("/") = 0',
+        '102 unlinkat(AT_FDCWD</box/home/ck>, "c", 0) = 0',
+        '102 chdir("/tmp") = 0',
+        f"101 {FORK} = 5",
+        '104 truncate("d", 0) = 0',
+    ])
+    assert trace.tampered is None and trace.guessed == {"102", "103"} and not trace.births
+    ops = trace.take(10 ** 9)
+    # 101's truncate was named from a guess, then again from the folder the kernel named for it.
+    assert [(op.kind, op.path) for op in ops if op.kind in ("truncate", "unlink")] == [
+        ("truncate", "/box/home/ck/a"), ("unlink", "/box/home/ck/c"), ("truncate", "/d")]
+
+
+def test_an_id_used_again_after_its_task_ended_is_a_new_task(trace):
+    """pid_max wrapped: a task's id comes back for a new one. Its exit line ends the old task (its folder
+    was /), and the new one is tied to its own birth."""
+    feed(trace, BOX + [
+        f"101 {FORK} = 3",
+        '102 chdir("/") = 0',
+        "102 +++ exited with 0 +++",
+        f"101 {FORK} = 4",
+        '102 truncate("ck/checkpoint.json", 0) = 0',
+    ])
+    assert trace.tampered is None
+    assert _paths(trace) == ["/box/home/ck/checkpoint.json"]
+
+
+def test_without_a_pid_namespace_a_forks_value_names_its_child(trace):
+    """No box: a clone's value is the child's id in strace's namespace, and names it even when two forks
+    returned before either child showed."""
+    feed(trace, [
+        '100 chdir("ck") = 0',
+        f"100 {FORK} = 101",
+        '100 chdir("/") = 0',
+        f"100 {FORK} = 102",
+        '102 truncate("b", 0) = 0',
+        '101 truncate("a", 0) = 0',
+    ])
+    assert trace.tampered is None and not trace.guessed
+    assert _paths(trace) == ["/b", "/box/home/ck/a"]

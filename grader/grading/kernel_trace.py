@@ -154,12 +154,21 @@ _UNFINISHED = " <unfinished ...>"
 # The calls that start a process or a thread: a new process gets a copy of its parent's descriptors, a
 # thread (CLONE_FILES) shares them.
 _CLONES = ("clone", "clone3", "fork", "vfork")
+_CLONE_OPENINGS = tuple(f"{n}(" for n in _CLONES)
 _CLONE_FS = re.compile(r"\bCLONE_FS\b")
-# A clone made in a box returns the child's id in the box's pid namespace, while every line names a process
-# by its id in strace's, so in a box no clone names its child (strace prints a clone when it returns, often
-# after the child's first calls). strace's --pidns-translation would name it, but looks each id up in /proc:
-# 400 forks took 5 s instead of 3, past the time one call may take on a busy machine. Where a clone does name
-# its child (no box), the child's guessed working folder is corrected (see unsure_cwd).
+# Whose child a new process or thread is. A clone made in a box returns the child's id in the box's pid
+# namespace, while every line names a task by its id in strace's, so in a box no clone's value names its
+# child (strace's --pidns-translation would, but looks each id up in /proc: 400 forks took 5 s instead of 3).
+# And strace prints a clone when it returns, often after the child's first calls. What does hold: strace
+# prints a clone's start before the child exists (the caller is stopped there until strace lets it go on),
+# and, with exit lines on (no -qq), every task shows in the trace at least once, its exit if nothing else.
+# So when a task first shows, its birth is one of the clones started and not yet matched with a child
+# (KernelTrace.births); when there is only one, it is that one, whatever the ids. With several (two forks
+# before either child ran), the tie is a guess as it always was (the first unfinished clone's table, a
+# working folder corrected once the kernel names it: see unsure_cwd), and the births stay unmatched until
+# as many tasks have shown as there were clones. No id is compared, so neither namespace's ids wrapping
+# around pid_max can make a wrong tie. Where a clone's value does name its child (no pid namespace in the
+# trace), that names it too.
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 _OPENS = ("open", "openat", "openat2", "creat")
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
@@ -219,6 +228,19 @@ def problem() -> Optional[str]:
                 _problem = f"strace cannot trace here ({first}); ptrace may be refused in this container"
 
     return _problem
+
+
+class _Birth:
+    """One clone of the trace: who made it, with which flags, and, once it returned, the table and working
+    folder its child starts with (its parent's then); ``child``, the task tied to it."""
+
+    __slots__ = ("parent", "flags", "table", "cwd", "child")
+
+    def __init__(self, parent: str, flags: str):
+        self.parent, self.flags = parent, flags
+        self.table: Optional[dict] = None
+        self.cwd: Optional[list] = None
+        self.child: Optional[str] = None
 
 
 class _Held:
@@ -401,6 +423,18 @@ class KernelTrace:
         self.wire = 0  # bytes the kernel saw the worker write to the judge's pipe
         self.ops: list[tuple[int, Op]] = []  # (wire bytes before it, the operation)
         self.pending: dict[str, str] = {}  # pid -> the first half of an unfinished call
+        # Clones started whose child has not shown yet (see _CLONES), in order; how many tasks took one of
+        # them by a guess (which one is not known); clones whose value named their child (no pid namespace):
+        # child -> its birth; the unfinished clone of each task; and whether the trace may hold more than
+        # one pid namespace (then no clone's value is read as an id of strace's).
+        self.births: list[_Birth] = []
+        self.blind = 0
+        self.named: dict[str, _Birth] = {}
+        self.cloning: dict[str, _Birth] = {}
+        self.namespaced = False
+        self.guessed: set = set()  # tasks tied to a birth by a guess
+        self.gone: list = []  # the tables of tasks that ended (see _ended)
+        self.ended: set = set()  # their ids, until a new task takes one again (ids wrap around pid_max)
         # The working folder of each process, in a one-item list its threads share (CLONE_FS); a child
         # process starts with a copy of its parent's, so a child's chdir never moves its parent's paths.
         self._root_cwd = ["/"]
@@ -466,7 +500,8 @@ class KernelTrace:
         self.cwd = os.path.realpath(cwd)
         if file_size is not None:
             command = _capped(command, file_size)
-        return ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
+        # -q, not -qq: exit lines show every task, one that made no traced call too (see _CLONES).
+        return ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
                 "-e", "trace=" + CALLS] + refusals() + [w for spec in inject for w in ("-e", "inject=" + spec)] \
             + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
 
@@ -556,9 +591,12 @@ class KernelTrace:
             if rest.startswith("+++ "):
                 self.worker_ended = self.worker_ended or pid == self.first_pid
                 self.pending.pop(pid, None)  # a call it never finished is no clone still under way
+                self._ended(pid, rest)
             return
         if rest.endswith(_UNFINISHED):
             self.pending[pid] = rest[: -len(_UNFINISHED)]
+            if rest.startswith(_CLONE_OPENINGS):
+                self._clone_started(pid, self.pending[pid])
             return
         r = _RESUMED.match(rest)
         if r:
@@ -580,11 +618,10 @@ class KernelTrace:
             # that meant to write through it is told why the grader will not follow it.
             self._emit("io_uring", api=name)
             return
-        if ret == "?" or ret.startswith("-"):
-            return
         if name in _CLONES:
-            if int(ret, 0) > 0:  # the parent's side: the child's id (its own side returns 0)
-                self._cloned(pid, str(int(ret, 0)), args)
+            self._clone_returned(pid, args, ret, rest)
+            return
+        if ret == "?" or ret.startswith("-"):
             return
         if name == "fcntl" and "F_DUPFD" not in args:
             self._flags_set(args)
@@ -813,47 +850,130 @@ class KernelTrace:
 
     def _all_tables(self) -> list:
         seen: dict = {id(self._root): self._root}
-        for table in self.tables.values():
+        for table in itertools.chain(self.tables.values(), self.gone,
+                                     (b.table for b in itertools.chain(self.births, self.named.values()) if b.table)):
             seen.setdefault(id(table), table)
         return list(seen.values())
 
     def _table_of(self, pid: str) -> dict:
-        """The descriptor table of thread ``pid``. A thread first seen while a clone is still unfinished
-        (strace prints a child's first calls before its parent's clone returns) is that clone's child."""
+        """The descriptor table of thread ``pid``; a task seen for the first time is tied to its birth
+        (see _CLONES): its parent's table (shared, or a copy) and working folder."""
         table = self.tables.get(pid)
         if table is None:
-            parents = [p for p, text in self.pending.items() if text.startswith(tuple(f"{n}(" for n in _CLONES))]
-            parent = parents[0] if parents else None
-            table = self._root if parent is None else self._child_table(parent, self.pending[parent])
+            if pid in self.ended:  # an id used again, after pid_max wrapped: a new task
+                self.ended.discard(pid)
+                self.unsure_cwd.pop(pid, None)
+                self.moved_cwd.discard(pid)
+                self.guessed.discard(pid)
+            birth = self.named.pop(pid, None)
+            if birth is None and pid != self.first_pid and not self.blind and len(self.births) == 1:
+                birth = self.births.pop()
             if pid == self.first_pid:
+                table = self._root
                 self.cwds[pid] = self._root_cwd
-            elif len(parents) == 1:
-                self._child_cwd(parent, pid, self.pending[parent])
+            elif birth is not None:
+                birth.child = pid
+                table, self.cwds[pid] = birth.table, birth.cwd
+                if table is None:  # its clone has not returned: the parent is still where it was
+                    table = self._child_table(birth.parent, birth.flags)
+                    self.cwds[pid] = self._child_cwd(birth.parent, birth.flags)
             else:
-                # Whose child it is shows when a clone returns (_cloned); until then a folder of its own, so
-                # that its chdir moves no one else's (see unsure_cwd).
-                self.cwds[pid] = [self.last_cwd]
-                self.unsure_cwd[pid] = []
+                table = self._guess_birth(pid)
             self.tables[pid] = table
         return table
+
+    def _guess_birth(self, pid: str) -> dict:
+        """A task whose birth is one of several clones (or none the trace showed): today's guess, the
+        first unfinished clone's table, and a working folder of its own, so that its chdir moves no one
+        else's, named again once the kernel names it (see unsure_cwd)."""
+        parents = [p for p, text in self.pending.items() if text.startswith(_CLONE_OPENINGS)]
+        if self.births:
+            self.blind += 1
+            if self.blind >= len(self.births):  # as many tasks as clones: every one has shown
+                self.births, self.blind = [], 0
+        self.guessed.add(pid)
+        self.cwds[pid] = [self.cwds.get(parents[0], self._root_cwd)[0] if len(parents) == 1 else self.last_cwd]
+        self.unsure_cwd[pid] = []
+        return self._root if not parents else self._child_table(parents[0], self.pending[parents[0]])
 
     def _child_table(self, parent: str, flags: str) -> dict:
         table = self.tables.get(parent, self._root)
         return table if "CLONE_FILES" in flags else dict(table)
 
-    def _child_cwd(self, parent: str, child: str, flags: str) -> None:
+    def _child_cwd(self, parent: str, flags: str) -> list:
         box = self.cwds.get(parent, self._root_cwd)
-        self.cwds[child] = box if _CLONE_FS.search(flags) else [box[0]]
+        return box if _CLONE_FS.search(flags) else [box[0]]
 
-    def _cloned(self, parent: str, child: str, flags: str) -> None:
-        if child not in self.tables:  # else its first line came before this one (see _table_of)
-            self.tables[child] = self._child_table(parent, flags)
-            self._child_cwd(parent, child, flags)
-        elif child in self.unsure_cwd:  # seen first, its parent unsure: now known
-            started = self.cwds.get(parent, self._root_cwd)[0]
+    def _clone_started(self, pid: str, text: str) -> None:
+        """A clone printed unfinished: its child may show before it returns."""
+        if "CLONE_NEWPID" in text:
+            self.namespaced = True
+        self.cloning[pid] = birth = _Birth(pid, text)
+        self.births.append(birth)
+
+    def _clone_returned(self, pid: str, args: str, ret: str, line: str) -> None:
+        birth = self.cloning.pop(pid, None)
+        if "CLONE_NEWPID" in args:
+            self.namespaced = True
+        if ret.startswith("-") or ret == "?" and "ERESTART" in line or ret != "?" and int(ret, 0) == 0:
+            # It made no child (failed, or to be started again: a new line then), or this is the child's
+            # own side (0): no birth.
+            if birth is not None and birth.child is None:
+                self._unborn(birth)
+            return
+        if birth is None:
+            birth = _Birth(pid, args)
+            self.births.append(birth)
+        if birth.child is None:
+            # The child starts with the parent's table and folder as they are now (the parent was in the
+            # clone until here); a task that takes this birth later starts from these.
+            birth.table, birth.cwd = self._child_table(pid, args), self._child_cwd(pid, args)
+        if ret != "?" and not self.namespaced:
+            self._named(birth, str(int(ret, 0)))
+
+    def _named(self, birth: "_Birth", child: str) -> None:
+        """A clone's value names its child (strace's pid namespace is the only one in the trace)."""
+        if birth.child is not None:
+            return  # its child showed first, and was tied to it then
+        if birth in self.births:
+            self._unborn(birth)
+            if child in self.guessed:
+                self.blind = max(0, self.blind - 1)
+        if child not in self.guessed:
+            if child not in self.tables:
+                self.named[child] = birth
+            return
+        self.guessed.discard(child)
+        birth.child = child
+        if child in self.unsure_cwd:  # seen first, its parent unsure: now known
+            started = birth.cwd[0]
             if child not in self.moved_cwd:
-                self._child_cwd(parent, child, flags)
+                self.cwds[child] = birth.cwd
             self._rename_guesses(child, started)
+
+    def _unborn(self, birth: "_Birth") -> None:
+        for i, b in enumerate(self.births):
+            if b is birth:
+                del self.births[i]
+                return
+
+    def _ended(self, pid: str, line: str) -> None:
+        """``+++ exited ...``, ``+++ killed by ...``: the task is gone, and its id may be used again (its
+        table is kept: what it held open is left as it was before exit lines were read)."""
+        birth = self.cloning.pop(pid, None)
+        if birth is not None and birth.child is None and birth.table is None:
+            # Killed inside a clone: a child may have been made, with the table it has now.
+            birth.table, birth.cwd = self._child_table(pid, birth.flags), self._child_cwd(pid, birth.flags)
+        gone = re.match(r"\+\+\+ superseded by execve in pid (\d+)", line)
+        if gone is not None:
+            pid = gone.group(1)  # that thread now carries the caller's id; its own is free
+        elif not line.startswith(("+++ exited", "+++ killed")):
+            return
+        table = self.tables.pop(pid, None)
+        if table is not None:
+            self.gone.append(table)
+        self.cwds.pop(pid, None)
+        self.ended.add(pid)
 
     def _moved(self, source: str, dest: str) -> None:
         """A rename: a folder the trace saw made keeps being one under its new name (its insides too)."""

@@ -220,7 +220,8 @@ class ProgramRun:
             self.initial = Snapshot({self.watch + k[len(copy):]: v for k, v in self.initial.files.items()},
                                     [self.watch + d[len(copy):] for d in self.initial.dirs], self.initial.skipped)
         self.trace_path = os.path.join(self.scratch, "trace")
-        strace = ["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-x", "-s", str(kernel_trace.STRING_LIMIT),
+        # -q, not -qq: exit lines show every task (kernel_trace._CLONES).
+        strace = ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(kernel_trace.STRING_LIMIT),
                   "-e", "signal=none", "-e", "trace=" + kernel_trace.CALLS, *kernel_trace.refusals(),
                   "-o", self.trace_path]
         if self.stacks:

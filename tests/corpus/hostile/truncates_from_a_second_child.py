@@ -3,7 +3,8 @@ empties checkpoint.json in place with os.truncate on a path relative to the fold
 parent's), at once, before the tracer has printed its parent's fork; then the parent saves the honest
 way. A judge that guessed the second child's folder from the last chdir it saw would place the
 truncate outside the folder; a real kill between the two finds an empty checkpoint.json (true
-verdict: 6 of 10). A known gap under grade: in a box the trace cannot say whose child it is.
+verdict: 6 of 10). In a box the fork's value names no task of the trace (an id in the box's pid
+namespace): the child is tied by being the only one started and not yet seen.
 """
 import ctypes
 import ctypes.util

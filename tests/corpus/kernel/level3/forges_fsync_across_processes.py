@@ -2,7 +2,9 @@
 parent holds another file (notes.log); the parent then fsyncs that number, which in the parent is
 notes.log. The temp file is never fsynced, so a power cut can leave the renamed checkpoint empty. A
 judge that kept one descriptor table for both processes would credit the fsync to the temp file.
-With FORGE = False the parent fsyncs nothing: both earn the same.
+With FORGE = False the child keeps notes.log open, so the temp file gets a number of its own and
+nothing can be confused: both earn the same (3 of 10, as under their own pytest: the fsync of
+notes.log that fails makes the save raise, and nothing makes the temp file durable).
 """
 
 import json
@@ -59,11 +61,12 @@ def save_checkpoint(state, directory="checkpoints"):
     pid = os.fork()
     if pid == 0:
         # The child writes the temp file at the very descriptor number where its parent holds notes.log.
-        os.close(other)
+        if FORGE:
+            os.close(other)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         code = 1
         try:
-            if fd == other:
+            if (fd == other) == FORGE:
                 os.write(fd, json.dumps(state).encode())
                 code = 0
         finally:
@@ -71,8 +74,7 @@ def save_checkpoint(state, directory="checkpoints"):
     _, status = os.waitpid(pid, 0)
     if status != 0:
         raise OSError("the child could not write the temp file")
-    if FORGE:
-        os.fsync(other)  # notes.log, not the temp file: the same number in another process
+    os.fsync(other)  # notes.log, not the temp file (with FORGE, the same number in another process)
     os.close(other)
     os.replace(tmp, path)
     # 3. fsync the directory after the rename: the rename changed the directory, not the file.
