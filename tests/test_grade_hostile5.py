@@ -12,6 +12,9 @@ where a learner's own pytest can follow it too, the same there (FACES_AGREE):
   the run is refused.
 - the bytes of an in-kernel copy given by the worker's words: ``sys.audit("shutil.copyfile", ck, ck)``
   before copying spaces over the checkpoint from a memfd. The words said the file kept its own bytes.
+- a descriptor number the trace's table still gave to the temp file after a close it did not follow
+  (close_range, an exec), filled by the checkpoint's descriptor received over a socket; and one taken with
+  pidfd_getfd, whose writes the trace placed at the file's end.
 """
 
 from __future__ import annotations
@@ -51,10 +54,20 @@ EXPECTED = {
     "truncates_through_proc_pid_cwd": ("failed", 0.0, "through a link in /proc into another process"),
     # Spaces copied over the checkpoint from a memfd: bytes no account holds, refused in the folder.
     "forges_the_bytes_of_a_sendfile": ("failed", 0.0, "with os.sendfile, which copies them inside the kernel"),
+    # Spaces written over the checkpoint through a descriptor number the trace still took for the temp file's
+    # (closed by close_range, or by an exec, then filled by one received over a socket): 10 and 7 before.
+    "reuses_a_descriptor_closed_unseen": ("failed", 6.0, "PARSE"),
+    "reuses_a_descriptor_closed_by_exec": ("failed", 6.0, "PARSE"),
+    # ... through one taken with pidfd_getfd (7 before: a write the trace put at the end, where spaces are
+    # harmless): where it lands is unknown, refused.
+    "writes_through_pidfd_getfd": ("failed", 0.0, "through a descriptor the grader never saw opened"),
 }
 # A learner's own pytest follows these too (the recorder names a path through /proc by where it leads).
+# (The exec'd program's write it cannot follow: 0 there, and it says so; pidfd_getfd it follows, as an in-place
+# write: 6 there, where grade refuses.)
 FACES_AGREE = ("truncates_through_proc_root", "truncates_through_proc_fd", "truncates_through_dev_fd",
-               "truncates_after_chdir_through_proc", "moves_aside_through_proc_cwd", "forges_the_bytes_of_a_sendfile")
+               "truncates_after_chdir_through_proc", "moves_aside_through_proc_cwd", "forges_the_bytes_of_a_sendfile",
+               "reuses_a_descriptor_closed_unseen")
 
 
 @pytest.fixture(scope="module")

@@ -959,3 +959,50 @@ def test_without_a_pid_namespace_a_forks_value_names_its_child(trace):
     ])
     assert trace.tampered is None and not trace.guessed
     assert _paths(trace) == ["/b", "/box/home/ck/a"]
+
+
+@needs_strace
+@pytest.mark.strace
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="system call numbers for x86-64")
+def test_a_descriptor_number_closed_or_filled_without_an_open_names_what_the_kernel_says(tmp_path):
+    """close_range closes descriptors with no close call, and a descriptor handed over a Unix socket (SCM_RIGHTS)
+    or taken with pidfd_getfd arrives with no open: the number it takes may have named another file in the
+    trace's table. A received descriptor shares the sent one's open file (and its position); one taken from
+    another process is a file the trace never saw opened, whose writes land where it cannot say (refused in the
+    folder)."""
+    code = """import ctypes, os, socket
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{"a": 1}')
+a, b = socket.socketpair()
+t = os.open('ck/t', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+c = os.open('ck/checkpoint.json', os.O_WRONLY)
+socket.send_fds(a, [b'x'], [c])
+os.close(c)
+os.closerange(t, t + 1)
+_, fds, _, _ = socket.recv_fds(b, 1, 1)
+assert fds == [t], (fds, t)
+os.write(fds[0], b'  ')
+os.write(fds[0], b'  ')
+"""
+    ck = str(tmp_path / "ck")
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is None and kernel_trace.unknown_bytes(ops, [ck]) is None
+    opened = [op for op in ops if op.kind == "open" and op.path == f"{ck}/checkpoint.json"][-1]
+    writes = [(op.path, op.handle, op.offset, op.data) for op in ops if op.kind == "write"][-2:]
+    assert writes == [(f"{ck}/checkpoint.json", opened.handle, 0, b"  "), (f"{ck}/checkpoint.json", opened.handle, 2, b"  ")]
+    assert final_listing(ops, {}, ck)["checkpoint.json"] == b'    : 1}'
+    code = """import ctypes, os
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{"a": 1}')
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open('ck/checkpoint.json', os.O_WRONLY)
+other = libc.syscall(438, os.pidfd_open(os.getpid()), fd, 0)
+assert other > 0, ctypes.get_errno()
+os.write(other, b'  ')
+"""
+    (tmp_path / "other").mkdir()
+    ops = _traced(tmp_path / "other", code)
+    problem = kernel_trace.unknown_bytes(ops, [str(tmp_path / "other" / "ck")])
+    assert problem and "through a descriptor the grader never saw opened" in problem, problem

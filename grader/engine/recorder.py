@@ -57,10 +57,12 @@ _O_SYNC = getattr(os, "O_SYNC", 0)
 _O_DSYNC = getattr(os, "O_DSYNC", 0)
 
 class _Handle:
-    __slots__ = ("id", "path", "writable", "is_dir", "append")
+    __slots__ = ("id", "path", "writable", "is_dir", "append", "file")
 
-    def __init__(self, id: int, path: str, writable: bool, is_dir: bool, append: bool = False):
+    def __init__(self, id: int, path: str, writable: bool, is_dir: bool, append: bool = False,
+                 file: Optional[tuple] = None):
         self.id, self.path, self.writable, self.is_dir, self.append = id, path, writable, is_dir, append
+        self.file = file  # (st_dev, st_ino) when opened: which file the descriptor is
 
 
 _FunctionType = type(lambda: None)
@@ -239,11 +241,12 @@ class Recorder:
 
     def _register(self, fd: int, path: str, writable: bool, append: bool = False) -> _Handle:
         try:
-            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            st = os.fstat(fd)
+            is_dir, file = stat.S_ISDIR(st.st_mode), (st.st_dev, st.st_ino)
         except OSError:
-            is_dir = False
+            is_dir, file = False, None
         with self._lock:
-            handle = _Handle(self._next_handle, path, writable, is_dir, append)
+            handle = _Handle(self._next_handle, path, writable, is_dir, append, file)
             self._next_handle += 1
         self._fds[fd] = handle
         return handle
@@ -251,6 +254,17 @@ class Recorder:
     def _handle_for(self, fd: int) -> Optional[_Handle]:
         """The open file behind ``fd``; a descriptor opened out of sight is named through /proc if possible."""
         handle = self._fds.get(fd)
+        if handle is not None and handle.file is not None:
+            try:
+                st = os.fstat(fd)
+                same = (st.st_dev, st.st_ino) == handle.file
+            except OSError:
+                same = False
+            if not same:
+                # The number was closed and given to another file by a route no patch sees (os.closerange, a
+                # descriptor received over a socket): it is that file now.
+                del self._fds[fd]
+                handle = None
         if handle is None and fd > 2:
             # A file opened for reading (by the real open) and then fsynced, a dup()ed descriptor, or
             # one opened before recording began: the kernel still knows its name.

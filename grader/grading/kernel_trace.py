@@ -69,7 +69,9 @@ from grader.grading.wire import COPIES, ELIDED
 CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy_file_range,lseek,"
          "rename,renameat,renameat2,link,linkat,unlink,unlinkat,rmdir,mkdir,mkdirat,fsync,fdatasync,"
          "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup,dup,dup2,dup3,fcntl,mmap,"
-         "symlink,symlinkat,clone,clone3,fork,vfork,unshare,splice,openat2,io_setup,fallocate")
+         "symlink,symlinkat,clone,clone3,fork,vfork,unshare,splice,openat2,io_setup,fallocate,"
+         # How a descriptor is closed or made with no open: its number may then name another file.
+         "close_range,sendmsg,recvmsg,recvmmsg,pidfd_getfd")
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
@@ -175,6 +177,8 @@ _DUPS = ("dup", "dup2", "dup3", "fcntl")
 # What the kernel trace cannot follow: a marker in the trace, turned into a refusal when it touches a
 # watched folder (:func:`reconcile`). Never handed to the crash models.
 MARKERS = frozenset({"mmap", "io_uring", "symlink", "proc"})
+# A write through a descriptor the trace never saw opened, at that open file's position, which it cannot know.
+UNPLACED = "position unknown"
 # An fsync whose descriptor the judge could not tell a folder or a file (see KernelTrace._is_dir).
 UNSURE = "folder or file?"
 # Handles of every trace in this process come from one count, so two workers' files never share one
@@ -465,6 +469,7 @@ class KernelTrace:
         self.pool_since: Optional[int] = None
         self.opened_by: dict = {}  # handle -> the Python function its open was labelled with (see _python_words)
         self.tampered: Optional[str] = None
+        self.in_flight: list = []  # (path, table entry) of descriptors sent over a Unix socket, not yet received
         self._unresolved: Optional[str] = None  # a path through /proc the call named that the trace cannot follow
         self.refused: Optional[str] = None  # a broken run, told as such (TOO_MANY)
         self.proc: Any = None
@@ -1078,6 +1083,8 @@ class KernelTrace:
         # Named by the path it was opened at (the recorder's convention too): the handle says which
         # file it is, whatever it has been renamed to since.
         flags = {"cut"} if cut else set()
+        if entry is None and offset < 0:
+            flags.add(UNPLACED)  # where it lands is the position of an open file the trace never saw
         if c.name == "pwritev2" and ("RWF_DSYNC" in c.args[-1] or "RWF_SYNC" in c.args[-1]):
             flags.add("sync")  # durable on return, as every write to a file opened with O_SYNC
         self._emit("write", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
@@ -1214,6 +1221,38 @@ class KernelTrace:
         if "CLONE_FILES" in c.args[0]:
             self.tables[c.pid] = self.fds = dict(self.fds)
 
+    def _close_range(self, c: "_Syscall") -> None:
+        """``close_range(first, last, flags)``: every descriptor from first to last is closed (with
+        CLOSE_RANGE_UNSHARE, in a table of the process's own; CLOSE_RANGE_CLOEXEC closes none now)."""
+        if "CLOSE_RANGE_UNSHARE" in c.args[2]:
+            self.tables[c.pid] = self.fds = dict(self.fds)
+        if "CLOSE_RANGE_CLOEXEC" in c.args[2]:
+            return
+        first, last = int(c.args[0], 0), int(c.args[1], 0)
+        for fd in [fd for fd in self.fds if first <= fd <= last]:
+            self._closed(fd)
+
+    def _passed(self, c: "_Syscall") -> None:
+        """Descriptors handed over a Unix socket (SCM_RIGHTS): a sent one is the sender's open file, and the
+        descriptor that receives it shares that file and its position, whatever its number named before."""
+        body = ", ".join(c.args)
+        for rights in _RIGHTS.finditer(body):
+            for m in _ANNOTATED.finditer(rights.group(1)):
+                fd, path = int(m.group(1)), os.fsdecode(_unescape(m.group(2)))
+                if c.name == "sendmsg":
+                    if len(self.in_flight) < 256:
+                        self.in_flight.append((path, self.fds.get(fd)))
+                    continue
+                sent = next((i for i, (p, e) in enumerate(self.in_flight) if p == path and e is not None), None)
+                if sent is None:
+                    self._closed(fd)  # a file the trace cannot name: written through as one never seen opened
+                else:
+                    self._opened(fd, self.in_flight.pop(sent)[1])
+
+    def _got_fd(self, c: "_Syscall") -> None:
+        """``pidfd_getfd``: another process's descriptor (its table is not one the trace can name), copied in."""
+        self._closed(c.ret)
+
     def _splice(self, c: "_Syscall") -> None:
         """``splice(fd_in, off_in, fd_out, off_out, len, flags)``: bytes moved from a pipe inside the kernel,
         which strace does not print. Into a file, a write of unknown bytes (see :func:`unknown_bytes`)."""
@@ -1342,8 +1381,12 @@ _SYSCALLS = {
     "symlink": KernelTrace._symlink, "symlinkat": KernelTrace._symlink,
     "sync": KernelTrace._sync, "syncfs": KernelTrace._sync,
     "chdir": KernelTrace._chdir, "fchdir": KernelTrace._fchdir, "unshare": KernelTrace._unshare,
-    "splice": KernelTrace._splice,
+    "splice": KernelTrace._splice, "close_range": KernelTrace._close_range,
+    **dict.fromkeys(("sendmsg", "recvmsg", "recvmmsg"), KernelTrace._passed), "pidfd_getfd": KernelTrace._got_fd,
 }
+# The descriptors an SCM_RIGHTS message carries, as strace -y prints them: cmsg_data=[5</path>, 6</path>]
+_RIGHTS = re.compile(r"cmsg_type=SCM_RIGHTS, cmsg_data=\[((?:\d+<(?:[^>\\]|\\.)*>(?:\(deleted\))?(?:, )?)*)\]")
+_ANNOTATED = re.compile(r"(\d+)<((?:[^>\\]|\\.)*)>")
 
 # The bytes each write call carries, and whether strace printed fewer than were written.
 _WRITTEN = {
@@ -1476,6 +1519,11 @@ def unknown_bytes(ops: Iterable[Op], roots: list) -> Optional[str]:
     before the call) has them (:class:`_Contents`); any other leaves a write the crash states cannot rebuild (the replay would keep the old bytes there, and
     only the final files could be compared with the disk), so the run is refused, with why."""
     for op in ops:
+        if op.kind == "write" and UNPLACED in op.flags and op.size and _inside(op.path, roots):
+            return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api} through a descriptor the "
+                    "grader never saw opened (taken from another process with pidfd_getfd, say): it cannot tell "
+                    "where in the file they landed, so it cannot rebuild what a crash would leave there, and it "
+                    "does not grade such a run. Write the checkpoint through files your code opens itself")
         if op.kind == "write" and "cut" in op.flags and op.size and _inside(op.path, roots):
             return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api}, which copies them "
                     "inside the kernel: the grader's trace counts those bytes but cannot see which they are, so it "
