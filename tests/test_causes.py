@@ -203,6 +203,14 @@ ROWS = [
             "cap-restarted", ("its cap did not count the turn begun before the crash, the pending call it answered",
                               "or does answering the pending call add no turn?"),
             ("forgot the turns already in the file",))}),
+    # A finished task resumed by asking the model again: told as the finished task it is (issue 26, the round-4
+    # gap), and the question and the hint are about the final answer, not about pendingToolUse.
+    Row(4, "level4/wrong_finished_task_asked_again", "test_the_pending_call_is_answered_once", "finished-asked-again",
+        ("the file holds a finished task", "nothing is pending",
+         "whose last message is the model's final answer say about the task?"),
+        ("What does pendingToolUse tell you",), hint="say is left to do?",
+        also={"test_a_b_only_checkpoint_hides_the_call_in_flight": (
+            "finished-asked-again", ("the file holds a finished task",), ())}),
     Row(4, "level4/wrong_restarts_counters", "test_turns_and_tokens_continue_from_the_file", "",
         ("turns counts only those: did it restart at zero instead of continuing from the file?",),
         ("went up by",)),

@@ -106,6 +106,18 @@ EXPECTED = {
     # Right in every way the level checks, but resume's own saves write checkpoint.json in place: a second
     # crash during the resume tears the only copy. No crash of the resume itself is explored (KNOWN_GAPS).
     "wrong_resume_saves_in_place": {"4 saved"},
+    # Round 5. Right: at most once with a dataclass state and one match statement; at least once from a
+    # Resumer object that reads the cap as sys.modules[__name__].MAX_TURNS (a module graded in a fresh
+    # process is in sys.modules under its name, as any imported module is).
+    "right_dataclass_state_match_checks": set(),
+    "right_class_resumer_reads_the_cap_through_sys_modules": set(),
+    "wrong_cap_checked_after_the_model_answers": {"5 cap"},  # one more model call at the cap
+    "wrong_moves_a_bad_file_aside": {"1 refuse"},            # a refusal that renames the file
+    "wrong_pending_answer_counted_twice": {"2 counts", "5 cap"},
+    # A uuid4 key per attempt: a key the tool never saw cannot stop a second run (told as the key's fault).
+    "wrong_fresh_key_per_attempt": {"3 pending", "5 cap", "6 b-only"},
+    # No save B while resuming: the model is called while the file still names the answered call.
+    "wrong_no_save_point_b_while_resuming": {"4 saved", "5 cap", "6 b-only"},
 }
 
 # Corpus entries whose true verdict the level cannot reach yet, with the reason; strict, so a fix shows up.

@@ -40,10 +40,13 @@ def resumed(resume_module, crashcourse_seed, once):
 
 def assert_resumes(exploration, checks, rerun, also_about=""):
     """Fail, in the learner's words, if any of ``checks`` went wrong in ``exploration``."""
-    if exploration.error or any(f.check in checks for f in exploration.failures):
+    hits = [f for f in exploration.failures if f.check in checks]
+    if exploration.error or hits:
         text = exploration.report(rerun, checks)
-        fail(text + ("\n\n" + also_about if also_about else ""),
-             {f.check for f in exploration.failures if f.check in checks}, "resume")
+        causes = [f.cause for f in hits if f.cause]
+        if hits and all(f.cause == "finished-asked-again" for f in hits):
+            also_about = "What does a checkpoint whose last message is the model's final answer say about the task?"
+        fail(text + ("\n\n" + also_about if also_about else ""), {f.check for f in hits}, "resume", causes)
 
 
 @pytest.mark.task(taskno=1)
@@ -111,7 +114,8 @@ def test_a_b_only_checkpoint_hides_the_call_in_flight(resume_module, crashcourse
     others = [f.check for f in exploration.failures if f.check != "ONCE"]
     if exploration.error or others:
         fail("Your resume goes wrong on a B-only checkpoint in ways the file does not excuse; make tasks 1 "
-             "to 4 pass first.\n\n" + exploration.report(rerun, set(others) or None), others, "resume")
+             "to 4 pass first.\n\n" + exploration.report(rerun, set(others) or None), others, "resume",
+             [f.cause for f in exploration.failures if f.cause])
     hidden = [f for f in exploration.failures if "no trace" in f.detail]
     require(hidden, "resuming from the B-only checkpoints published the table only once; the crash while "
                     "`publish_table` ran should have made it go out twice. Does resume_agent run the tools the "

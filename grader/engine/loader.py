@@ -37,8 +37,10 @@ def import_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission", n
                 code: Optional[bytes] = None) -> ModuleType:
     """Import ``path`` as a new module, a fresh copy on every call (so an edited file is always seen).
 
-    The module is in ``sys.modules`` only while its own code runs (dataclasses and pickle look
-    it up there); afterwards it is removed, so two copies never meet. Whatever the file raises
+    The module stays in ``sys.modules`` under its own name, as an imported module does: dataclasses
+    and pickle look it up there, and so does code that reads ``sys.modules[__name__]`` when it runs
+    (a setting such as ``MAX_TURNS``, changed on the module after import). Each copy has a name of its
+    own, so two copies never meet; a file that fails to import is taken out again. Whatever the file raises
     propagates unchanged, ``SystemExit`` included. ``name``: the module's name, if the caller
     numbers its modules itself. ``code``: the file already compiled (``marshal``), to run instead of
     compiling it again (grader.engine.fresh compiles once for its hundreds of children).
@@ -67,8 +69,9 @@ def import_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission", n
             spec.loader.exec_module(module)
         else:
             exec(marshal.loads(code), module.__dict__)  # noqa: S102 - what exec_module does with the compiled file
-    finally:
+    except BaseException:
         sys.modules.pop(name, None)
+        raise
     return module
 
 

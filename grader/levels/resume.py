@@ -57,6 +57,8 @@ CHECKS = api.words("resume")  # id -> what holds, declared in grader.levels.regi
 api.declare_causes("resume", {
     "cap-not-enforced": "the resumed loop never stops at MAX_TURNS",
     "cap-restarted": "the resumed loop counts its turn cap from zero instead of from the file's `turns`",
+    "finished-asked-again": "resume calls the model again on a checkpoint whose task had finished (its last "
+                            "message is the model's final answer and nothing is pending)",
 })
 
 
@@ -141,6 +143,14 @@ class KeyedTools(ScriptedTools):
         script_id = self.renamed.get(tool_use_id, tool_use_id)
         index = next((i for i, b in enumerate(self.blocks) if b["id"] == script_id), None)
         normal = json.loads(json.dumps(tool_input))
+        if index is None and any(b["name"] == name and b["input"] == normal for b in self.blocks):
+            # The call is the model's, but the key is not its id (a uuid made per attempt, a counter): a key
+            # the tool has never seen reads as a new call, so a call that ran before the crash runs again.
+            raise ScriptedToolError(
+                f"the loop ran {name}({json.dumps(tool_input)[:60]}) under the key {tool_use_id!r}, which is not "
+                "the tool_use id the model gave that call. A tool takes a key it has never seen for a new call and "
+                "runs it, so a call that ran before the crash would take effect twice; the key must be the call's "
+                "own id (pendingToolUse[\"id\"], the block's \"id\"), the same at every attempt")
         if index is None or self.blocks[index]["name"] != name or self.blocks[index]["input"] != normal:
             raise ScriptedToolError(f"the loop ran {name}({json.dumps(tool_input)[:60]}) under the key {tool_use_id!r}, "
                                     "but the model asked for no such call under that id")
@@ -171,6 +181,7 @@ class ResumeFailure:
     did: str              # what resume did
     detail: str
     rerun: str = ""
+    cause: str = ""       # why, as data: a cause of the "resume" namespace, or ""
 
     def explain(self) -> str:
         lines = [f"{self.check} broken: {CHECKS[self.check]}.",
@@ -492,6 +503,13 @@ def _judge_refusal(outcome: _Outcome, raw: Optional[bytes]) -> Optional[tuple[st
     return None
 
 
+# Told when resume asks the model again after a finished task; its cause is "finished-asked-again".
+FINISHED_ASKED_AGAIN = ("the file holds a finished task (its last message is the model's final answer and nothing "
+                        "is pending), yet resume_agent called the model again, which the API refuses for a "
+                        "conversation that ends on the assistant's message: when the task is done there is nothing "
+                        "to resume, so return the state as it is")
+
+
 def _finished(raw: Optional[bytes]) -> bool:
     """The checkpoint holds a finished task: its last message is the model's answer, nothing pending."""
     try:
@@ -512,10 +530,7 @@ def _judge_return(outcome: _Outcome, raw: Optional[bytes] = None) -> Optional[tu
                                + outcome.error.splitlines()[0].split(": ", 1)[-1])
         if outcome.error_type == "ScriptedModelError" and outcome.model_calls and _finished(raw):
             # The model's error only says the request ended on its own message; the cause is the file.
-            return ("RESUME", "the file holds a finished task (its last message is the model's final answer and "
-                              "nothing is pending), yet resume_agent called the model again, which the API refuses "
-                              "for a conversation that ends on the assistant's message: when the task is done there "
-                              "is nothing to resume, so return the state as it is")
+            return ("RESUME", FINISHED_ASKED_AGAIN)
         return ("RESUME", f"resume_agent raised {outcome.error.splitlines()[0]}")
     state = outcome.returned
     if not isinstance(state, dict) or any(k not in state for k in FIELDS):
@@ -1070,8 +1085,9 @@ def explore_resume(resume: Callable, scenario: Scenario, *, checkpoint_error: ty
             where += ", after " + run.ops[state.point - 1].describe()
         for check, detail in resumed.findings:
             if len(result.failures) < max_failures:
-                result.failures.append(ResumeFailure(check, where, state.model, _describe_file(raw), resumed.did,
-                                                     detail))
+                result.failures.append(ResumeFailure(
+                    check, where, state.model, _describe_file(raw), resumed.did, detail,
+                    cause="finished-asked-again" if detail == FINISHED_ASKED_AGAIN else ""))
     return result
 
 
