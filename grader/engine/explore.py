@@ -84,7 +84,9 @@ def parent_exists(directory: str) -> None:
 
 
 def written_elsewhere(ops: list, ckpt_dir: str, workdir: str) -> str:
-    """Where a loop that never wrote ``ckpt_dir``/checkpoint.json put its checkpoint instead, in words."""
+    """Where a loop that never wrote ``ckpt_dir``/checkpoint.json put its checkpoint instead, in words,
+    ending with the question to ask."""
+    question = " Does save_checkpoint use its `directory` argument, and does run_agent pass it on?"
     target = os.path.join(ckpt_dir, CHECKPOINT_NAME)
     places = []
     for op in ops:
@@ -92,9 +94,23 @@ def written_elsewhere(ops: list, ckpt_dir: str, workdir: str) -> str:
             if path and path != target and os.path.basename(path) == CHECKPOINT_NAME and path not in places:
                 places.append(path)
     if not places:
-        return ""
-    shown = [os.path.relpath(p, workdir) if p.startswith(workdir + os.sep) else p for p in places[:2]]
-    return f" It wrote {' and '.join(repr(p) for p in shown)} (relative to the folder it ran in) instead."
+        return question
+
+    def show(path: str) -> str:
+        return os.path.relpath(path, workdir) if path.startswith(workdir + os.sep) else path
+
+    shown = [show(p) for p in places[:2]]
+    told = f" It wrote {' and '.join(repr(p) for p in shown)} (relative to the folder it ran in) instead."
+    # A temp file made in the right folder and renamed to a bare name: the name is read from the
+    # working folder, not from the temp file's folder (Path.rename("checkpoint.json") does this).
+    moved = next((op for op in ops if op.kind == "rename" and op.dest in places
+                  and os.path.dirname(op.path) == ckpt_dir), None)
+    if moved is not None:
+        told += (f" Its temp file was in the right folder, but it renamed {show(moved.path)!r} to {show(moved.dest)!r}: "
+                 "a relative destination is read from the folder the process runs in, not from the temp "
+                 "file's folder. Which folder does your rename's destination name?")
+        return told
+    return told + question
 
 
 def at_point(where: str) -> str:
@@ -956,8 +972,7 @@ def _never_wrote(result: Exploration, recorder: Recorder, ckpt_dir: str, target:
     given = os.path.relpath(ckpt_dir, workdir) if not ckpt_dir.startswith(os.path.join(workdir, "elsewhere")) \
         else ckpt_dir
     result.error = (f"run_agent finished but never wrote {CHECKPOINT_NAME} in the directory it was given "
-                    f"({given!r}).{written_elsewhere(ops, ckpt_dir, workdir)} Does save_checkpoint use its "
-                    "`directory` argument, and does run_agent pass it on?")
+                    f"({given!r}).{written_elsewhere(ops, ckpt_dir, workdir)}")
     return True
 
 

@@ -505,9 +505,27 @@ def _refused(resume: Resume, run: CrashedRun) -> Optional[str]:
         return None
     exc = resume.refused
     return _story("Resume could not start: load_checkpoint refused the file save_checkpoint had just written.",
-                  run, run.raw(), f"load_checkpoint raised {type(exc).__name__}: {exc}",
+                  run, run.raw(), f"load_checkpoint raised {type(exc).__name__}: {exc}{_falsy_fields(run.raw())}",
                   "make the two agree: save_checkpoint writes the six protocol fields, and load_checkpoint "
                   "accepts any file that has them with version 1")
+
+
+def _falsy_fields(raw: Optional[bytes]) -> str:
+    """For a file that holds all six fields, the ones whose values are falsy, in words ("" if none): a
+    loader that tests a field's value (``if not data.get(key)``) takes them for missing. Said as an if:
+    the loader may have refused the file for another reason."""
+    try:
+        data = json.loads(raw or b"")
+    except ValueError:
+        return ""
+    if not isinstance(data, dict) or any(key not in data for key in FIELDS):
+        return ""
+    falsy = [f"`{key}` is {json.dumps(data[key])}" for key in FIELDS if not data[key]]
+    if not falsy:
+        return ""
+    return (f". The file holds all six fields; {' and '.join(falsy)}. If load_checkpoint tests a field's value "
+            "(`if not data.get(key)`) rather than whether the key is there, it takes 0, null or an empty list "
+            "for a missing field")
 
 
 def _resume_error(resume: Resume, run: CrashedRun) -> Optional[str]:
@@ -854,21 +872,37 @@ def check_load_shape(module: Any, seed: int = 0) -> Optional[str]:
     return None
 
 
+def _good_files(seed: int = 0) -> list[tuple[str, dict]]:
+    """Good checkpoints a correct loop saves, each with where it was saved: point A of turn 2, then the
+    ones whose fields are falsy (the first save, `turns` 0; a save point B, `pendingToolUse` null) and the
+    final save. A loader that takes a falsy field for a missing one refuses the last three."""
+    scenario = support_tickets(seed)
+    saves = reference_saves(scenario.task, scenario.responses, scenario.results)
+    a_saves = [s for label, s in saves if label == "A"]
+    b_saves = [s for label, s in saves if label == "B"]
+    return [("at save point A of turn 2", a_saves[1]),
+            ("at save point A of turn 1 (`turns` is 0)", a_saves[0]),
+            ("at save point B of turn 1 (`pendingToolUse` is null)", b_saves[0]),
+            ("at the end of the run (the final answer saved)", saves[-1][1])]
+
+
 def check_load_accepts(module: Any, seed: int = 0) -> Optional[str]:
-    """load_checkpoint returns a good version-1 file as it is."""
-    good = _good_file(seed)
-    raw = json.dumps(good).encode()
-    returned, exc = _load_bytes(module, raw)
-    if isinstance(exc, LoopTimeout):
-        return _stuck_on(exc, "a good checkpoint")
-    if exc is not None:
-        return _story("load_checkpoint refused a good checkpoint.", None, raw,
-                      f"load_checkpoint raised {type(exc).__name__}: {exc}",
-                      "accept any file that holds the six fields with version 1")
-    if returned != good:
-        return _story("load_checkpoint returned something other than the file's contents.", None, raw,
-                      f"it returned {json.dumps(returned, default=repr)[:100]}",
-                      "return the dict json.load gave you, unchanged")
+    """load_checkpoint returns each good version-1 file as it is."""
+    for where, good in _good_files(seed):
+        raw = json.dumps(good).encode()
+        returned, exc = _load_bytes(module, raw)
+        if isinstance(exc, LoopTimeout):
+            return _stuck_on(exc, f"a good checkpoint, saved {where}")
+        if exc is not None:
+            return _story(f"load_checkpoint refused a good checkpoint, the one a correct loop writes {where}.",
+                          None, raw, f"load_checkpoint raised {type(exc).__name__}: {exc}",
+                          "accept any file that holds the six fields with version 1, whatever their values: "
+                          "0, null and an empty list are values a field has, not a missing field")
+        if returned != good:
+            return _story(f"load_checkpoint returned something other than the file's contents (a good "
+                          f"checkpoint, the one a correct loop writes {where}).", None, raw,
+                          f"it returned {json.dumps(returned, default=repr)[:100]}",
+                          "return the dict json.load gave you, unchanged")
     return None
 
 

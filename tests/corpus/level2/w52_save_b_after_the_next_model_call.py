@@ -1,0 +1,47 @@
+"""VERDICT: fail COUNTS,FRESH,WHOLE
+
+Save point B is moved after the next model call ("one save per turn, with the new spend in it"):
+while the model is called, the file still says the finished call is pending, so a crash there makes
+resume run the tool again (FRESH); until save B lands, the file is the save before the tool ran
+(WHOLE), and once it lands its tokensUsed counts a response its messages do not hold (COUNTS).
+"""
+
+import json
+import os
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "checkpoint.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(path + ".tmp", path)
+
+
+def spend(response):
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    state = {"version": 1, "task": task, "turns": 0, "tokensUsed": 0,
+             "messages": [{"role": "user", "content": task}], "pendingToolUse": None}
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+        result = execute_tool(block["name"], block["input"])
+        state["messages"].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": block["id"], "content": result}]})
+        state["turns"] += 1
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state

@@ -1,0 +1,46 @@
+"""VERDICT: fail ERROR
+
+Writes the temp file in the checkpoint folder, then renames it with Path.rename("checkpoint.json"):
+a bare name is relative to the working folder, not to the temp file's folder, so every save lands in
+the working folder and the checkpoint folder never holds checkpoint.json: the loop is told it did not finish (ERROR).
+"""
+
+import json
+from pathlib import Path
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    temp = folder / "checkpoint.json.tmp"
+    temp.write_text(json.dumps(state), encoding="utf-8")
+    temp.rename("checkpoint.json")
+
+
+def spend(response):
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    state = {"version": 1, "task": task, "turns": 0, "tokensUsed": 0,
+             "messages": [{"role": "user", "content": task}], "pendingToolUse": None}
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+        result = execute_tool(block["name"], block["input"])
+        state["messages"].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": block["id"], "content": result}]})
+        state["turns"] += 1
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
