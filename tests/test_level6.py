@@ -100,6 +100,16 @@ EXPECTED = {
     # Each line repeats every message since the snapshot: whole after any crash, but the bytes grow faster
     # than the conversation (about n^1.5 with the doubling rule).
     "wrong/lines_repeat_everything_since_the_snapshot.py": (set(), {"BYTES"}),
+    # Round 5. Right: length-prefixed records (a record cut short is ignored); one journal for the run with
+    # the snapshot recording the offset to read from; a file per save, applied in the order of its number.
+    "right/length_prefixed_records.py": (set(), set()),
+    "right/snapshot_records_the_journal_offset.py": (set(), set()),
+    "right/delta_files_sorted_by_number.py": (set(), set()),
+    # The same files applied in string order: "save-10" before "save-9", told as messages out of order.
+    # A second run in a crashed folder numbers on past 9 at once (RERUN); the long run gets there itself.
+    "wrong/delta_files_sorted_as_strings.py": ({"RERUN"}, {"WHOLE"}),
+    # A line's null pendingToolUse (save point B) is skipped: the answered call stays pending.
+    "wrong/loader_ignores_a_null_pending_line.py": ({"PAIRING"}, {"PAIRING"}),
 }
 
 

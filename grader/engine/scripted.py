@@ -125,7 +125,21 @@ def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None
                 "(the real API answers this with a 400)" + _split_results(messages, i, wanted, missing))
         if len(answered) != len(set(answered)):
             raise ScriptedModelError(f"messages[{i + 1}] answers one tool_use twice")
+        blocks = following.get("content")
+        kinds = [isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks]
+        if False in kinds[:len(answered)]:
+            # The API wants the answers to tool calls first; text may only follow them.
+            raise ScriptedModelError(
+                f"messages[{i + 1}] answers the tool calls of messages[{i}], but its content opens with "
+                f"{_kind(blocks[kinds.index(False)])} block before the tool_result blocks: the API wants every "
+                "tool_result first in that message, and anything else after them (it answers 400)")
     return (before or []) + assistant if start else assistant
+
+
+def _kind(block: Any) -> str:
+    """A content block's type in words: "a text", "a str"."""
+    kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+    return f"{'an' if str(kind)[:1] in 'aeiou' else 'a'} {str(kind)[:20]}"
 
 
 def _split_results(messages: list, i: int, wanted: list, missing: list) -> str:

@@ -574,6 +574,21 @@ def _mixed_saves(data: Any, window: Any) -> Optional[Finding]:
     counters = ("turns", "tokensUsed", "pendingToolUse")
     messages = data["messages"]
     own = [a for a in window.allowed if a["messages"] == messages]
+    if not own and isinstance(messages, list):
+        # The right messages in another order: files or lines applied in another order than they were
+        # written (sorted as strings, "save-10" comes before "save-9"), not two saves put together.
+        keyed = sorted(json.dumps(m, sort_keys=True) for m in messages)
+        same = next((a for a in window.allowed if len(a["messages"]) == len(messages)
+                     and sorted(json.dumps(m, sort_keys=True) for m in a["messages"]) == keyed), None)
+        if same is not None:
+            at = next(i for i, (m, w) in enumerate(zip(messages, same["messages"])) if m != w)
+            moved = next(j for j, w in enumerate(same["messages"]) if w == messages[at])
+            return Finding("WHOLE", f"load_checkpoint returned the {len(messages)} messages of a save, but not in "
+                           f"their order: its messages[{at}] is the save's messages[{moved}]. The pieces were "
+                           "applied in another order than they were written (names sorted as strings, for "
+                           "example, put \"save-10\" before \"save-9\")",
+                           "resume continues from a conversation in the wrong order, which the API refuses or "
+                           "the model misreads", "mixed")
     if not own:
         sizes = " or ".join(sorted({str(len(a["messages"])) for a in window.allowed}))
         return Finding("WHOLE", f"load_checkpoint returned {len(messages)} messages, but the save in progress and "

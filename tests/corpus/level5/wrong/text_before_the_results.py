@@ -1,0 +1,66 @@
+"""Wrong: opens each results message with a text block ("Here are the results:") and the tool_result
+blocks after it; the API wants the tool_result blocks first in that message, and answers 400.
+
+Expect: ERROR (the scripted model refuses the transcript).
+"""
+
+import json
+import os
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    """Write the six protocol fields of ``state`` to ``<directory>/checkpoint.json``, all or nothing."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "checkpoint.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(tmp, path)
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        blocks = [b for b in response["content"] if b["type"] == "tool_use"]
+
+        state["pendingToolUse"] = [{"id": b["id"], "name": b["name"], "input": b["input"]} for b in blocks]
+        save_checkpoint(state, directory)
+
+        results_message = None
+        for block in blocks:
+            result = execute_tool(block["name"], block["input"])
+
+            if results_message is None:
+                results_message = {"role": "user", "content": [{"type": "text", "text": "Here are the results:"}]}
+                state["messages"].append(results_message)
+            results_message["content"].append({"type": "tool_result", "tool_use_id": block["id"], "content": result})
+            state["turns"] += 1
+            state["pendingToolUse"] = [p for p in state["pendingToolUse"] if p["id"] != block["id"]] or None
+            save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state

@@ -1,0 +1,145 @@
+"""Right: one journal file for the whole run, never emptied or deleted; each snapshot records the
+journal's size when it was taken, and the loader reads the journal from that offset on. A save
+still writes only what changed; the file on disk grows, the bytes written do not.
+"""
+
+import json
+import os
+
+FIELDS = ("version", "task", "turns", "tokensUsed", "messages", "pendingToolUse")
+SNAPSHOT = "snapshot.json"
+
+
+class CheckpointError(Exception):
+    """The checkpoint directory holds something this loader cannot turn back into a state."""
+
+
+class Journal:
+    """Saves the states of one run into ``directory``; each save writes only what changed."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.journal_name = None   # None until the first save writes a snapshot for this run
+        self.snapshot_bytes = 0
+        self.journal_bytes = 0
+        self.messages_saved = 0
+
+    def _journal_size(self):
+        path = os.path.join(self.directory, "journal.jsonl")
+        return os.path.getsize(path) if os.path.exists(path) else 0
+
+    def save(self, state):
+        record = {key: state[key] for key in FIELDS}
+        messages = record["messages"]
+        if self.journal_name is None or self.journal_bytes > self.snapshot_bytes or len(messages) < self.messages_saved:
+            self._write_snapshot(record)
+        else:
+            self._append(record)
+        self.messages_saved = len(messages)
+
+    def _append(self, record):
+        line = {"from": self.messages_saved, "messages": record["messages"][self.messages_saved:],
+                "turns": record["turns"], "tokensUsed": record["tokensUsed"],
+                "pendingToolUse": record["pendingToolUse"]}
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+        with open(os.path.join(self.directory, self.journal_name), "ab") as f:
+            f.write(data)
+        self.journal_bytes += len(data)
+
+    def _write_snapshot(self, record):
+        os.makedirs(self.directory, exist_ok=True)
+        self.journal_name = "journal.jsonl"
+        data = json.dumps({"journal": self.journal_name, "offset": self._journal_size(), "state": record},
+                          ensure_ascii=False).encode("utf-8")
+        path = os.path.join(self.directory, SNAPSHOT)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # the commit point: from here on the loader follows the new journal
+        self.snapshot_bytes = len(data)
+        self.journal_bytes = 0
+
+
+_journals = {}
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    """Save ``state`` into ``directory``, appending to this process's journal there."""
+    key = os.path.abspath(directory)
+    if key not in _journals:
+        _journals[key] = Journal(directory)
+    _journals[key].save(state)
+
+
+def load_checkpoint(directory="checkpoints"):
+    """The six fields as the last completed save left them, or None if no save has completed."""
+    path = os.path.join(directory, SNAPSHOT)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        snapshot = json.load(f)  # whole or absent, never torn: it only ever arrives by rename
+    if not isinstance(snapshot, dict) or set(snapshot) != {"journal", "offset", "state"}:
+        raise CheckpointError(f"{path} is not a snapshot this loader wrote")
+    state = snapshot["state"]
+    journal = os.path.join(directory, snapshot["journal"])
+    if not os.path.exists(journal):
+        return state  # the crash came after the snapshot, before the first line of its journal
+    with open(journal, "rb") as f:
+        f.seek(snapshot["offset"])
+        lines = f.read().split(b"\n")
+    for raw in lines[:-1]:
+        line = json.loads(raw)
+        if line["from"] != len(state["messages"]):
+            raise CheckpointError(f"{journal} does not follow its snapshot (a line starts at message "
+                                  f"{line['from']}, the state has {len(state['messages'])})")
+        state["messages"].extend(line["messages"])
+        for key in ("turns", "tokensUsed", "pendingToolUse"):
+            state[key] = line[key]
+    return state
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    journal = Journal(directory)
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        journal.save(state)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        state["pendingToolUse"] = None
+        journal.save(state)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    journal.save(state)
+    return state
