@@ -185,6 +185,11 @@ EXPECTED = {
     # (kernel_trace._CLONES), so the truncate lands on checkpoint.json (6, 7, 9 or 10 when its folder was
     # guessed, with strace's print order, save by save).
     "truncates_from_a_second_child": ("failed", 6.0, "after os.truncate of"),
+    # More of its kind, each tied the same way (10 before, their folder guessed from the first child's /): a
+    # grandchild forked by a child that moved into the checkpoint folder truncates the bare name; a thread
+    # of a second child truncates the relative path (a thread shares its process's folder).
+    "truncates_from_a_grandchild_after_a_chdir": ("failed", 6.0, "after os.truncate of"),
+    "truncates_from_a_thread_in_a_child": ("failed", 6.0, "after os.truncate of"),
     # Routes the trace already followed: a descriptor handed over a Unix socket (its in-place writes are
     # crash points: 6), renameat2's RENAME_NOREPLACE after removing the checkpoint (a kill between leaves
     # none: what w27 earns), RENAME_EXCHANGE (correct: the two names trade files in one step, and the
@@ -202,6 +207,7 @@ EXPECTED = {
 # Verdicts that hold only where the kernel trace is taken (without strace the recorder alone is believed).
 TRACED = ("overwrites_by_splice", "overwrites_by_sendfile", "overwrites_by_copy_file_range",
           "overwrites_through_mprotect", "truncates_after_a_childs_chdir", "truncates_from_a_second_child",
+          "truncates_from_a_grandchild_after_a_chdir", "truncates_from_a_thread_in_a_child",
           "writes_through_a_passed_descriptor", "appends_after_f_setfl", "appends_by_rwf_append",
           "exchanges_into_place")
 # floods_the_trace races a cap on size against a limit on time: unloaded, its 100 MiB cost the tracer

@@ -1006,3 +1006,78 @@ os.write(other, b'  ')
     ops = _traced(tmp_path / "other", code)
     problem = kernel_trace.unknown_bytes(ops, [str(tmp_path / "other" / "ck")])
     assert problem and "through a descriptor the grader never saw opened" in problem, problem
+
+
+@needs_strace
+@pytest.mark.strace
+@pytest.mark.bubblewrap
+def test_children_grandchildren_threads_and_programs_in_a_real_box_act_from_their_own_folder_and_table(tmp_path):
+    """In a real box, under the tracer grade runs (a clone there returns ids of the box's pid namespace):
+    while a first child sits in /, a child that moved into ck truncates through a grandchild and a thread
+    by the bare name, a program started by subprocess (vfork, exec) by a path relative to the parent's
+    folder, and a child dup2()s the temp file onto the number where its parent holds notes.log, which the
+    parent then fsyncs: each call is the kernel's, on the file the kernel resolved."""
+    from grader.grading import bubblewrap
+    if bubblewrap.check() is not None:
+        pytest.skip(bubblewrap.check())
+    code = """import os, subprocess, sys, threading
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{}')
+r, w = os.pipe()
+r2, w2 = os.pipe()
+mover = os.fork()
+if mover == 0:
+    os.chdir('/')
+    os.write(w2, b'x')
+    os.read(r, 1)
+    os._exit(0)
+os.read(r2, 1)
+pid = os.fork()
+if pid == 0:
+    os.chdir('ck')
+    grandchild = os.fork()
+    if grandchild == 0:
+        os.truncate('checkpoint.json', 1)
+        os._exit(0)
+    os.waitpid(grandchild, 0)
+    t = threading.Thread(target=os.truncate, args=('checkpoint.json', 2))
+    t.start()
+    t.join()
+    os._exit(0)
+os.waitpid(pid, 0)
+subprocess.run([sys.executable, '-I', '-S', '-c', "import os; os.truncate('ck/checkpoint.json', 3)"], check=True)
+notes = os.open('notes.log', os.O_WRONLY | os.O_CREAT)
+child = os.fork()
+if child == 0:
+    fd = os.open('ck/c.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, notes)
+    os.write(notes, b'{}')
+    os._exit(0)
+os.waitpid(child, 0)
+os.fsync(notes)
+os.write(w, b'x')
+os.waitpid(mover, 0)
+"""
+    judge_r, judge_w = os.pipe()
+    trace = KernelTrace(str(tmp_path))
+    argv = [sys.executable, "-I", "-S", "-c", code + f"\nos.write({judge_w}, b'done')"]
+    command = trace.wrap(bubblewrap.command(str(tmp_path), argv, cwd=str(tmp_path), limits=bubblewrap.Limits()),
+                         str(tmp_path))
+    proc = subprocess.Popen(command, pass_fds=(judge_w,) + trace.pass_fds, cwd="/")
+    os.close(judge_w)
+    trace.started(judge_r, proc)
+    try:
+        assert os.read(judge_r, 4) == b"done"
+        assert trace.catch_up(4) and trace.tampered is None, trace.tampered
+        ops = trace.take(4)
+    finally:
+        proc.wait(timeout=60)
+        trace.close()
+        os.close(judge_r)
+    ck = str(tmp_path / "ck")
+    assert [(op.path, op.size) for op in ops if op.kind == "truncate"] == [(f"{ck}/checkpoint.json", n) for n in (1, 2, 3)]
+    assert [op.path for op in ops if op.kind == "write" and op.path.startswith(str(tmp_path))] == [
+        f"{ck}/checkpoint.json", f"{ck}/c.tmp"]
+    assert [op.path for op in ops if op.kind == "fsync"] == [str(tmp_path / "notes.log")]
+    assert trace.namespaced and not trace.guessed, trace.guessed

@@ -1,0 +1,105 @@
+"""Hostile: a forked child changes its working folder to / and stays; a second child moves into the
+checkpoint folder and forks a grandchild, which empties checkpoint.json in place with os.truncate on the
+bare name, at once, before the tracer has printed the fork that made it; then the parent saves the honest
+way. The grandchild's folder is its parent's, the checkpoint folder: a real kill between the truncate
+and the save finds an empty checkpoint.json (true verdict: 6 of 10). A judge that guessed the
+grandchild's folder from the last chdir it saw (the first child's /) would place the truncate outside
+the folder, and the honest save after it would earn 10.
+"""
+import json
+import os
+
+
+def _atomic(state, path):
+    """The honest half: a temp file beside the checkpoint, renamed over it."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.abspath(os.path.join(directory, "checkpoint.json"))
+    if os.path.exists(path):
+        r, w = os.pipe()
+        r2, w2 = os.pipe()
+        r3, w3 = os.pipe()
+        mover = os.fork()
+        if mover == 0:
+            os.chdir(os.path.dirname(path))  # beside the checkpoint first, then away
+            os.write(w3, b"x")
+            os.read(r2, 1)
+            os.chdir("/")
+            os.write(w3, b"x")
+            os.read(r, 1)  # stays until the truncate is done
+            os._exit(0)
+        os.read(r3, 1)
+        pid = os.fork()
+        if pid == 0:
+            os.chdir(os.path.dirname(path))
+            os.write(w2, b"x")  # the first child moves to / now, after this chdir
+            os.read(r3, 1)
+            grandchild = os.fork()
+            if grandchild == 0:
+                os.truncate("checkpoint.json", 0)
+                os._exit(0)
+            os.waitpid(grandchild, 0)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        os.write(w, b"x")
+        os.waitpid(mover, 0)
+        for x in (r, w, r2, w2, r3, w3):
+            os.close(x)
+    _atomic(state, path)
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        # Save point A: the call is chosen but has not started. If the process dies
+        # while the tool runs, this record is the only trace that the call was ever made.
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        # Save point B: the result is in messages, so nothing is pending any more. Without this
+        # save, a crash during the next model call would leave a finished tool marked unfinished.
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    # The final answer goes on disk too, so a finished task's checkpoint says it is finished.
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
