@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,14 @@ EXPECTED = {
     # ... through one taken with pidfd_getfd (7 before: a write the trace put at the end, where spaces are
     # harmless): where it lands is unknown, refused.
     "writes_through_pidfd_getfd": ("failed", 0.0, "through a descriptor the grader never saw opened"),
+    # Routes the trace already followed, held: the checkpoint's folder (or the folder above it) renamed aside
+    # while the checkpoint is emptied through its new name (a kill meanwhile finds no checkpoint, or an empty
+    # one: 3); a hard link outside the folder written through (6); a correct save whose temp file's name holds
+    # a newline and a forged strace line, quotes, '<', '>', ' = 0' and bytes that are not UTF-8 (10).
+    "truncates_while_its_parent_is_renamed": ("failed", 3.0, "PARSE"),
+    "truncates_while_its_folder_is_renamed": ("failed", 3.0, "PARSE"),
+    "truncates_through_a_hard_link_outside": ("failed", 6.0, "PARSE"),
+    "saves_well_through_an_odd_temp_name": ("passed", 10.0, None),
 }
 # A learner's own pytest follows these too (the recorder names a path through /proc by where it leads).
 # (The exec'd program's write it cannot follow: 0 there, and it says so; pidfd_getfd it follows, as an in-place
@@ -111,3 +120,35 @@ def test_its_own_pytest_gives_what_grade_gives(batch, student, tmp_path):
 
 def test_the_kits_files_are_unchanged(batch):
     assert kit_hashes() == batch["hashes"]
+
+
+# Level 3: a folder fsync faked by fsyncing a regular file opened at the folder's name while the folder was
+# renamed aside (made through ctypes, with no word of the worker's). Whether that name is a folder was looked
+# up on the disk when the judge read the trace, by which time the folder was back: the fake was credited (89
+# crash states of 355 broke DURABLE where its honest twin, wrong_file_fsync_only, breaks 255 of 407). Now a name
+# the trace saw made a file is a file: 361 of 695. The window with the folder aside costs more than the fake
+# ever gained: 1 of 10 before and after (the twin: 6).
+LEVEL3 = {"fakes_a_folder_fsync": (1.0, "DURABLE"), "wrong_file_fsync_only": (6.0, "DURABLE")}
+
+
+@pytest.fixture(scope="module")
+def batch3(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("submissions5l3")
+    (folder / "fakes_a_folder_fsync").mkdir()
+    shutil.copy(CORPUS / "level3" / "fakes_a_folder_fsync.py", folder / "fakes_a_folder_fsync" / "agent.py")
+    shutil.copytree(KIT / "tests" / "corpus" / "level3" / "wrong_file_fsync_only", folder / "wrong_file_fsync_only")
+    out = folder.parent / "report5l3.json"
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--level", "3", "--jobs", "2",
+                           "--timeout", "10", "--examples", "2", "--output", str(out)],
+                          capture_output=True, text=True, timeout=240, cwd=KIT,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    assert proc.returncode == 0, proc.stderr
+    return {s["id"]: s for s in json.loads(out.read_text())["submissions"]}
+
+
+def test_a_faked_folder_fsync_earns_no_more_than_its_honest_twin(batch3):
+    for name, (score, words) in LEVEL3.items():
+        assert batch3[name]["score"] == score and words in _text(batch3[name]), (name, _text(batch3[name])[:1500])
+    fake = next(t for t in batch3["fakes_a_folder_fsync"]["tests"] if t["name"] == "test_a_save_that_returned_is_never_undone")
+    broke, of = map(int, re.search(r"(\d+) of (\d+) crash states under M4 and M5 break DURABLE", fake["output"]).groups())
+    assert broke * 2 > of, fake["output"][:1500]  # the fake credits nothing: more than half break, as for the twin

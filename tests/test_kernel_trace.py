@@ -1081,3 +1081,26 @@ os.waitpid(mover, 0)
         f"{ck}/checkpoint.json", f"{ck}/c.tmp"]
     assert [op.path for op in ops if op.kind == "fsync"] == [str(tmp_path / "notes.log")]
     assert trace.namespaced and not trace.guessed, trace.guessed
+
+
+def test_a_name_made_a_file_is_no_folder_whatever_the_disk_holds_when_the_judge_looks(trace, tmp_path):
+    """The judge reads the trace a moment after the calls: a file made at the folder's name while the folder was
+    aside, opened read-only and fsynced once the folder is back, is a file's fsync (the disk, by then, holds a
+    folder there). A writing open is never a folder's (the kernel refuses it), and the name stays a file's until
+    the trace sees it replaced (the folder renamed back)."""
+    trace.root = str(tmp_path)
+    (tmp_path / "ck").mkdir()  # as the disk is when the judge reads the lines below
+    ck = str(tmp_path / "ck")
+    feed(trace, [
+        f'10 rename("{hx(ck)}", "{hx(ck + ".real")}") = 0',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_WRONLY|O_CREAT, 0600) = 3<{hx(ck)}>',
+        f'10 close(3<{hx(ck)}>) = 0',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_RDONLY|O_CLOEXEC) = 3<{hx(ck)}>',
+        f'10 rename("{hx(ck)}", "{hx(ck + ".fake")}") = 0',
+        f'10 rename("{hx(ck + ".real")}", "{hx(ck)}") = 0',
+        f'10 fsync(3<{hx(ck + ".fake")}>) = 0',
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_RDONLY|O_CLOEXEC) = 4<{hx(ck)}>',
+        f'10 fsync(4<{hx(ck)}>) = 0',
+    ])
+    syncs = [op for _, op in trace.ops if op.kind == "fsync"]
+    assert [(op.path, op.is_dir) for op in syncs] == [(ck, False), (ck, True)]

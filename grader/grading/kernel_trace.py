@@ -173,6 +173,7 @@ _CLONE_FS = re.compile(r"\bCLONE_FS\b")
 # trace), that names it too.
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 _OPENS = ("open", "openat", "openat2", "creat")
+_NOT_A_FOLDER = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_TMPFILE")  # flags an open of a folder fails with
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
 # What the kernel trace cannot follow: a marker in the trace, turned into a refusal when it touches a
 # watched folder (:func:`reconcile`). Never handed to the crash models.
@@ -462,6 +463,10 @@ class KernelTrace:
         # Folders the trace saw made (mkdir), under the names they have now: a folder made, fsynced and
         # renamed into place is no longer where it was made by the time the judge could look.
         self.made_dirs: set = set()
+        # Paths the trace saw made files (a writing open: the kernel refuses one of a folder), under the names they
+        # have now: whether a later open of the name is a folder is then known, not looked up on the disk, where
+        # a folder may be back by the time the judge looks.
+        self.made_files: set = set()
         self.contents = _Contents()  # the bytes of files the trace itself wrote, for in-kernel copies
         self.links: Optional[bool] = None  # whether a symbolic link may be under root (see _path)
         self.root = os.path.realpath(scratch)  # the box's own folder: bound at the same path inside
@@ -983,15 +988,19 @@ class KernelTrace:
     def _moved(self, source: str, dest: str) -> None:
         """A rename: a folder the trace saw made keeps being one under its new name (its insides too)."""
         inside = source + os.sep
-        moved = {p for p in self.made_dirs if p == source or p.startswith(inside)}
-        self.made_dirs -= moved
-        self.made_dirs |= {dest + p[len(source):] for p in moved}
+        for made in (self.made_dirs, self.made_files):
+            moved = {p for p in made if p == source or p.startswith(inside)}
+            made -= moved
+            made.discard(dest)  # what the rename replaced
+            made |= {dest + p[len(source):] for p in moved}
 
     def _is_dir(self, path: str, flags: str) -> Optional[bool]:
         """Whether an open's file is a folder: O_DIRECTORY says so; else, in the box's own folder (the same
         files inside and out), the judge looks; elsewhere (the box's own /tmp) it cannot, and says None."""
         if "O_DIRECTORY" in flags or path in self.made_dirs:
             return True
+        if path in self.made_files:
+            return False
         if path == self.root or path.startswith(self.root + os.sep):
             return os.path.isdir(path)
         return None
@@ -1045,7 +1054,11 @@ class KernelTrace:
         flags = "O_WRONLY|O_CREAT|O_TRUNC" if c.name == "creat" else c.args[1 if c.name == "open" else 2]
         writable = any(f in flags for f in _WRITE_FLAGS)
         handle = next(_HANDLES)
-        is_dir = self._is_dir(path, flags)
+        # A folder cannot be opened to write, created or emptied (EISDIR): such an open's file is no folder, and
+        # its name is a file's until the trace sees it removed or replaced.
+        is_dir = False if any(f in flags for f in _NOT_A_FOLDER) else self._is_dir(path, flags)
+        if is_dir is False and "O_CREAT" in flags and _nameless(path) == path:
+            self.made_files.add(path)
         self._opened(c.ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir])
         self.contents.opened(path, handle, flags, is_dir)
         if writable and not is_dir:
@@ -1181,6 +1194,7 @@ class KernelTrace:
         path = self._at(c, 0) if at else self._path(c.pid, c.args[0])
         base = c.name[:-2] if at else c.name
         (self.made_dirs.add if base == "mkdir" else self.made_dirs.discard)(path)
+        self.made_files.discard(path)
         if base != "mkdir":
             self.contents.removed(path)
         kind = "rmdir" if c.name == "unlinkat" and "AT_REMOVEDIR" in c.args[2] else base
