@@ -1104,3 +1104,25 @@ def test_a_name_made_a_file_is_no_folder_whatever_the_disk_holds_when_the_judge_
     ])
     syncs = [op for _, op in trace.ops if op.kind == "fsync"]
     assert [(op.path, op.is_dir) for op in syncs] == [(ck, False), (ck, True)]
+
+
+def test_a_nameless_file_linked_by_its_own_descriptor_gets_its_name(trace):
+    """linkat(fd, "", ..., AT_EMPTY_PATH) (a kernel since 6.10 lets the file's opener call it) names the file
+    behind the descriptor, as linkat through /proc/self/fd does: the replay gives the name the file's bytes
+    (it named a file called `#inode` that no crash state holds, so a correct save scored 0)."""
+    ck = "/box/home/ck"
+    nameless = f"{ck}/#2147928"
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck")}", O_WRONLY|O_CLOEXEC|O_TMPFILE, 0644) = '
+        f'3<{hx(nameless)}>(deleted)',
+        f'10 write(3<{hx(nameless)}>(deleted), "{hx("{}")}", 2) = 2',
+        f'10 linkat(3<{hx(nameless)}>(deleted), "", AT_FDCWD<{hx("/box/home")}>, "{hx("ck/checkpoint.json.tmp")}", '
+        'AT_EMPTY_PATH) = 0',
+        f'10 close(3<{hx(ck + "/checkpoint.json.tmp")}>) = 0',
+        f'10 rename("{hx("ck/checkpoint.json.tmp")}", "{hx("ck/checkpoint.json")}") = 0',
+    ])
+    ops, problem = reconcile([], trace.take(10), [ck])
+    assert problem is None
+    link = next(op for op in ops if op.kind == "link")
+    assert link.handle == ops[0].handle and "tmpfile" in link.flags and link.dest == f"{ck}/checkpoint.json.tmp"
+    assert final_listing(ops, {}, ck) == {"checkpoint.json": b"{}"}

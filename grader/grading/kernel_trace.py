@@ -1166,9 +1166,12 @@ class KernelTrace:
     def _rename_or_link_at(self, c: "_Syscall") -> None:
         raw = os.fsdecode(_string(c.args[1])[0])
         by_fd = _PROC_FD.match(os.path.normpath(raw)) if c.name == "linkat" else None
-        if by_fd and int(by_fd.group(1)) in self.fds:
+        fd = int(by_fd.group(1)) if by_fd else None
+        if c.name == "linkat" and raw == "" and "AT_EMPTY_PATH" in c.args[-1]:
+            fd = _annotation(c.args[0])[0]  # linkat(fd, "", ..., AT_EMPTY_PATH): the descriptor's own file
+        if fd is not None and fd in self.fds:
             # linkat of an open (O_TMPFILE) file by descriptor: the handle says which file
-            entry = self.fds[int(by_fd.group(1))]
+            entry = self.fds[fd]
             self.contents.linked(entry[2], self._at(c, 2))
             self._emit("link", api=c.name, path=entry[0], dest=self._at(c, 2), handle=entry[2],
                        flags=frozenset({"tmpfile"}) if _nameless(entry[0]) != entry[0] else frozenset())
