@@ -62,6 +62,10 @@ EXPECTED = {
     # ... through one taken with pidfd_getfd (7 before: a write the trace put at the end, where spaces are
     # harmless): where it lands is unknown, refused.
     "writes_through_pidfd_getfd": ("failed", 0.0, "through a descriptor the grader never saw opened"),
+    # ... through an O_APPEND descriptor with O_APPEND turned off before its first write (fcntl F_SETFL), so they
+    # land at 0, where the replay kept appending them (7 before, here and under its own pytest, which still
+    # gives 7: the recorder does not follow fcntl). Refused, with why.
+    "overwrites_after_turning_append_off": ("failed", 0.0, "turned O_APPEND off (fcntl F_SETFL)"),
     # Routes the trace already followed, held: the checkpoint's folder (or the folder above it) renamed aside
     # while the checkpoint is emptied through its new name (a kill meanwhile finds no checkpoint, or an empty
     # one: 3); a hard link outside the folder written through (6); a correct save whose temp file's name holds

@@ -1126,3 +1126,26 @@ def test_a_nameless_file_linked_by_its_own_descriptor_gets_its_name(trace):
     link = next(op for op in ops if op.kind == "link")
     assert link.handle == ops[0].handle and "tmpfile" in link.flags and link.dest == f"{ck}/checkpoint.json.tmp"
     assert final_listing(ops, {}, ck) == {"checkpoint.json": b"{}"}
+
+
+def test_turning_append_off_on_an_appending_descriptor_is_refused_in_the_folder(trace):
+    """An O_APPEND descriptor's writes land at the end; with O_APPEND turned off (fcntl F_SETFL) they land at its
+    position (0 if it never wrote), which neither the trace nor the crash models follow for an appending open:
+    spaces written over the checkpoint that way looked like spaces after it (still JSON). Refused, with why."""
+    ck = "/box/home/ck/checkpoint.json"
+    feed(trace, [
+        f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/checkpoint.json")}", O_WRONLY|O_APPEND|O_CLOEXEC) = 3<{hx(ck)}>',
+        f'10 fcntl(3<{hx(ck)}>, F_SETFL, O_WRONLY|O_APPEND|O_LARGEFILE) = 0',
+        f'10 write(3<{hx(ck)}>, "{hx("  ")}", 2) = 2',
+    ])
+    ops, problem = kernel_trace.translate(trace.take(10), ["/box/home/ck"])
+    assert problem is None  # (turning it on again, or on, changes nothing the replay cannot follow)
+    feed(trace, [
+        f'10 fcntl(3<{hx(ck)}>, F_SETFL, O_WRONLY|O_LARGEFILE) = 0',
+        f'10 write(3<{hx(ck)}>, "{hx("  ")}", 2) = 2',
+    ])
+    taken = trace.take(10)
+    # Outside the watched folders, no concern of the grader's.
+    assert kernel_trace.translate(list(taken), ["/box/home/elsewhere"])[1] is None
+    ops, problem = kernel_trace.translate(list(taken), ["/box/home/ck"])
+    assert problem and "turned O_APPEND off" in problem and "ck/checkpoint.json" in problem, problem

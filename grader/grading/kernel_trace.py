@@ -177,7 +177,7 @@ _NOT_A_FOLDER = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_TMPFILE")  # fla
 _DUPS = ("dup", "dup2", "dup3", "fcntl")
 # What the kernel trace cannot follow: a marker in the trace, turned into a refusal when it touches a
 # watched folder (:func:`reconcile`). Never handed to the crash models.
-MARKERS = frozenset({"mmap", "io_uring", "symlink", "proc"})
+MARKERS = frozenset({"mmap", "io_uring", "symlink", "proc", "append_off"})
 # A write through a descriptor the trace never saw opened, at that open file's position, which it cannot know.
 UNPLACED = "position unknown"
 # An fsync whose descriptor the judge could not tell a folder or a file (see KernelTrace._is_dir).
@@ -657,15 +657,21 @@ class KernelTrace:
 
     def _flags_set(self, args: str) -> None:
         """fcntl(F_SETFL) turning O_APPEND on: the descriptor's writes land at the end from now on,
-        whatever its position."""
+        whatever its position. Turning it off on a descriptor opened or set to append makes its writes land
+        at its position, which the trace does not follow while it appends (nor the crash models, which
+        keep an appending open appending): a marker, refused on a watched file."""
         target = _TARGET.match(args)
         if target is None:
             return
         rest = args[target.end():].split(",")  # after the descriptor (whose path may hold any word)
-        if len(rest) > 2 and rest[1].strip() == "F_SETFL" and "O_APPEND" in rest[2]:
+        if len(rest) > 2 and rest[1].strip() == "F_SETFL":
             entry = self.fds.get(int(target.group(1)))
-            if entry is not None:
+            if entry is None:
+                return
+            if "O_APPEND" in rest[2]:
                 entry[3] = None
+            elif entry[3] is None and entry[1] and not entry[4]:
+                self._emit("append_off", api="fcntl", path=entry[0], handle=entry[2])
 
     def _moved_or_closed(self, name: str, args: str, ret: str) -> None:
         """An lseek or a close: a third of a run's lines (Python asks where it is at every open). Only
@@ -1516,6 +1522,11 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "descriptor open for writing, which mprotect can make writable): bytes stored there "
                 "reach the file with no system call, so the grader cannot tell when they land or rebuild what a "
                 "crash would leave, and it does not grade such a run. Write the checkpoint with write() calls")
+    if op.kind == "append_off":
+        return (f"your code turned O_APPEND off (fcntl F_SETFL) on a descriptor of {name} opened to append: its "
+                "writes then land where its position is, not at the end, which the grader does not follow for "
+                "an appending file, so it cannot rebuild what a crash would leave, and it does not grade such a "
+                "run. Open the file without O_APPEND to write in place, or keep appending")
     if op.kind == "proc":
         return (f"your code gave {op.api} the path {op.path}, through a link in /proc into another process or to a "
                 "descriptor the grader never saw opened: the grader cannot tell which file that names, so it "

@@ -79,6 +79,8 @@ _UNSEEN = {
     "symlink": "the program made a symbolic link, {name}: crash states do not rebuild links",
     "proc": "the program named a file through a link in /proc that the trace cannot follow (into another "
             "process, or to a descriptor it never saw opened): what it did there is in no crash state",
+    "append_off": "the program turned O_APPEND off on {name}: its writes then land at a position the trace does "
+                  "not follow, so crash states may put them in the wrong place",
     "io_uring": "the program tried io_uring, which was refused (its writes would be invisible to the trace)",
     "cut": "the program wrote {name} with {api}, whose bytes the trace does not carry (copied inside the "
            "kernel, or longer than strace keeps): crash states hold zeros there, so judge {name} with care",
