@@ -66,6 +66,8 @@ EXPECTED = {
     # land at 0, where the replay kept appending them (7 before, here and under its own pytest, which still
     # gives 7: the recorder does not follow fcntl). Refused, with why.
     "overwrites_after_turning_append_off": ("failed", 0.0, "turned O_APPEND off (fcntl F_SETFL)"),
+    # ... and for one write, pwritev2's RWF_NOAPPEND (Linux 6.9): 7 before.
+    "overwrites_by_rwf_noappend": ("failed", 0.0, "wrote with pwritev2 and RWF_NOAPPEND"),
     # Routes the trace already followed, held: the checkpoint's folder (or the folder above it) renamed aside
     # while the checkpoint is emptied through its new name (a kill meanwhile finds no checkpoint, or an empty
     # one: 3); a hard link outside the folder written through (6); a correct save whose temp file's name holds

@@ -1149,3 +1149,14 @@ def test_turning_append_off_on_an_appending_descriptor_is_refused_in_the_folder(
     assert kernel_trace.translate(list(taken), ["/box/home/elsewhere"])[1] is None
     ops, problem = kernel_trace.translate(list(taken), ["/box/home/ck"])
     assert problem and "turned O_APPEND off" in problem and "ck/checkpoint.json" in problem, problem
+    # pwritev2's RWF_NOAPPEND (Linux 6.9) does the same for one write; strace before 6.9 prints it as a number.
+    for flag in ("RWF_NOAPPEND", "0x20 /* RWF_??? */"):
+        feed(trace, [
+            f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx("ck/checkpoint.json")}", O_WRONLY|O_APPEND) = 4<{hx(ck)}>',
+            f'10 pwritev2(4<{hx(ck)}>, [{{iov_base="{hx("  ")}", iov_len=2}}], 1, 0, {flag}) = 2',
+            f'10 pwritev2(4<{hx(ck)}>, [{{iov_base="{hx("  ")}", iov_len=2}}], 1, -1, RWF_DSYNC) = 2',
+        ])
+        taken = trace.take(10)
+        assert [op.kind for op in taken if op.kind != "close"] == ["open", "append_off", "write", "write"], taken
+        problem = kernel_trace.translate(taken, ["/box/home/ck"])[1]
+        assert problem and "pwritev2 and RWF_NOAPPEND" in problem, problem

@@ -1106,6 +1106,10 @@ class KernelTrace:
             flags.add(UNPLACED)  # where it lands is the position of an open file the trace never saw
         if c.name == "pwritev2" and ("RWF_DSYNC" in c.args[-1] or "RWF_SYNC" in c.args[-1]):
             flags.add("sync")  # durable on return, as every write to a file opened with O_SYNC
+        if c.name == "pwritev2" and _rwf_noappend(c.args[-1]) and entry is not None and entry[3] is None:
+            # RWF_NOAPPEND (Linux 6.9): this write lands at its offset though the descriptor appends, which the
+            # crash models (an appending open's writes land at the end) do not follow
+            self._emit("append_off", api=c.name, path=entry[0], handle=entry[2])
         self._emit("write", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
                    offset=offset, data=data[:c.ret], size=c.ret, flags=frozenset(flags))
 
@@ -1467,6 +1471,20 @@ def _device(path: str) -> bool:
     return path.startswith("/dev/") and not path.startswith("/dev/shm/")
 
 
+def _rwf_noappend(arg: str) -> bool:
+    """Whether pwritev2's flags hold RWF_NOAPPEND (0x20), by name or, where strace does not know it, by number."""
+    if "RWF_NOAPPEND" in arg:
+        return True
+    for word in arg.split("/*")[0].split("|"):
+        word = word.strip()
+        if word.startswith("0x"):
+            try:
+                return bool(int(word, 16) & 0x20)
+            except ValueError:
+                return False
+    return False
+
+
 def _given_offset(arg: str) -> Optional[int]:
     """A copy's or splice's own offset argument: ``[6]`` (or ``[6] => [9]``, as sendfile prints it), else
     None (NULL: the descriptor's position)."""
@@ -1523,10 +1541,12 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "reach the file with no system call, so the grader cannot tell when they land or rebuild what a "
                 "crash would leave, and it does not grade such a run. Write the checkpoint with write() calls")
     if op.kind == "append_off":
-        return (f"your code turned O_APPEND off (fcntl F_SETFL) on a descriptor of {name} opened to append: its "
-                "writes then land where its position is, not at the end, which the grader does not follow for "
-                "an appending file, so it cannot rebuild what a crash would leave, and it does not grade such a "
-                "run. Open the file without O_APPEND to write in place, or keep appending")
+        how = ("turned O_APPEND off (fcntl F_SETFL) on a descriptor of" if op.api == "fcntl" else
+               f"wrote with {op.api} and RWF_NOAPPEND through a descriptor of")
+        return (f"your code {how} {name} opened to append: its writes then land where it says, not at the end, "
+                "which the grader does not follow for an appending file, so it cannot rebuild what a crash would "
+                "leave, and it does not grade such a run. Open the file without O_APPEND to write in place, or "
+                "keep appending")
     if op.kind == "proc":
         return (f"your code gave {op.api} the path {op.path}, through a link in /proc into another process or to a "
                 "descriptor the grader never saw opened: the grader cannot tell which file that names, so it "
