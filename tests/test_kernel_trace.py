@@ -1160,3 +1160,26 @@ def test_turning_append_off_on_an_appending_descriptor_is_refused_in_the_folder(
         assert [op.kind for op in taken if op.kind != "close"] == ["open", "append_off", "write", "write"], taken
         problem = kernel_trace.translate(taken, ["/box/home/ck"])[1]
         assert problem and "pwritev2 and RWF_NOAPPEND" in problem, problem
+
+
+@needs_strace
+@pytest.mark.strace
+def test_a_working_folder_renamed_takes_its_relative_paths_along(tmp_path):
+    """The kernel keeps a process's working folder by what it is: renamed (or traded with RENAME_EXCHANGE), the
+    folder keeps being where a bare name resolves, whatever now sits at its old name."""
+    code = """import os
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{}')
+here = os.getcwd()
+os.chdir('ck')
+os.rename(here + '/ck', here + '/aside')
+os.mkdir(here + '/ck')
+os.truncate('checkpoint.json', 0)
+os.rmdir(here + '/ck')
+os.rename(here + '/aside', here + '/ck')
+os.truncate('checkpoint.json', 1)
+"""
+    ops = _traced(tmp_path, code)
+    assert [op.path for op in ops if op.kind == "truncate"] == [str(tmp_path / "aside" / "checkpoint.json"),
+                                                                str(tmp_path / "ck" / "checkpoint.json")]

@@ -1000,6 +1000,21 @@ class KernelTrace:
             made.discard(dest)  # what the rename replaced
             made |= {dest + p[len(source):] for p in moved}
 
+    def _cwds_moved(self, source: str, dest: str, exchange: bool) -> None:
+        """A folder renamed (or traded with RENAME_EXCHANGE) takes the processes working in it, or below it, along:
+        the kernel keeps a working folder by what it is, not by its name, so a relative path from there resolves
+        under the new name (a truncate by a bare name in a checkpoint folder renamed aside hit the folder aside,
+        where the trace, keeping the old name, looked in an empty one put in its place)."""
+        def moved(folder: str) -> str:
+            for old, new in ((source, dest), (dest, source)) if exchange else ((source, dest),):
+                if folder == old or folder.startswith(old + os.sep):
+                    return new + folder[len(old):]
+            return folder
+        boxes = {id(b): b for b in [self._root_cwd, *self.cwds.values()]}
+        for box in boxes.values():
+            box[0] = moved(box[0])
+        self.last_cwd = moved(self.last_cwd)
+
     def _is_dir(self, path: str, flags: str) -> Optional[bool]:
         """Whether an open's file is a folder: O_DIRECTORY says so; else, in the box's own folder (the same
         files inside and out), the judge looks; elsewhere (the box's own /tmp) it cannot, and says None."""
@@ -1194,6 +1209,8 @@ class KernelTrace:
         flags = frozenset({"exchange"}) if c.name == "renameat2" and "RENAME_EXCHANGE" in c.args[-1] else frozenset()
         if kind == "rename" and not flags:
             self._moved(source, dest)
+        if kind == "rename" and source != dest:
+            self._cwds_moved(source, dest, exchange=bool(flags))
         if flags:
             self.contents.lost(path=source)  # two names traded: neither is followed from here
             self.contents.lost(path=dest)
