@@ -395,3 +395,21 @@ def test_watch_forks_crash_states_from_servers_started_before_pytest(tmp_path):
     servers, seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert servers >= 1
     assert seen == {"pytest": False, "hypothesis": False, "grader.levels.journal": True, "json": True}
+
+
+def test_a_module_beside_the_learners_file_wins_over_one_of_the_same_name_earlier_on_the_path(tmp_path, monkeypatch):
+    # `python agent.py` puts the file's folder first; so does import_file, even when that folder is
+    # already on the path behind another one holding a module of the same name.
+    other, mine = tmp_path / "other", tmp_path / "mine"
+    other.mkdir()
+    mine.mkdir()
+    (other / "ckpt_helpers_x.py").write_text("WHO = 'another folder'\n")
+    (mine / "ckpt_helpers_x.py").write_text("WHO = 'beside agent.py'\n")
+    (mine / "agent.py").write_text("from ckpt_helpers_x import WHO\n")
+    monkeypatch.setattr(sys, "path", [str(other), str(mine)] + sys.path)
+    monkeypatch.delitem(sys.modules, "ckpt_helpers_x", raising=False)
+    try:
+        assert import_file(mine / "agent.py").WHO == "beside agent.py"
+        assert sys.path[0] == str(mine) and sys.path.count(str(mine)) == 1
+    finally:
+        sys.modules.pop("ckpt_helpers_x", None)

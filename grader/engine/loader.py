@@ -54,8 +54,12 @@ def import_file(path: Union[str, "os.PathLike[str]"], tag: str = "submission", n
     # The file's own folder first on the path, as `python agent.py` and pytest's rootdir insertion put
     # it: a helper module the learner keeps beside the file (`from ckptio import ...`) imports the same
     # in the run, in every fresh process and in grade's box, wherever the folder was copied to.
+    # Moved to the front if it is already further down: a folder listed earlier could hold a module of
+    # the same name, which `python agent.py` would never see.
     folder = os.path.dirname(os.path.abspath(path))
-    if folder not in sys.path:
+    if not sys.path or sys.path[0] != folder:
+        if folder in sys.path:
+            sys.path.remove(folder)
         sys.path.insert(0, folder)
     stem = os.path.splitext(os.path.basename(path))[0]
     name = name or f"crashcourse_{tag}_{stem}_{next(_counter)}"
