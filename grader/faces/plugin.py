@@ -32,6 +32,7 @@ for any project's own file-writing code::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import os
@@ -79,6 +80,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="DIR", help=SUBMISSION_HELP)
     group.addoption("--crashcourse-seed", dest="crashcourse_seed", default=None, metavar="N", help=SEED_HELP)
     group.addoption("--crashcourse-examples", dest="crashcourse_examples", default=None, metavar="N", help=EXAMPLES_HELP)
+    # Where the learner typed the command, when pytest runs for `crashcourse check` or `watch` (from the
+    # workspace's root): re-run lines are written to be pasted there.
+    group.addoption("--crashcourse-rerun-from", dest="crashcourse_rerun_from", default=None, help=argparse.SUPPRESS)
     parser.addini("crashcourse_submission", SUBMISSION_HELP, default="")
     parser.addini("crashcourse_seed", SEED_HELP, default="")
     parser.addini("crashcourse_examples", EXAMPLES_HELP, default="")
@@ -310,7 +314,7 @@ SEED_SHOWN = "_crashcourse_seed_shown"  # the seed a re-run line may print, wher
 def _rerun(config: pytest.Config, nodeid: str) -> str:
     # A node id is relative to pytest's rootdir, and the learner pastes the line where they ran
     # pytest (or crashcourse): both paths are given from there.
-    here = str(config.invocation_params.dir)
+    here = config.getoption("crashcourse_rerun_from", None) or str(config.invocation_params.dir)
     path, sep, rest = nodeid.partition("::")
     test = _from(here, os.path.join(str(config.rootpath), path)) + sep + rest
     # The judge of `crashcourse grade` hides an instructor's own seed (SEED_SHOWN None): the line is

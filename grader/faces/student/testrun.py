@@ -94,9 +94,12 @@ class TestRun:
         return sum(r.points for r in scored if r.passed), sum(r.points for r in scored)
 
 
-def _pytest_args(level: manifest_mod.Level, folder: Path, examples: Optional[int], seed: Optional[int]) -> list:
+def _pytest_args(level: manifest_mod.Level, folder: Path, examples: Optional[int], seed: Optional[int],
+                 here: Optional[str] = None) -> list:
+    """pytest's arguments for the level's tests on ``folder``; ``here``: where the learner typed the command
+    (pytest itself runs from the level's root), which the re-run lines are written for."""
     args = [*[str(t) for t in level.test_paths()], "--submission", str(folder), "-q", "-p", "no:cacheprovider",
-            "--color=no"]
+            "--color=no", "--crashcourse-rerun-from", here or os.getcwd()]
     if examples is not None:
         args += ["--crashcourse-examples", str(examples)]
     if seed is not None:
@@ -174,7 +177,7 @@ def run_tests_here(level: manifest_mod.Level, folder: Path, *, examples: Optiona
                 del sys.modules[Path(test).stem]
         try:
             os.chdir(level.root)
-            code = pytest.main(_pytest_args(level, folder, examples, seed), plugins=[ReportFile(str(report))])
+            code = pytest.main(_pytest_args(level, folder, examples, seed, here), plugins=[ReportFile(str(report))])
         finally:
             quiet()
             sys.stdout.flush()
