@@ -170,8 +170,10 @@ def test_the_classroom_workflow_parses_and_its_steps_score_like_the_tests(ws):
     earned = 0.0
     for step in graders:
         if step["id"].startswith("level2_"):
+            # `python` is the one the workflow's setup installed the kit into: here, this venv's.
             proc = subprocess.run(step["with"]["command"], shell=True, cwd=ws, capture_output=True, text=True,
-                                  timeout=300, env=_env())
+                                  timeout=300, env=_env(PATH=os.pathsep.join([os.path.dirname(sys.executable),
+                                                                               os.environ.get("PATH", "")])))
             assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
             earned += step["with"]["max-score"] if proc.returncode == 0 else 0.0
     whole = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level2"],
