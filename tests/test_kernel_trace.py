@@ -910,12 +910,13 @@ def test_a_task_that_shows_only_by_its_exit_still_takes_its_birth(trace):
 
 
 def test_two_children_of_two_forks_are_a_guess_and_the_next_is_exact_again(trace):
-    """Two forks return before either child shows: which is which is not known (their box ids say
-    nothing of strace's), so each starts in a folder of its own guessed, named again once the kernel names
+    """Two forks return before either child shows, the parent's table changed between them: which is
+    which is not known (their box ids say nothing of strace's), so each starts in a folder of its own guessed, named again once the kernel names
     it (AT_FDCWD<...>). Once both have shown, the next child is tied exactly again."""
     feed(trace, BOX + [
         '101 chdir("ck") = 0',
         f"101 {FORK} = 3",
+        f'101 openat(AT_FDCWD<{hx("/box/home/ck")}>, "x", O_WRONLY|O_CREAT, 0666) = 4<{hx("/box/home/ck/x")}>',
         f"101 {FORK} = 4",
         '102 truncate("a", 0) = 0',
         f'103 openat(AT_FDCWD<{hx("/box/home/ck")}>, "b", O_WRONLY|O_TRUNC) = 3<{hx("/box/home/ck/b")}>',
@@ -930,6 +931,26 @@ def test_two_children_of_two_forks_are_a_guess_and_the_next_is_exact_again(trace
     # 101's truncate was named from a guess, then again from the folder the kernel named for it.
     assert [(op.kind, op.path) for op in ops if op.kind in ("truncate", "unlink")] == [
         ("truncate", "/box/home/ck/a"), ("unlink", "/box/home/ck/c"), ("truncate", "/d")]
+
+
+def test_children_of_forks_that_start_them_alike_are_tied_whichever_is_which(trace):
+    """A parent forks twice with nothing changed between (a pool of workers): whichever child is which,
+    each starts with the same folder and descriptors, a copy of its own. One moves to / and the other
+    truncates by a bare name in the parent's folder; neither is a guess."""
+    feed(trace, BOX + [
+        '101 chdir("ck") = 0',
+        f"101 {FORK} = 3",
+        f"101 {FORK[:-1]} <unfinished ...>",
+        '102 chdir("/") = 0',
+        "101 <... clone resumed>, child_tidptr=0x7f00) = 4",
+        '103 truncate("a", 0) = 0',
+        f'103 openat(AT_FDCWD<{hx("/box/home/ck")}>, "b", O_WRONLY|O_CREAT, 0666) = 5<{hx("/box/home/ck/b")}>',
+        '102 truncate("c", 0) = 0',
+        '101 truncate("d", 0) = 0',
+    ])
+    assert trace.tampered is None and not trace.guessed and not trace.births
+    assert _paths(trace) == ["/box/home/ck/a", "/c", "/box/home/ck/d"]
+    assert 5 in trace.tables["103"] and 5 not in trace.tables["102"] and 5 not in trace.tables["101"]
 
 
 def test_an_id_used_again_after_its_task_ended_is_a_new_task(trace):

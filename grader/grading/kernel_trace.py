@@ -165,10 +165,11 @@ _CLONE_FS = re.compile(r"\bCLONE_FS\b")
 # prints a clone's start before the child exists (the caller is stopped there until strace lets it go on),
 # and, with exit lines on (no -qq), every task shows in the trace at least once, its exit if nothing else.
 # So when a task first shows, its birth is one of the clones started and not yet matched with a child
-# (KernelTrace.births); when there is only one, it is that one, whatever the ids. With several (two forks
-# before either child ran), the tie is a guess as it always was (the first unfinished clone's table, a
-# working folder corrected once the kernel names it: see unsure_cwd), and the births stay unmatched until
-# as many tasks have shown as there were clones. No id is compared, so neither namespace's ids wrapping
+# (KernelTrace.births); when there is only one, it is that one, whatever the ids. With several that would
+# all start it alike (a parent forking again and again, nothing changed between), it starts so. Else (two
+# forks before either child ran, the parent's table changed between), the tie is a guess as it always
+# was (the first unfinished clone's table, a working folder corrected once the kernel names it: see
+# unsure_cwd), and the births stay unmatched until as many tasks have shown as there were clones. No id is compared, so neither namespace's ids wrapping
 # around pid_max can make a wrong tie. Where a clone's value does name its child (no pid namespace in the
 # trace), that names it too.
 _WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
@@ -899,18 +900,46 @@ class KernelTrace:
         return table
 
     def _guess_birth(self, pid: str) -> dict:
-        """A task whose birth is one of several clones (or none the trace showed): today's guess, the
-        first unfinished clone's table, and a working folder of its own, so that its chdir moves no one
-        else's, named again once the kernel names it (see unsure_cwd)."""
+        """A task whose birth is one of several clones (or none the trace showed). Where every one of them
+        would start it alike (one parent forking again and again, its table and folder unchanged between),
+        which one it was does not matter: it starts as they all would. Else today's guess: the first
+        unfinished clone's table, and a working folder of its own, so that its chdir moves no one else's,
+        named again once the kernel names it (see unsure_cwd)."""
         parents = [p for p, text in self.pending.items() if text.startswith(_CLONE_OPENINGS)]
+        alike = self._alike(self.births)
         if self.births:
             self.blind += 1
             if self.blind >= len(self.births):  # as many tasks as clones: every one has shown
                 self.births, self.blind = [], 0
+        if alike is not None:
+            (table, shared), (cwd, shared_fs) = alike
+            self.cwds[pid] = cwd if shared_fs else [cwd[0]]
+            return table if shared else dict(table)
         self.guessed.add(pid)
         self.cwds[pid] = [self.cwds.get(parents[0], self._root_cwd)[0] if len(parents) == 1 else self.last_cwd]
         self.unsure_cwd[pid] = []
         return self._root if not parents else self._child_table(parents[0], self.pending[parents[0]])
+
+    def _start(self, birth: "_Birth") -> tuple:
+        """((table, shared), (folder, shared)) a child of ``birth`` starts with."""
+        files, fs = "CLONE_FILES" in birth.flags, bool(_CLONE_FS.search(birth.flags))
+        if birth.table is not None:
+            return (birth.table, files), (birth.cwd, fs)
+        return (self.tables.get(birth.parent, self._root), files), (self.cwds.get(birth.parent, self._root_cwd), fs)
+
+    def _alike(self, births: list) -> Optional[tuple]:
+        """The start every one of ``births`` gives its child, if they all give the same (else None)."""
+        if len(births) < 2:
+            return None
+        first = self._start(births[0])
+        (table, files), (cwd, fs) = first
+        for birth in births[1:]:
+            (other, other_files), (other_cwd, other_fs) = self._start(birth)
+            if (other_files, other_fs) != (files, fs) or other_cwd[0] != cwd[0] or (fs and other_cwd is not cwd) \
+                    or (other is not table if files else
+                        other.keys() != table.keys() or any(other[k] is not table[k] for k in table)):
+                return None
+        return first
 
     def _child_table(self, parent: str, flags: str) -> dict:
         table = self.tables.get(parent, self._root)
