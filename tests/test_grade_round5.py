@@ -6,7 +6,7 @@ Each score was worked out from what a kill (or, on level 3, a power cut) at each
 and what a resume does with it, before either face was asked. What was wrong at first:
 
 * ``level4/right_class_resumer_reads_the_cap_through_sys_modules``: correct code that reads
-  ``sys.modules[__name__].MAX_TURNS`` got 3 of 10 (KeyError): the loader took each learner module out
+  ``sys.modules[__name__].MAX_TURNS`` got 4 of 10 (KeyError): the loader took each learner module out
   of ``sys.modules`` once it had run. It stays there now, under its own name, as an imported module does.
 * ``level1/w22_falsy_fields_taken_for_missing``: a loader that refuses a good file whose `turns` is 0 or
   whose `pendingToolUse` is null passed "load returns a good file" (the one good file tried had neither):

@@ -803,14 +803,19 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
             if not found:
                 continue
             names = ", ".join(sorted(state.leftovers))
+            advice = ("A save must not count on an empty folder: empty a temp file as you open it (\"w\" mode, or "
+                      "O_TRUNC) rather than append to it or require it to be new (\"x\"), and never let a new run's "
+                      "saves read or extend files an earlier run left")
+            if "but not in their order" in found:
+                # Not a leftover temp file: the second run's saves, read back in another order than written.
+                advice = ("Here the second run's saves were read back in another order than they were written: "
+                          "order what you read back by its number, not by its name as a string")
             result.violations.append(Violation(
                 "RERUN", state.model, state.point, windows[state.point].words(), _operation_words(ops, state),
                 dict(state.files),
                 f"this crash left {names} behind; the loop was then run again in that folder, and {found}",
                 "the next run in this folder trips over what the crash left, and so will every run after it until "
-                "someone cleans the folder by hand. A save must not count on an empty folder: empty a temp file as "
-                "you open it (\"w\" mode, or O_TRUNC) rather than append to it or require it to be new (\"x\"), "
-                "and never let a new run's saves read or extend files an earlier run left"))
+                "someone cleans the folder by hand. " + advice))
             return  # one leftover that breaks the second run is the lesson; more would repeat it
 
 

@@ -90,7 +90,11 @@ def _roles(messages: list, start: int = 0) -> list:
             pass
     for i, message in enumerate(messages, start):
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise ScriptedModelError(f"messages[{i}] is not a user or assistant message: {str(message)[:80]}")
+            role = message.get("role") if isinstance(message, dict) else None
+            tail = (": tool results go in a user message, the one right after the assistant's tool calls"
+                    if role == "tool" else "")
+            raise ScriptedModelError(f"messages[{i}] is not a user or assistant message: {str(message)[:80]} "
+                                     f"(the API knows only those two roles{tail})")
     return [message["role"] for message in messages]
 
 
