@@ -52,6 +52,7 @@ an untraced process fails (ENOSYS), so it can no longer open a file or answer th
 from __future__ import annotations
 
 import codecs
+import collections
 import itertools
 import os
 import re
@@ -82,6 +83,11 @@ REFUSED = "io_uring_setup:error=EPERM"
 # zeroed ranges: answered as a file system without it, so os.posix_fallocate writes its zeros itself, and
 # the trace sees them).
 ALSO_REFUSED = ("openat2:error=ENOSYS", "io_setup:error=ENOSYS", "fallocate:error=EOPNOTSUPP")
+
+
+# The signals strace prints: the ones that end a process its parent stops (a killed task then shows by its
+# end, see _CLONES); no other delivery is printed.
+SIGNALS = "signal=SIGKILL,SIGTERM"
 
 
 def refusals() -> list:
@@ -240,13 +246,14 @@ class _Birth:
     """One clone of the trace: who made it, with which flags, and, once it returned, the table and working
     folder its child starts with (its parent's then); ``child``, the task tied to it."""
 
-    __slots__ = ("parent", "flags", "table", "cwd", "child")
+    __slots__ = ("parent", "flags", "table", "cwd", "child", "shape")
 
     def __init__(self, parent: str, flags: str):
         self.parent, self.flags = parent, flags
         self.table: Optional[dict] = None
         self.cwd: Optional[list] = None
         self.child: Optional[str] = None
+        self.shape: tuple = ()
 
 
 class _Held:
@@ -433,7 +440,8 @@ class KernelTrace:
         # them by a guess (which one is not known); clones whose value named their child (no pid namespace):
         # child -> its birth; the unfinished clone of each task; and whether the trace may hold more than
         # one pid namespace (then no clone's value is read as an id of strace's).
-        self.births: list[_Birth] = []
+        self.births: dict[int, _Birth] = {}  # id -> birth, in the order the clones started
+        self.starts: collections.Counter = collections.Counter()  # how many of them start a child each way
         self.blind = 0
         self.named: dict[str, _Birth] = {}
         self.cloning: dict[str, _Birth] = {}
@@ -511,8 +519,10 @@ class KernelTrace:
         self.cwd = os.path.realpath(cwd)
         if file_size is not None:
             command = _capped(command, file_size)
-        # -q, not -qq: exit lines show every task, one that made no traced call too (see _CLONES).
-        return ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(STRING_LIMIT), "-e", "signal=none",
+        # -q, not -qq: exit lines show every task, one that made no traced call too (see _CLONES); a task killed
+        # by a signal shows only if the signal is in the printed set (SIGKILL is never delivered, so it adds
+        # no line but that one).
+        return ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(STRING_LIMIT), "-e", SIGNALS,
                 "-e", "trace=" + CALLS] + refusals() + [w for spec in inject for w in ("-e", "inject=" + spec)] \
             + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
 
@@ -868,7 +878,7 @@ class KernelTrace:
     def _all_tables(self) -> list:
         seen: dict = {id(self._root): self._root}
         for table in itertools.chain(self.tables.values(), self.gone,
-                                     (b.table for b in itertools.chain(self.births, self.named.values()) if b.table)):
+                                     (b.table for b in itertools.chain(self.births.values(), self.named.values()) if b.table)):
             seen.setdefault(id(table), table)
         return list(seen.values())
 
@@ -884,7 +894,8 @@ class KernelTrace:
                 self.guessed.discard(pid)
             birth = self.named.pop(pid, None)
             if birth is None and pid != self.first_pid and not self.blind and len(self.births) == 1:
-                birth = self.births.pop()
+                birth = next(iter(self.births.values()))
+                self._unborn(birth)
             if pid == self.first_pid:
                 table = self._root
                 self.cwds[pid] = self._root_cwd
@@ -906,11 +917,13 @@ class KernelTrace:
         unfinished clone's table, and a working folder of its own, so that its chdir moves no one else's,
         named again once the kernel names it (see unsure_cwd)."""
         parents = [p for p, text in self.pending.items() if text.startswith(_CLONE_OPENINGS)]
-        alike = self._alike(self.births)
+        alike = self._start(next(iter(self.births.values()))) \
+            if len(self.births) > 1 and len(self.starts) == 1 else None
         if self.births:
             self.blind += 1
             if self.blind >= len(self.births):  # as many tasks as clones: every one has shown
-                self.births, self.blind = [], 0
+                self.births, self.blind = {}, 0
+                self.starts.clear()
         if alike is not None:
             (table, shared), (cwd, shared_fs) = alike
             self.cwds[pid] = cwd if shared_fs else [cwd[0]]
@@ -927,19 +940,25 @@ class KernelTrace:
             return (birth.table, files), (birth.cwd, fs)
         return (self.tables.get(birth.parent, self._root), files), (self.cwds.get(birth.parent, self._root_cwd), fs)
 
-    def _alike(self, births: list) -> Optional[tuple]:
-        """The start every one of ``births`` gives its child, if they all give the same (else None)."""
-        if len(births) < 2:
-            return None
-        first = self._start(births[0])
-        (table, files), (cwd, fs) = first
-        for birth in births[1:]:
-            (other, other_files), (other_cwd, other_fs) = self._start(birth)
-            if (other_files, other_fs) != (files, fs) or other_cwd[0] != cwd[0] or (fs and other_cwd is not cwd) \
-                    or (other is not table if files else
-                        other.keys() != table.keys() or any(other[k] is not table[k] for k in table)):
-                return None
-        return first
+    def _shape(self, birth: "_Birth") -> tuple:
+        """What ``birth`` starts its child with, as a value: two births of one shape start their children
+        alike (the same folder, and the same table, or copies holding the same open files)."""
+        (table, files), (cwd, fs) = self._start(birth)
+        return (files, fs, cwd[0], id(cwd) if fs else None,
+                id(table) if files else frozenset((fd, id(entry)) for fd, entry in table.items()))
+
+    def _born(self, birth: "_Birth") -> None:
+        """A clone started (or returned, printed whole): one more birth whose child has not shown."""
+        birth.shape = self._shape(birth)
+        self.starts[birth.shape] += 1
+        self.births[id(birth)] = birth
+
+    def _snapshot(self, birth: "_Birth") -> None:
+        """The parent's table and folder as they are now are what the child of ``birth`` starts with."""
+        birth.table, birth.cwd = self._child_table(birth.parent, birth.flags), self._child_cwd(birth.parent, birth.flags)
+        if id(birth) in self.births:
+            self._unborn(birth)
+            self._born(birth)
 
     def _child_table(self, parent: str, flags: str) -> dict:
         table = self.tables.get(parent, self._root)
@@ -954,7 +973,7 @@ class KernelTrace:
         if "CLONE_NEWPID" in text:
             self.namespaced = True
         self.cloning[pid] = birth = _Birth(pid, text)
-        self.births.append(birth)
+        self._born(birth)
 
     def _clone_returned(self, pid: str, args: str, ret: str, line: str) -> None:
         birth = self.cloning.pop(pid, None)
@@ -968,11 +987,11 @@ class KernelTrace:
             return
         if birth is None:
             birth = _Birth(pid, args)
-            self.births.append(birth)
+            self._born(birth)
         if birth.child is None:
             # The child starts with the parent's table and folder as they are now (the parent was in the
             # clone until here); a task that takes this birth later starts from these.
-            birth.table, birth.cwd = self._child_table(pid, args), self._child_cwd(pid, args)
+            self._snapshot(birth)
         if ret != "?" and not self.namespaced:
             self._named(birth, str(int(ret, 0)))
 
@@ -980,7 +999,7 @@ class KernelTrace:
         """A clone's value names its child (strace's pid namespace is the only one in the trace)."""
         if birth.child is not None:
             return  # its child showed first, and was tied to it then
-        if birth in self.births:
+        if id(birth) in self.births:
             self._unborn(birth)
             if child in self.guessed:
                 self.blind = max(0, self.blind - 1)
@@ -997,10 +1016,10 @@ class KernelTrace:
             self._rename_guesses(child, started)
 
     def _unborn(self, birth: "_Birth") -> None:
-        for i, b in enumerate(self.births):
-            if b is birth:
-                del self.births[i]
-                return
+        if self.births.pop(id(birth), None) is not None:
+            self.starts[birth.shape] -= 1
+            if not self.starts[birth.shape]:
+                del self.starts[birth.shape]
 
     def _ended(self, pid: str, line: str) -> None:
         """``+++ exited ...``, ``+++ killed by ...``: the task is gone, and its id may be used again (its
@@ -1008,7 +1027,7 @@ class KernelTrace:
         birth = self.cloning.pop(pid, None)
         if birth is not None and birth.child is None and birth.table is None:
             # Killed inside a clone: a child may have been made, with the table it has now.
-            birth.table, birth.cwd = self._child_table(pid, birth.flags), self._child_cwd(pid, birth.flags)
+            self._snapshot(birth)
         gone = re.match(r"\+\+\+ superseded by execve in pid (\d+)", line)
         if gone is not None:
             pid = gone.group(1)  # that thread now carries the caller's id; its own is free

@@ -224,7 +224,7 @@ class ProgramRun:
         self.trace_path = os.path.join(self.scratch, "trace")
         # -q, not -qq: exit lines show every task (kernel_trace._CLONES).
         strace = ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(kernel_trace.STRING_LIMIT),
-                  "-e", "signal=none", "-e", "trace=" + kernel_trace.CALLS, *kernel_trace.refusals(),
+                  "-e", kernel_trace.SIGNALS, "-e", "trace=" + kernel_trace.CALLS, *kernel_trace.refusals(),
                   "-o", self.trace_path]
         if self.stacks:
             strace.insert(1, "-k")
