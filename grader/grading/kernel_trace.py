@@ -111,7 +111,10 @@ MISMATCH = "the recorded file operations do not match what the kernel saw"
 MAX_OPS = 20_000
 TOO_MANY = (f"a broken run: your code made more than {MAX_OPS:,} file operations (opens, writes, fsyncs, closes, "
             "renames...) in one run, as the kernel counted them; a checkpointing loop makes a few thousand, and the "
-            "grader does not rebuild more. Look for a file opened or written in a loop that never ends")
+            "grader does not rebuild more. Look for a file opened or written in a loop that never ends, or a save "
+            "written a few bytes at a time (a write per line with buffering=1, or a loop of small os.write calls): "
+            "each small write is an operation of its own, so hand each save's bytes over in one write "
+            "(f.write(json.dumps(state))). Your own pytest sets no such limit, so it may pass there")
 
 # What the box's code may make the tracer print, the judge's own pipe aside: the box's cap on one file
 # (grader.grading.sandbox.Limits.file_size). Past it the judge stops reading and the run is stopped
