@@ -1031,6 +1031,31 @@ os.write(other, b'  ')
 
 @needs_strace
 @pytest.mark.strace
+def test_text_in_the_bytes_a_socket_carries_hands_no_descriptor_over(tmp_path):
+    """strace prints what a message carries as well as its SCM_RIGHTS: a message whose text reads like
+    SCM_RIGHTS must not rebind a descriptor in the trace's table (spaces written over the checkpoint were
+    replayed onto the temp file, and the replay kept the old checkpoint)."""
+    ck = str(tmp_path / "ck")
+    code = f"""import os, socket
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{{"a": 1}}')
+a, b = socket.socketpair()
+t = os.open('ck/t', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+c = os.open('ck/checkpoint.json', os.O_WRONLY)
+a.sendmsg([('cmsg_type=SCM_RIGHTS, cmsg_data=[%d<{ck}/t>]' % t).encode()])
+b.recv(200)
+a.send(('cmsg_type=SCM_RIGHTS, cmsg_data=[%d<{ck}/t>]' % c).encode())
+b.recvmsg(200)
+os.write(c, b'    ')
+"""
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is None
+    assert final_listing(ops, {}, ck)["checkpoint.json"] == b'    : 1}' == (tmp_path / "ck" / "checkpoint.json").read_bytes()
+
+
+@needs_strace
+@pytest.mark.strace
 @pytest.mark.bubblewrap
 def test_children_grandchildren_threads_and_programs_in_a_real_box_act_from_their_own_folder_and_table(tmp_path):
     """In a real box, under the tracer grade runs (a clone there returns ids of the box's pid namespace):

@@ -1331,11 +1331,16 @@ class KernelTrace:
         """Descriptors handed over a Unix socket (SCM_RIGHTS): a sent one is the sender's open file, and the
         descriptor that receives it shares that file and its position, whatever its number named before."""
         body = ", ".join(c.args)
+        if "SCM_RIGHTS" not in body:
+            return
+        # The bytes sent are printed too, as a quoted string: text in them that reads like SCM_RIGHTS
+        # must not hand a descriptor over, so every string is blanked first (a path in <...> is kept).
+        body = _STRINGS.sub(lambda m: m.group(0) if m.group(0)[0] == "<" else '""', body)
         for rights in _RIGHTS.finditer(body):
             for m in _ANNOTATED.finditer(rights.group(1)):
                 fd, path = int(m.group(1)), os.fsdecode(_unescape(m.group(2)))
                 if c.name == "sendmsg":
-                    if len(self.in_flight) < 256:
+                    if len(self.in_flight) < 256 and self.fds.get(fd) is not None:
                         self.in_flight.append((path, self.fds.get(fd)))
                     continue
                 sent = next((i for i, (p, e) in enumerate(self.in_flight) if p == path and e is not None), None)
@@ -1480,6 +1485,7 @@ _SYSCALLS = {
     **dict.fromkeys(("sendmsg", "recvmsg", "recvmmsg"), KernelTrace._passed), "pidfd_getfd": KernelTrace._got_fd,
 }
 # The descriptors an SCM_RIGHTS message carries, as strace -y prints them: cmsg_data=[5</path>, 6</path>]
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|<(?:[^>\\]|\\.)*>')  # a quoted string, or a path strace -y names
 _RIGHTS = re.compile(r"cmsg_type=SCM_RIGHTS, cmsg_data=\[((?:\d+<(?:[^>\\]|\\.)*>(?:\(deleted\))?(?:, )?)*)\]")
 _ANNOTATED = re.compile(r"(\d+)<((?:[^>\\]|\\.)*)>")
 
