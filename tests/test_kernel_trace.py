@@ -1056,6 +1056,53 @@ os.write(c, b'    ')
 
 @needs_strace
 @pytest.mark.strace
+def test_a_child_not_yet_shown_moves_with_its_parents_folder(tmp_path):
+    """The parent forks from inside ck, then renames ck aside before the child's first call: the child's
+    truncate by a bare name lands in the folder aside, in the trace as in the kernel."""
+    code = """import os
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{"a": 1}')
+os.chdir('ck')
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(r, 1)
+    os.truncate('checkpoint.json', 0)
+    os._exit(0)
+os.rename('../ck', '../ck.aside')
+os.write(w, b'x')
+os.waitpid(pid, 0)
+os.rename('../ck.aside', '../ck')
+"""
+    truncates = [op.path for op in _traced(tmp_path, code) if op.kind == "truncate"]
+    assert truncates == [str(tmp_path / "ck.aside" / "checkpoint.json")]
+
+
+@needs_strace
+@pytest.mark.strace
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="system call numbers for x86-64")
+def test_names_traded_by_rename_exchange_trade_what_they_are(tmp_path):
+    """A folder and a file traded with RENAME_EXCHANGE, the file opened under the folder's name, then traded
+    back: its fsync is a file's, not the folder's (which would credit a folder fsync that never happened)."""
+    code = """import os, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def exch(a, b):
+    assert libc.syscall(316, -100, a.encode(), -100, b.encode(), 2) == 0, ctypes.get_errno()
+os.mkdir('ck')
+os.close(os.open('ck.f', os.O_WRONLY | os.O_CREAT, 0o600))
+exch('ck', 'ck.f')
+fd = os.open('ck', os.O_RDONLY)
+exch('ck', 'ck.f')
+os.fsync(fd)
+os.close(fd)
+"""
+    fsyncs = [op for op in _traced(tmp_path, code) if op.kind == "fsync"]
+    assert [(op.path, op.is_dir) for op in fsyncs] == [(str(tmp_path / "ck"), False)]
+
+
+@needs_strace
+@pytest.mark.strace
 @pytest.mark.bubblewrap
 def test_children_grandchildren_threads_and_programs_in_a_real_box_act_from_their_own_folder_and_table(tmp_path):
     """In a real box, under the tracer grade runs (a clone there returns ids of the box's pid namespace):

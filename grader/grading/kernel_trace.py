@@ -1042,14 +1042,17 @@ class KernelTrace:
         self.cwds.pop(pid, None)
         self.ended.add(pid)
 
-    def _moved(self, source: str, dest: str) -> None:
-        """A rename: a folder the trace saw made keeps being one under its new name (its insides too)."""
-        inside = source + os.sep
+    def _moved(self, source: str, dest: str, exchange: bool = False) -> None:
+        """A rename: a folder the trace saw made keeps being one under its new name (its insides too). With
+        RENAME_EXCHANGE the two names trade what they are (a folder and a file traded, then traded back,
+        must not leave the file taken for the folder)."""
+        def under(made: set, name: str) -> set:
+            return {p for p in made if p == name or p.startswith(name + os.sep)}
         for made in (self.made_dirs, self.made_files):
-            moved = {p for p in made if p == source or p.startswith(inside)}
-            made -= moved
+            moved, other = under(made, source), (under(made, dest) if exchange else set())
+            made -= moved | other
             made.discard(dest)  # what the rename replaced
-            made |= {dest + p[len(source):] for p in moved}
+            made |= {dest + p[len(source):] for p in moved} | {source + p[len(dest):] for p in other}
 
     def _cwds_moved(self, source: str, dest: str, exchange: bool) -> None:
         """A folder renamed (or traded with RENAME_EXCHANGE) takes the processes working in it, or below it, along:
@@ -1061,7 +1064,9 @@ class KernelTrace:
                 if folder == old or folder.startswith(old + os.sep):
                     return new + folder[len(old):]
             return folder
-        boxes = {id(b): b for b in [self._root_cwd, *self.cwds.values()]}
+        # (a child whose clone has started but who has not shown yet starts in its birth's folder: moved too)
+        births = itertools.chain(self.births.values(), self.named.values(), self.cloning.values())
+        boxes = {id(b): b for b in [self._root_cwd, *self.cwds.values(), *(b.cwd for b in births if b.cwd is not None)]}
         for box in boxes.values():
             box[0] = moved(box[0])
         self.last_cwd = moved(self.last_cwd)
@@ -1258,8 +1263,8 @@ class KernelTrace:
         kind = "rename" if c.name.startswith("rename") else "link"
         # renameat2 with RENAME_EXCHANGE trades the two names' files: both stay (the replay swaps them)
         flags = frozenset({"exchange"}) if c.name == "renameat2" and "RENAME_EXCHANGE" in c.args[-1] else frozenset()
-        if kind == "rename" and not flags:
-            self._moved(source, dest)
+        if kind == "rename":
+            self._moved(source, dest, exchange=bool(flags))
         if kind == "rename" and source != dest:
             self._cwds_moved(source, dest, exchange=bool(flags))
         if flags:
