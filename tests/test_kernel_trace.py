@@ -1276,3 +1276,14 @@ os.truncate('checkpoint.json', 1)
     ops = _traced(tmp_path, code)
     assert [op.path for op in ops if op.kind == "truncate"] == [str(tmp_path / "aside" / "checkpoint.json"),
                                                                 str(tmp_path / "ck" / "checkpoint.json")]
+
+
+def test_close_range_is_read_whether_strace_prints_its_bounds_as_numbers_or_descriptors(tmp_path):
+    # strace 6 prints close_range(3, 4294967295, 0); older ones print the first bound as a descriptor.
+    for line in ("7 close_range(3, 4294967295, 0) = 0", "7 close_range(3</tmp/churn.bin>, 0xffffffff, 0) = 0"):
+        trace = KernelTrace(str(tmp_path))
+        trace.close()
+        trace._line('7 openat(AT_FDCWD</tmp>, "/tmp/churn.bin", O_WRONLY|O_CREAT|O_CLOEXEC, 0644) = 3</tmp/churn.bin>')
+        assert 3 in trace.fds
+        trace._line(line)
+        assert 3 not in trace.fds and trace.tampered is None, trace.tampered

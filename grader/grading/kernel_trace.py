@@ -1328,7 +1328,9 @@ class KernelTrace:
             self.tables[c.pid] = self.fds = dict(self.fds)
         if "CLOSE_RANGE_CLOEXEC" in c.args[2]:
             return
-        first, last = int(c.args[0], 0), int(c.args[1], 0)
+        # (an older strace prints the first and last as descriptors, "3</path>": the number leads either way)
+        first, last = (int(_LEADING_INT.match(a.strip()).group(0), 0) if _LEADING_INT.match(a.strip()) else int(a, 0)
+                       for a in c.args[:2])
         for fd in [fd for fd in self.fds if first <= fd <= last]:
             self._closed(fd)
 
@@ -1532,7 +1534,10 @@ def _real(path: Optional[str], cache: dict) -> Optional[str]:
     return os.path.join(cache[parent], name)
 
 
-_PROC_FD = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)|dev)/fd/(\d+)$")
+# (A link through another process's /proc/<pid>/fd is not this one: its path goes through _through_proc, which
+# refuses what it cannot name.)
+_LEADING_INT = re.compile(r"0x[0-9a-f]+|-?\d+")
+_PROC_FD = re.compile(r"^/(?:proc/(?:self|thread-self)|dev)/fd/(\d+)$")
 # /dev's links into /proc/self/fd (made by bubblewrap in the box, as by udev on a machine): name -> fd
 _STD_FDS = {"fd": "", "stdin": "0", "stdout": "1", "stderr": "2"}
 # A file with no name yet: the recorder's placeholder, or the kernel's `/dir/#inode`.
