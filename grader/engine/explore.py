@@ -104,7 +104,7 @@ def written_elsewhere(ops: list, ckpt_dir: str, workdir: str) -> str:
     # A temp file made in the right folder and renamed to a bare name: the name is read from the
     # working folder, not from the temp file's folder (Path.rename("checkpoint.json") does this).
     moved = next((op for op in ops if op.kind == "rename" and op.dest in places
-                  and os.path.dirname(op.path) == ckpt_dir), None)
+                  and os.path.dirname(op.path) == ckpt_dir and os.path.dirname(op.dest) == workdir), None)
     if moved is not None:
         told += (f" Its temp file was in the right folder, but it renamed {show(moved.path)!r} to {show(moved.dest)!r}: "
                  "a relative destination is read from the folder the process runs in, not from the temp "

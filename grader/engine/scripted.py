@@ -134,8 +134,8 @@ def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None
         if False in kinds[:len(answered)]:
             # The API wants the answers to tool calls first; text may only follow them.
             raise ScriptedModelError(
-                f"messages[{i + 1}] answers the tool calls of messages[{i}], but its content opens with "
-                f"{_kind(blocks[kinds.index(False)])} block before the tool_result blocks: the API wants every "
+                f"messages[{i + 1}] answers the tool calls of messages[{i}], but its content has "
+                f"{_kind(blocks[kinds.index(False)])} block before a tool_result block: the API wants every "
                 "tool_result first in that message, and anything else after them (it answers 400)")
     return (before or []) + assistant if start else assistant
 
