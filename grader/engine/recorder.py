@@ -89,8 +89,10 @@ def _abspath(path: Any, dir_fd: Optional[int] = None) -> str:
     rec = _active
     if dir_fd is not None and not os.path.isabs(path) and rec is not None and dir_fd in rec._fds:
         path = os.path.join(rec._fds[dir_fd].path, path)
-    full = os.path.join(os.getcwd(), path)
-    if "/proc/" in full or "/dev/" in full:
+    # (os.getcwd only for a relative name: it raises when the working folder was removed, and an absolute
+    # name must still work then)
+    full = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    if os.path.normpath(full).startswith(("/proc/", "/dev/")):
         # A link the kernel follows into this process (/proc/self/cwd, /proc/self/root, /proc/self/fd/N, /dev/fd/N):
         # the file is named by where it leads, so a folder reached through one is the folder itself (a `..`
         # after the link climbs from there, as in the kernel). A descriptor's own link stays one (see _reopened).
