@@ -1287,3 +1287,26 @@ def test_close_range_is_read_whether_strace_prints_its_bounds_as_numbers_or_desc
         assert 3 in trace.fds
         trace._line(line)
         assert 3 not in trace.fds and trace.tampered is None, trace.tampered
+
+
+@needs_strace
+@pytest.mark.strace
+def test_a_descriptors_proc_link_after_a_rename_is_refused_not_named_by_the_old_name(tmp_path):
+    """/proc/self/fd/N leads to the folder as it is now: after ck is renamed aside (and a new, empty ck made),
+    a truncate through the old descriptor's link empties ck.aside's file. The trace, which knows the folder
+    by the name it was opened at, cannot name it, and the run is refused rather than told the truncate
+    missed the checkpoint."""
+    ck = str(tmp_path / "ck")
+    code = """import os
+os.mkdir('ck')
+with open('ck/checkpoint.json', 'w') as f:
+    f.write('{"a": 1}')
+d = os.open('ck', os.O_RDONLY | os.O_DIRECTORY)
+os.rename('ck', 'ck.aside')
+os.mkdir('ck')
+os.truncate('/proc/self/fd/%d/checkpoint.json' % d, 0)
+os.rmdir('ck')
+os.rename('ck.aside', 'ck')
+"""
+    ops, problem = reconcile([], _traced(tmp_path, code), [ck])
+    assert problem is not None and "/proc" in problem, problem

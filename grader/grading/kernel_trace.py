@@ -486,6 +486,7 @@ class KernelTrace:
         self.pool_since: Optional[int] = None
         self.opened_by: dict = {}  # handle -> the Python function its open was labelled with (see _python_words)
         self.tampered: Optional[str] = None
+        self.renamed: list = []   # the names renamed away, in order (see _through_proc)
         self.in_flight: list = []  # (path, table entry) of descriptors sent over a Unix socket, not yet received
         self._unresolved: Optional[str] = None  # a path through /proc the call named that the trace cannot follow
         self.refused: Optional[str] = None  # a broken run, told as such (TOO_MANY)
@@ -796,7 +797,10 @@ class KernelTrace:
                 parts = [p for p in self.cwds.get(pid, self._root_cwd)[0].split("/") if p]
             else:
                 entry = self.fds.get(int(link[1])) if link[1].isdigit() else None
-                if entry is None:
+                # The link leads to the file or folder as it is named now; the trace knows it by the name it was
+                # opened at, which a rename since (of it, or of a folder above it) has made another's.
+                if entry is None or any(entry[0] == old or entry[0].startswith(old + os.sep)
+                                        for old in self.renamed[entry[5] if len(entry) > 5 else 0:]):
                     self._unresolved = path
                     return path
                 parts = [p for p in entry[0].split("/") if p]
@@ -1136,7 +1140,7 @@ class KernelTrace:
         is_dir = False if any(f in flags for f in _NOT_A_FOLDER) else self._is_dir(path, flags)
         if is_dir is False and "O_CREAT" in flags and _nameless(path) == path:
             self.made_files.add(path)
-        self._opened(c.ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir])
+        self._opened(c.ret, [path, writable, handle, None if "O_APPEND" in flags else 0, is_dir, len(self.renamed)])
         self.contents.opened(path, handle, flags, is_dir)
         if writable and not is_dir:
             self._emit("open", api=c.name, path=path, handle=handle,
@@ -1265,6 +1269,8 @@ class KernelTrace:
         flags = frozenset({"exchange"}) if c.name == "renameat2" and "RENAME_EXCHANGE" in c.args[-1] else frozenset()
         if kind == "rename":
             self._moved(source, dest, exchange=bool(flags))
+            if len(self.renamed) < MAX_OPS:  # (past that, the run is refused anyway)
+                self.renamed.extend((source, dest) if flags else (source,))
         if kind == "rename" and source != dest:
             self._cwds_moved(source, dest, exchange=bool(flags))
         if flags:
