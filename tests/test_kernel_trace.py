@@ -1310,3 +1310,27 @@ os.rename('ck.aside', 'ck')
 """
     ops, problem = reconcile([], _traced(tmp_path, code), [ck])
     assert problem is not None and "/proc" in problem, problem
+
+
+def test_a_copy_after_the_judge_laid_out_a_file_takes_the_bytes_laid_out(tmp_path):
+    """Between two calls the judge may lay other bytes into a file the trace already follows (a crash state):
+    an in-kernel copy of it in the next call copies those bytes, not the ones the first call wrote."""
+    def hx(text):
+        return "".join(f"\\x{b:02x}" for b in (text.encode() if isinstance(text, str) else text))
+    trace = KernelTrace(str(tmp_path))
+    trace.close()
+    trace.cwd, trace.root = "/box/home", str(tmp_path)
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    ck, bak = str(folder / "checkpoint.json"), str(folder / "checkpoint.bak")
+    for line in [f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3<{hx(ck)}>',
+                 f'10 write(3<{hx(ck)}>, "{hx("OLD-CALL-1")}", 10) = 10', f'10 close(3<{hx(ck)}>) = 0']:
+        trace._line(line)
+    (folder / "checkpoint.json").write_bytes(b"JUDGE-LAID")
+    trace.seed([str(folder)])
+    for line in [f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(ck)}", O_RDONLY|O_CLOEXEC) = 3<{hx(ck)}>',
+                 f'10 openat(AT_FDCWD<{hx("/box/home")}>, "{hx(bak)}", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 4<{hx(bak)}>',
+                 f'10 sendfile(4<{hx(bak)}>, 3<{hx(ck)}>, NULL, 8388608) = 10']:
+        trace._line(line)
+    copied = [op.data for _, op in trace.ops if op.kind == "write" and op.path == bak]
+    assert copied == [b"JUDGE-LAID"]

@@ -374,9 +374,12 @@ class _Contents:
             self.by_path[dest + p[len(source):]] = h
 
     def seeded(self, path: str, data: bytes) -> bool:
-        """A file as the judge read it before a call (see :meth:`KernelTrace.seed`), unless the trace already
-        follows that name (or holds as much as it may: False)."""
-        if path in self.by_path:
+        """A file as the judge read it before a call (see :meth:`KernelTrace.seed`); False when the trace holds
+        as much as it may. A name the trace already follows keeps its bytes while they are what the file holds:
+        the judge may have laid out other bytes between two calls (a crash state), and those are the file now
+        (a descriptor the box still holds keeps the bytes it had)."""
+        held = self.by_path.get(path)
+        if held is not None and held.data is not None and held.data == data:
             return True
         if self.held + len(data) > HELD_CAP:
             return False
@@ -1389,8 +1392,9 @@ class KernelTrace:
     def seed(self, roots: Iterable[str]) -> None:
         """Before a call: the files the watched folders hold, as the judge reads them, for the copies the code
         may make of them inside the kernel (the checkpoint an earlier run or the judge left there, copied aside
-        with shutil or cp). What the trace already follows stays as it is; the trace is read up to now first, so
-        nothing the box did before this moment is applied again. Regular files only, never through a link."""
+        with shutil or cp). What the trace already follows is taken again where the file now holds other bytes
+        (the judge lays crash states out between calls); the trace is read up to now first, so nothing the box
+        did before this moment is applied again. Regular files only, never through a link."""
         self._read()
         for root in roots:
             stack = [os.path.realpath(root)]
@@ -1403,8 +1407,7 @@ class KernelTrace:
                 for entry in found:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) and entry.path not in self.contents.by_path \
-                            and not _left_out(entry.path):
+                    elif entry.is_file(follow_symlinks=False) and not _left_out(entry.path):
                         try:
                             fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                         except OSError:
