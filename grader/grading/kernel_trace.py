@@ -57,6 +57,7 @@ import itertools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -1396,28 +1397,58 @@ class KernelTrace:
         (the judge lays crash states out between calls); the trace is read up to now first, so nothing the box
         did before this moment is applied again. Regular files only, never through a link."""
         self._read()
+        # Each folder is opened from its parent's descriptor without following a link, so a folder the box
+        # swaps for a link to elsewhere while the judge walks never leads the judge out of the box's folder;
+        # and the walk reads a bounded number of names.
+        budget = [_SEED_NAMES]
         for root in roots:
-            stack = [os.path.realpath(root)]
-            while stack:
-                try:
-                    with os.scandir(stack.pop()) as entries:
-                        found = list(entries)
-                except OSError:
-                    continue
-                for entry in found:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) and not _left_out(entry.path):
-                        try:
-                            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                        except OSError:
-                            continue
-                        try:
-                            data = os.read(fd, HELD_CAP + 1) if os.fstat(fd).st_size <= HELD_CAP else None
-                        finally:
-                            os.close(fd)
-                        if data is None or not self.contents.seeded(entry.path, data):
+            try:
+                top = os.open(os.path.realpath(root), os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue
+            stack = [(top, os.path.realpath(root))]
+            try:
+                while stack:
+                    fd, folder = stack.pop()
+                    try:
+                        if not self._seed_folder(fd, folder, stack, budget):
                             return
+                    finally:
+                        os.close(fd)
+            finally:
+                for fd, _ in stack:
+                    os.close(fd)
+
+    def _seed_folder(self, fd: int, folder: str, stack: list, budget: list) -> bool:
+        """One folder of :meth:`seed`: its files taken, its subfolders pushed; False when the walk must stop."""
+        try:
+            with os.scandir(fd) as entries:
+                found = list(itertools.islice(entries, budget[0] + 1))
+        except OSError:
+            return True
+        budget[0] -= len(found)
+        if budget[0] < 0:
+            return False
+        for entry in found:
+            path = os.path.join(folder, entry.name)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd), path))
+                    continue
+                if not entry.is_file(follow_symlinks=False) or _left_out(path):
+                    continue
+                one = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(one).st_mode):
+                    continue
+                data = os.read(one, HELD_CAP + 1) if os.fstat(one).st_size <= HELD_CAP else None
+            finally:
+                os.close(one)
+            if data is None or not self.contents.seeded(path, data):
+                return False
+        return True
 
     def tracer_killed(self) -> bool:
         """Whether strace was killed while the worker lived (then it never wrote how the worker ended)."""
@@ -1545,6 +1576,7 @@ def _real(path: Optional[str], cache: dict) -> Optional[str]:
 
 # (A link through another process's /proc/<pid>/fd is not this one: its path goes through _through_proc, which
 # refuses what it cannot name.)
+_SEED_NAMES = 20_000  # names one seed() may read in the watched folders (a box could make millions)
 _LEADING_INT = re.compile(r"0x[0-9a-f]+|-?\d+")
 _PROC_FD = re.compile(r"^/(?:proc/(?:self|thread-self)|dev)/fd/(\d+)$")
 # /dev's links into /proc/self/fd (made by bubblewrap in the box, as by udev on a machine): name -> fd
