@@ -189,6 +189,9 @@ _DUPS = ("dup", "dup2", "dup3", "fcntl")
 # What the kernel trace cannot follow: a marker in the trace, turned into a refusal when it touches a
 # watched folder (:func:`reconcile`). Never handed to the crash models.
 MARKERS = frozenset({"mmap", "io_uring", "symlink", "proc", "append_off"})
+# Markers refused wherever they point, not only in a watched folder: what io_uring does cannot be read at all,
+# and a /proc link the trace could not follow names no path it could judge.
+REFUSED_ANYWHERE = ("io_uring", "proc")
 # A write through a descriptor the trace never saw opened, at that open file's position, which it cannot know.
 UNPLACED = "position unknown"
 # An fsync whose descriptor the judge could not tell a folder or a file (see KernelTrace._is_dir).
@@ -216,6 +219,16 @@ def _capped(command: list, file_size: int) -> list:
     return [sys.executable, "-I", "-S", "-c", "import os, resource, sys; "
             f"resource.setrlimit(resource.RLIMIT_FSIZE, ({file_size}, {file_size})); "
             "os.execvp(sys.argv[1], sys.argv[1:])"] + list(command)
+
+
+def strace_args() -> list:
+    """strace and the options every trace of a box is taken with (grade's and explore's alike), before the
+    caller's ``-o`` and command."""
+    # -q, not -qq: exit lines show every task, one that made no traced call too (see _CLONES); a task killed
+    # by a signal shows only if the signal is in the printed set (SIGKILL is never delivered, so it adds
+    # no line but that one).
+    return ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(STRING_LIMIT), "-e", SIGNALS,
+            "-e", "trace=" + CALLS] + refusals()
 
 
 def problem() -> Optional[str]:
@@ -527,11 +540,7 @@ class KernelTrace:
         self.cwd = os.path.realpath(cwd)
         if file_size is not None:
             command = _capped(command, file_size)
-        # -q, not -qq: exit lines show every task, one that made no traced call too (see _CLONES); a task killed
-        # by a signal shows only if the signal is in the printed set (SIGKILL is never delivered, so it adds
-        # no line but that one).
-        return ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(STRING_LIMIT), "-e", SIGNALS,
-                "-e", "trace=" + CALLS] + refusals() + [w for spec in inject for w in ("-e", "inject=" + spec)] \
+        return strace_args() + [w for spec in inject for w in ("-e", "inject=" + spec)] \
             + ["-o", f"/proc/self/fd/{self.fd}", "--"] + list(command)
 
     def started(self, judge_end: int, proc: Any) -> None:
@@ -1648,7 +1657,7 @@ def translate(kernel: list, roots: list) -> tuple[list, Optional[str]]:
     out, problem = [], None
     for op in kernel:
         if op.kind in MARKERS:
-            if problem is None and (op.kind in ("io_uring", "proc") or _inside(op.path, real_roots)):
+            if problem is None and (op.kind in REFUSED_ANYWHERE or _inside(op.path, real_roots)):
                 problem = _refusal(op, judge_name(op.path))
             continue
         if _left_out(op.path) or _left_out(op.dest):

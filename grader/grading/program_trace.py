@@ -222,10 +222,7 @@ class ProgramRun:
             self.initial = Snapshot({self.watch + k[len(copy):]: v for k, v in self.initial.files.items()},
                                     [self.watch + d[len(copy):] for d in self.initial.dirs], self.initial.skipped)
         self.trace_path = os.path.join(self.scratch, "trace")
-        # -q, not -qq: exit lines show every task (kernel_trace._CLONES).
-        strace = ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(kernel_trace.STRING_LIMIT),
-                  "-e", kernel_trace.SIGNALS, "-e", "trace=" + kernel_trace.CALLS, *kernel_trace.refusals(),
-                  "-o", self.trace_path]
+        strace = kernel_trace.strace_args() + ["-o", self.trace_path]
         if self.stacks:
             strace.insert(1, "-k")
         command = strace + ["--"] + (box_command(argv, binds=binds, cwd=cwd) if self.box else argv)
@@ -369,7 +366,7 @@ class _TraceReading:
                 self._keep(op, pid)
 
     def _unseen_marker(self, op: Op) -> None:
-        if self.unseen is not None and (op.kind in ("io_uring", "proc") or (op.path or "").startswith(self.prefix)):
+        if self.unseen is not None and (op.kind in kernel_trace.REFUSED_ANYWHERE or (op.path or "").startswith(self.prefix)):
             self.unseen.append(_UNSEEN[op.kind].format(name=os.path.relpath(op.path or self.folder, self.folder)))
 
     def _zeros_for_uncarried(self, op: Op) -> None:
