@@ -736,9 +736,7 @@ def check_pending(module: Any, seed: int = 0) -> Optional[str]:
 
 def _good_file(seed: int = 0) -> dict:
     """A checkpoint a correct loop saves at point A of turn 2 (so pendingToolUse is set)."""
-    scenario = support_tickets(seed)
-    saves = reference_saves(scenario.task, scenario.responses, scenario.results)
-    return [s for label, s in saves if label == "A"][1]
+    return _good_files(seed)[0][1]
 
 
 def _exceptions(module: Any) -> tuple[Optional[type], Optional[type], Optional[str]]:
