@@ -812,8 +812,7 @@ class KernelTrace:
                 entry = self.fds.get(int(link[1])) if link[1].isdigit() else None
                 # The link leads to the file or folder as it is named now; the trace knows it by the name it was
                 # opened at, which a rename since (of it, or of a folder above it) has made another's.
-                if entry is None or any(entry[0] == old or entry[0].startswith(old + os.sep)
-                                        for old in self.renamed[entry[5] if len(entry) > 5 else 0:]):
+                if entry is None or any(_under(entry[0], old) for old in self.renamed[entry[5] if len(entry) > 5 else 0:]):
                     self._unresolved = path
                     return path
                 parts = [p for p in entry[0].split("/") if p]
@@ -1063,30 +1062,23 @@ class KernelTrace:
         """A rename: a folder the trace saw made keeps being one under its new name (its insides too). With
         RENAME_EXCHANGE the two names trade what they are (a folder and a file traded, then traded back,
         must not leave the file taken for the folder)."""
-        def under(made: set, name: str) -> set:
-            return {p for p in made if p == name or p.startswith(name + os.sep)}
         for made in (self.made_dirs, self.made_files):
-            moved, other = under(made, source), (under(made, dest) if exchange else set())
-            made -= moved | other
+            moved = {p for p in made if _under(p, source) or (exchange and _under(p, dest))}
+            made -= moved
             made.discard(dest)  # what the rename replaced
-            made |= {dest + p[len(source):] for p in moved} | {source + p[len(dest):] for p in other}
+            made |= {_after_rename(p, source, dest, exchange) for p in moved}
 
     def _cwds_moved(self, source: str, dest: str, exchange: bool) -> None:
         """A folder renamed (or traded with RENAME_EXCHANGE) takes the processes working in it, or below it, along:
         the kernel keeps a working folder by what it is, not by its name, so a relative path from there resolves
         under the new name (a truncate by a bare name in a checkpoint folder renamed aside hit the folder aside,
         where the trace, keeping the old name, looked in an empty one put in its place)."""
-        def moved(folder: str) -> str:
-            for old, new in ((source, dest), (dest, source)) if exchange else ((source, dest),):
-                if folder == old or folder.startswith(old + os.sep):
-                    return new + folder[len(old):]
-            return folder
         # (a child whose clone has started but who has not shown yet starts in its birth's folder: moved too)
         births = itertools.chain(self.births.values(), self.named.values(), self.cloning.values())
         boxes = {id(b): b for b in [self._root_cwd, *self.cwds.values(), *(b.cwd for b in births if b.cwd is not None)]}
         for box in boxes.values():
-            box[0] = moved(box[0])
-        self.last_cwd = moved(self.last_cwd)
+            box[0] = _after_rename(box[0], source, dest, exchange)
+        self.last_cwd = _after_rename(self.last_cwd, source, dest, exchange)
 
     def _is_dir(self, path: str, flags: str) -> Optional[bool]:
         """Whether an open's file is a folder: O_DIRECTORY says so; else, in the box's own folder (the same
@@ -1567,6 +1559,19 @@ _OPEN_FLAGS = {"O_CREAT": "create", "O_TRUNC": "trunc", "O_APPEND": "append", "O
 # A Python-level name the recorder may give an operation (os.replace, write, pathlib...): anything else
 # it sends is not shown to a learner.
 _API = re.compile(r"^[A-Za-z_][\w.]{0,39}$")
+
+
+def _under(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or names something inside it."""
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def _after_rename(path: str, source: str, dest: str, exchange: bool = False) -> str:
+    """``path``'s name once ``source`` was renamed to ``dest`` (or, with RENAME_EXCHANGE, the two traded)."""
+    for old, new in ((source, dest), (dest, source)) if exchange else ((source, dest),):
+        if _under(path, old):
+            return new + path[len(old):]
+    return path
 
 
 def _inside(path: Optional[str], roots: list) -> bool:
