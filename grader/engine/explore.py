@@ -779,8 +779,11 @@ def rerun_after_crashes(result: Exploration, recorder: Recorder, run: Callable, 
             stuck = next((hang for _, hang in hangs_since(mark)), None)
             folder = os.path.join(again_dir, folder_arg)
             found = ""
-            if rec.unseen:
+            if rec.unseen and error is None and stuck is None:
                 continue  # the first run's trace was whole; a hole now is reported by the first exploration's kind
+            # A second run that stopped is told as stopped, whatever its recording lacks: a run cut off
+            # (its process killed, say) leaves a folder its partial trace may not rebuild, and how much of
+            # the trace came in before the stop depends on the machine's load, never on the code.
             if stuck is not None:
                 found = (f"the second run got stuck at {stuck.place}" if stuck.place else
                          f"the second run got stuck in {stuck.function}") + f" and was stopped after {stuck.seconds:g} s"
