@@ -221,7 +221,7 @@ def _from_disk(key: tuple) -> Optional[list]:
         if not isinstance(raw, list) or len(raw) != key[2]:
             return None
         return [_from_json(item) for item in raw]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None  # missing, unreadable or not ours: draw again (and rewrite it)
 
 
@@ -238,7 +238,7 @@ def _to_disk(key: tuple, drawn: list) -> None:
         # A reader sees the old file or the new one, never half of it. Not durable: after a power
         # cut the worst case is drawing once more.
         write_atomic(path, text, durable=False)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, RecursionError, TypeError):
         pass  # a read-only home only costs the time to draw again
 
 

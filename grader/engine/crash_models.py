@@ -235,6 +235,22 @@ class FileSystem:
             # renameat2(RENAME_EXCHANGE): the two names trade files in one step
             self.names[op.path], self.names[op.dest] = self.names[op.dest], self.names[op.path]
             return
+        if "exchange" in op.flags and (op.path in self.dirs or op.dest in self.dirs):
+            # Two folders traded: what each held moves under the other's name. (Taken as a plain rename of the
+            # first, the second's files stayed put and the first was forgotten as a folder, so a change made
+            # through the traded name was left behind when the folders were traded back.)
+            def traded(path: str) -> Optional[str]:
+                for top, other in ((op.path, op.dest), (op.dest, op.path)):
+                    if path == top or path.startswith(top + os.sep):
+                        return other + path[len(top):]
+                return None
+            names = {traded(n) or n: inode for n, inode in self.names.items()}
+            dirs = {traded(d) or d for d in self.dirs}
+            self.names.clear()
+            self.names.update(names)
+            self.dirs.clear()
+            self.dirs.update(dirs)
+            return
         if op.path in self.names and self.names.get(op.dest) is self.names[op.path]:
             self.linked_renames.append(op)  # POSIX: a rename between two links of one file does nothing
         elif op.path in self.dirs:

@@ -148,6 +148,10 @@ def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
         return None, f"its bytes are not UTF-8 ({exc.reason} at byte {exc.start})"
     except json.JSONDecodeError as exc:
         return None, f"json.loads raises JSONDecodeError: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    except (ValueError, RecursionError) as exc:
+        # Well-formed JSON that Python's json.loads still refuses, as a resume's load would: an integer past
+        # int()'s digit limit (ValueError), lists or objects nested past the recursion limit (RecursionError).
+        return None, f"json.loads raises {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def parse_cached(raw: Optional[bytes], parsed: Optional[dict]) -> tuple[Any, Optional[str]]:

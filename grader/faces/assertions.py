@@ -204,7 +204,7 @@ def describe_final_file(raw: "bytes | None") -> str:
         return (f"checkpoint.json holds turns={data.get('turns')}, {_pending_words(data.get('pendingToolUse'))}, "
                 f"{len(messages)} messages"
                 + (f", the last from the {last}" if last else ""))
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, RecursionError, AttributeError, TypeError):
         return f"checkpoint.json holds {len(raw)} bytes that are not a JSON object"
 
 

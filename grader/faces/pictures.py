@@ -616,7 +616,7 @@ def _file_words(raw: Optional[bytes]) -> str:
         return "no file"
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "torn file"
     pending = data.get("pendingToolUse")
     return f"turns: {data.get('turns')}\npending: " + (pending["name"] if isinstance(pending, dict) else "none")

@@ -438,7 +438,7 @@ def write_workspace(target: Path, files: dict) -> InitReport:
     record_path = target.joinpath(*RECORD.parts)
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         record = {}
     for rel, data in sorted(files.items()):
         dest = target.joinpath(*PurePosixPath(rel).parts)
@@ -515,7 +515,7 @@ def _check_target(target: Path) -> None:
     if existing.is_file():
         try:
             raw = json.loads(existing.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             raw = {}
         if not raw.get("workspace"):
             raise WorkspaceError(f"{target} holds the kit itself (its manifest is not a workspace's); a workspace "

@@ -73,7 +73,9 @@ CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy
          "ftruncate,truncate,close,chdir,fchdir,sync,syncfs,io_uring_setup,dup,dup2,dup3,fcntl,mmap,"
          "symlink,symlinkat,clone,clone3,fork,vfork,unshare,splice,openat2,io_setup,fallocate,"
          # How a descriptor is closed or made with no open: its number may then name another file.
-         "close_range,sendmsg,recvmsg,recvmmsg,pidfd_getfd")
+         "close_range,sendmsg,recvmsg,recvmmsg,pidfd_getfd,"
+         # An exec closes every descriptor marked close-on-exec, with no close call (see KernelTrace._exec).
+         "execve,execveat")
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
@@ -194,6 +196,9 @@ MARKERS = frozenset({"mmap", "io_uring", "symlink", "proc", "append_off"})
 REFUSED_ANYWHERE = ("io_uring", "proc")
 # A write through a descriptor the trace never saw opened, at that open file's position, which it cannot know.
 UNPLACED = "position unknown"
+# A descriptor's position (an entry's [3]) the trace no longer knows: moved by a call that says only that it moved
+# (pwritev2's RWF_APPEND from the position, to the file's new end), until an lseek says where it is.
+LOST = "lost"
 # An fsync whose descriptor the judge could not tell a folder or a file (see KernelTrace._is_dir).
 UNSURE = "folder or file?"
 # Handles of every trace in this process come from one count, so two workers' files never share one
@@ -661,6 +666,9 @@ class KernelTrace:
             return
         if ret == "?" or ret.startswith("-"):
             return
+        if name in ("execve", "execveat"):
+            self._exec(pid)
+            return
         if name == "fcntl" and "F_DUPFD" not in args:
             self._flags_set(args)
             return  # F_GETFL and the like: nothing changes (and some return flags in hex)
@@ -682,6 +690,18 @@ class KernelTrace:
             self._call(pid, name, _split(args), int(ret), ret_path)
         except (ValueError, IndexError, KeyError) as exc:
             self._tamper(f"a {name} line that could not be read ({exc})")
+
+    def _exec(self, pid: str) -> None:
+        """A program started with execve: the kernel closed every descriptor marked close-on-exec, with no close
+        call for the trace to see. Nearly every descriptor a Python program opens is so marked (PEP 446), but the
+        mark comes and goes by calls the trace does not follow (ioctl FIOCLEX, fcntl F_SETFD), so only standard
+        input, output and error are kept, where a program started by another gets the files it is handed
+        (subprocess's stdout=f). Any other number names nothing the trace knows from here: kept, a number the
+        exec had closed, filled again by a call the trace does not follow (a memfd, open_tree), still named the
+        old file, and an fsync of the memfd was credited to the temp file. A write through a descriptor truly
+        kept across the exec is then one the trace never saw opened."""
+        for fd in [fd for fd in self.fds if fd > 2]:
+            self._closed(fd)
 
     def _flags_set(self, args: str) -> None:
         """fcntl(F_SETFL) turning O_APPEND on: the descriptor's writes land at the end from now on,
@@ -1157,6 +1177,12 @@ class KernelTrace:
         entry = self.fds.get(_annotation(c.args[0])[0])
         if entry is not None:
             self._opened(c.ret, entry)
+        else:
+            # A copy of a descriptor the trace never saw opened (a memfd, a pipe, open_tree's O_PATH): the number
+            # no longer names what it named (dup2 over it closed that), and what it names now is unknown, as for
+            # one received from another process. Kept, an fsync through it was credited to the old file (a memfd
+            # dup2()ed over the temp file's number), and /proc/self/fd/<it> read as the old folder.
+            self._closed(c.ret)
 
     def _write(self, c: "_Syscall") -> None:
         fd, path = _annotation(c.args[2] if c.name == "copy_file_range" else c.args[0])
@@ -1173,17 +1199,20 @@ class KernelTrace:
             copied = self._copied_bytes(c)
             if copied is not None:
                 data, cut = copied, False
+        lost = entry is not None and entry[3] is LOST and not (c.name == "pwritev2" and "RWF_APPEND" in c.args[-1])
         offset = self._write_offset(c, entry)
         if entry is None:
             self.contents.lost(path=path)  # a descriptor the trace never saw opened (passed over a socket)
+        elif offset < 0 and lost:
+            self.contents.lost(handle=entry[2])
         else:
-            self.contents.wrote(entry[2], offset if offset >= 0 or entry[3] is not None else
-                                self.contents.at_end(entry[2]), data[:c.ret], not cut and len(data) >= c.ret)
+            self.contents.wrote(entry[2], offset if offset >= 0 else self.contents.at_end(entry[2]), data[:c.ret],
+                                not cut and len(data) >= c.ret)
         # Named by the path it was opened at (the recorder's convention too): the handle says which
         # file it is, whatever it has been renamed to since.
         flags = {"cut"} if cut else set()
-        if entry is None and offset < 0:
-            flags.add(UNPLACED)  # where it lands is the position of an open file the trace never saw
+        if offset < 0 and (entry is None or lost):
+            flags.add(UNPLACED)  # where it lands is a position the trace cannot know
         if c.name == "pwritev2" and ("RWF_DSYNC" in c.args[-1] or "RWF_SYNC" in c.args[-1]):
             flags.add("sync")  # durable on return, as every write to a file opened with O_SYNC
         if c.name == "pwritev2" and _rwf_noappend(c.args[-1]) and entry is not None and entry[3] is None:
@@ -1207,7 +1236,7 @@ class KernelTrace:
         # whole file copied from its start in one call, as cp does; a read before it would make the
         # copy shorter than the file.
         offset, size = entry[3], self.contents.size(entry[2])
-        if entry[3] is not None:
+        if entry[3] is not None and entry[3] is not LOST:
             entry[3] += c.ret
         if c.ret == 0:
             return b""
@@ -1222,9 +1251,15 @@ class KernelTrace:
             return given  # its own offset: the position stays
         offset = -1 if at is None else int(c.args[at])
         if c.name == "pwritev2" and "RWF_APPEND" in c.args[-1]:
-            if offset == -1 and entry is not None:
-                entry[3] = None  # from the position: the kernel moves it to the new end
+            if offset == -1 and entry is not None and entry[3] is not None:
+                # From the position: the kernel moves it to the file's new end, a number the trace may not know.
+                # The descriptor does not append from now on (its next write lands there, or wherever an lseek
+                # puts it): taken for an appending one, a seek back to 0 was not followed, and spaces written
+                # over the checkpoint looked like spaces after it.
+                entry[3] = LOST
             return -1  # at the end whatever offset it names
+        if offset == -1 and (at is None or c.name == "pwritev2") and entry is not None and entry[3] is LOST:
+            return -1  # where a write from an unknown position lands (see _write: refused in a watched folder)
         if offset == -1 and (at is None or c.name == "pwritev2") and entry is not None and entry[3] is not None:
             offset = entry[3]
             entry[3] += c.ret
@@ -1320,6 +1355,11 @@ class KernelTrace:
         self._moved_to(c.pid, _annotation(c.args[0])[1])
 
     def _moved_to(self, pid: str, folder: str) -> None:
+        if folder == "/proc" or folder.startswith("/proc/"):
+            # A folder of /proc that no link of it led out of (/proc/self/fd, /proc/self): the kernel resolved
+            # "self" to the mover, so a relative name from there means the mover's descriptors even in a child
+            # that has other ones (a child's "3/checkpoint.json" went through its parent's 3). Not followed.
+            self._unresolved = folder
         self.cwds.get(pid, self._root_cwd)[0] = self.last_cwd = folder
         self._guesses = []  # a relative chdir names no operation
         if pid in self.unsure_cwd:
@@ -1384,7 +1424,7 @@ class KernelTrace:
         self.contents.lost(handle=entry[2] if entry is not None else None, path=None if entry is not None else path)
         offset = _given_offset(c.args[3])
         if offset is None:
-            offset = entry[3] if entry is not None and entry[3] is not None else -1
+            offset = entry[3] if entry is not None and entry[3] is not None and entry[3] is not LOST else -1
             if offset >= 0:
                 entry[3] += c.ret
         self._emit("write", api=c.name, path=entry[0] if entry else path, handle=entry[2] if entry else None,
@@ -1686,6 +1726,11 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "which the grader does not follow for an appending file, so it cannot rebuild what a crash would "
                 "leave, and it does not grade such a run. Open the file without O_APPEND to write in place, or "
                 "keep appending")
+    if op.kind == "proc" and op.api in ("chdir", "fchdir"):
+        return (f"your code moved into {op.path} with {op.api}: names relative to a folder of /proc mean one "
+                "process's descriptors or folders, whichever process uses them, and the grader cannot tell which "
+                "file such a name reaches, so it cannot rebuild what a crash would leave, and it does not grade such a "
+                "run. Name files by their own paths")
     if op.kind == "proc":
         return (f"your code gave {op.api} the path {op.path}, through a link in /proc into another process or to a "
                 "descriptor the grader never saw opened: the grader cannot tell which file that names, so it "
@@ -1707,10 +1752,12 @@ def unknown_bytes(ops: Iterable[Op], roots: list) -> Optional[str]:
     only the final files could be compared with the disk), so the run is refused, with why."""
     for op in ops:
         if op.kind == "write" and UNPLACED in op.flags and op.size and _inside(op.path, roots):
-            return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api} through a descriptor the "
-                    "grader never saw opened (taken from another process with pidfd_getfd, say): it cannot tell "
+            return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api} from a position the "
+                    "grader cannot know, through a descriptor the grader never saw opened (taken from another process "
+                    "with pidfd_getfd, or kept open across an exec) or one a pwritev2 with RWF_APPEND moved to the file's end: it cannot tell "
                     "where in the file they landed, so it cannot rebuild what a crash would leave there, and it "
-                    "does not grade such a run. Write the checkpoint through files your code opens itself")
+                    "does not grade such a run. Write the checkpoint through files your code opens itself, and "
+                    "say where with lseek")
         if op.kind == "write" and "cut" in op.flags and op.size and _inside(op.path, roots):
             return (f"your code wrote {op.size} bytes to {short_name(op.path)} with {op.api}, which copies them "
                     "inside the kernel: the grader's trace counts those bytes but cannot see which they are, so it "

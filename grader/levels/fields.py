@@ -447,7 +447,7 @@ def describe_file(raw: Optional[bytes]) -> str:
         return "no checkpoint.json at all"
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return f"checkpoint.json, {len(raw):,} bytes that are not JSON (it starts {raw[:40]!r})"
     if not isinstance(data, dict):
         return f"checkpoint.json, {len(raw):,} bytes holding a JSON {type(data).__name__}"
@@ -516,7 +516,7 @@ def _falsy_fields(raw: Optional[bytes]) -> str:
     the loader may have refused the file for another reason."""
     try:
         data = json.loads(raw or b"")
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if not isinstance(data, dict) or any(key not in data for key in FIELDS):
         return ""
@@ -569,7 +569,7 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
                 return _run_trouble(run)
             try:
                 data = json.loads(save.raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                 return _story(f"After {save.words()}, checkpoint.json is not JSON.", run, save.raw,
                               f"json.loads raised {type(exc).__name__}: {exc}",
                               "write the record with json.dump (or json.dumps) so any program can read it back",
@@ -778,7 +778,7 @@ def _invented(raw: bytes, returned: Any) -> str:
     """The fields ``returned`` holds that the file ``raw`` lacked, in words (`task` = ""), or ""."""
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if not isinstance(parsed, dict) or not isinstance(returned, dict):
         return ""

@@ -433,7 +433,7 @@ def _describe_file(raw: Optional[bytes]) -> str:
         pending = data.get("pendingToolUse")
         what = f"pendingToolUse `{pending.get('name')}`" if isinstance(pending, dict) else "nothing pending"
         return f"checkpoint.json with turns={data.get('turns')}, tokensUsed={data.get('tokensUsed')}, {what}"
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, RecursionError, AttributeError, TypeError):
         return f"checkpoint.json holding {describe_bytes(raw)}"
 
 

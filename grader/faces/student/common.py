@@ -46,7 +46,7 @@ def _state_path(name: str) -> Path:
 def read_state(name: str) -> dict:
     try:
         return json.loads(_state_path(name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
 
 

@@ -121,7 +121,7 @@ def describe_checkpoint(directory: Path, drive: Drive, module: Any, finished: bo
     size = path.stat().st_size
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
         return [f"Checkpoint left on disk: {rel(path)} ({size:,} bytes), but it is not valid JSON ({exc})."]
     return [f"Checkpoint left on disk: {rel(path)} ({size:,} bytes):"] + [f"  {line}" for line in _state_summary(data)]
 
