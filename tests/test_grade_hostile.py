@@ -442,6 +442,19 @@ def test_its_own_pytest_gives_what_grade_gives(batch, student, tmp_path):
     assert (score, failing) == graded, text[-3000:]
 
 
+def test_check_gives_what_its_own_pytest_gives_when_a_sign_of_byte_code_decides(tmp_path):
+    """``crashcourse check`` (its tests run in its own process, as ``watch``'s do) leaves
+    sys.dont_write_bytecode as the learner's run has it, as their own pytest does: code that saves well
+    only while it is set earns the same 6 from both (it once earned 10 under check, which set it)."""
+    score, failing, text = _own_pytest(CORPUS / "saves_well_without_bytecode.py", tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    done = subprocess.run([sys.executable, "-m", "grader", "check", "2", "--path", str(tmp_path / "sub")],
+                          capture_output=True, text=True, cwd=KIT, timeout=300, env=env)
+    points = re.search(r"^\s+([\d.]+) of 10 points\s*$", done.stdout, re.M)
+    assert points and float(points.group(1)) == score == 6.0, (score, done.stdout[-3000:])
+
+
 @pytest.mark.bubblewrap
 def test_a_known_gap_its_own_pytest_does_not_share(batch, tmp_path):
     """A loop keyed on a sign only grade's box gives saves in place under its own pytest (6, PARSE), where

@@ -165,7 +165,8 @@ def run_tests_here(level: manifest_mod.Level, folder: Path, *, examples: Optiona
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-        sys.dont_write_bytecode = True  # as the separate process runs with PYTHONDONTWRITEBYTECODE=1
+        # sys.dont_write_bytecode stays as this run has it, as under the learner's own pytest: code
+        # that saves one way when it is set and another when not earns the same from both.
         # While the learner waits on code that runs long, say so on the screen (pytest's own output,
         # this line's included, goes to the file).
         quiet = slow_code_sink(saved[0])
@@ -201,7 +202,7 @@ def run_tests(level: manifest_mod.Level, folder: Path, *, examples: Optional[int
         report = Path(tmp) / "report.jsonl"
         cmd = [sys.executable, "-m", "pytest", *_pytest_args(level, folder, examples, seed), "-p",
                "grader.faces.student.testrun"]
-        env = dict(os.environ, CRASHCOURSE_REPORT=str(report), PYTHONDONTWRITEBYTECODE="1")
+        env = dict(os.environ, CRASHCOURSE_REPORT=str(report))  # byte-code caching as the learner has it
         try:
             # Same process group on purpose: Ctrl-C in `watch` stops this pytest too, at once.
             proc = subprocess.run(cmd, cwd=str(level.root), env=env, capture_output=True, text=True, timeout=timeout)
