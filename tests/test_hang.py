@@ -245,3 +245,47 @@ def test_a_loop_that_runs_long_but_finishes_keeps_its_points_under_check(tmp_pat
     assert score and score.group(1) == score.group(2), tested.stdout[-3000:]
     assert "could not see everything" not in checked.stdout, checked.stdout[-3000:]
     assert f"{score.group(1)} of {score.group(2)} points" in checked.stdout, checked.stdout[-3000:]
+
+
+class _InTheBox:
+    """What a stand-in for code running in the grading box looks like to a time limit (grader.grading.stand_in)."""
+
+    __name__ = "run_agent"
+
+    def in_a_fresh_process(self):
+        return self
+
+
+def test_a_limit_on_code_in_the_box_waits_once_more_for_the_box_before_it_tells_a_story():
+    """Under grade the judge only waits while the box runs the code, and the box stops the code a little
+    before the judge's limit and says where it was. A busy machine (the judge reading a long kernel
+    trace) can make that answer late: the judge then waits as long again, rather than stop with a story
+    from its own frames (once told as "Importing crashcourse got stuck", the command's own line)."""
+    owner = _InTheBox()
+    with hangs.time_limit(0.3, owner=owner):
+        time.sleep(0.45)  # past the limit, within the wait: the box's answer came in time after all
+    started = time.monotonic()
+    with pytest.raises(hangs.LoopTimeout) as stopped:
+        with hangs.time_limit(0.3, owner=owner):
+            time.sleep(5)
+    assert 0.55 < time.monotonic() - started < 2
+    assert "crashcourse" not in str(stopped.value) and "Where it was" not in str(stopped.value), str(stopped.value)
+
+
+def test_a_commands_own_script_is_never_the_learners_frame():
+    """The `crashcourse` and `pytest` commands' scripts sit in the interpreter's scripts folder: the bottom
+    frame of every stack in a process they started, never the learner's code."""
+    import sysconfig
+    script = os.path.join(sysconfig.get_paths()["scripts"], "crashcourse")
+    assert not hangs._is_learners(script, "")
+    assert hangs._is_learners(str(ROOT / "tests" / "corpus" / "level2" / "w04_replace_inside_with.py"), "")
+
+
+def test_a_paused_limit_does_not_count_the_graders_own_work():
+    """Starting a grading box is the grader's time: a limit running around it stops its clock meanwhile."""
+    with hangs.time_limit(0.4, owner=_InTheBox().in_a_fresh_process):
+        with hangs.paused():
+            time.sleep(0.6)
+            assert hangs.remaining() > 0.3
+        time.sleep(0.2)  # still within the 0.4 s the code itself has
+        assert 0 < hangs.remaining() < 0.25
