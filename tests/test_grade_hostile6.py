@@ -16,6 +16,12 @@ written in an unusual way. What got through, and what closed it (grader/grading/
 - pwritev2's RWF_APPEND from the position on a descriptor that does not append: the trace took it for an appending
   one from then on and no longer followed its lseek, so spaces written over the checkpoint at 0 looked like spaces
   after it (7, where an in-place save earns 6). Its position is now unknown until an lseek says where it is.
+- reads, not traced, move the position a descriptor's next write lands at: a correct save that read its temp file
+  back before writing a last newline was refused (0; its own pytest 10). read and readv are traced now, printed
+  raw (the descriptor and a count, never the bytes).
+- a descriptor strace prints bare (its path is longer than the kernel names whole): an O_TRUNC open of a second
+  name of the checkpoint there was named "", and any other call on such a descriptor read as tampering. Now its
+  file is the one its path resolves to, or its table entry's.
 - two folders traded with renameat2's RENAME_EXCHANGE were replayed as a move of the first
   (grader/engine/crash_models.py): a change made through the other name was left behind, and the run refused as
   a mismatch with the disk. Each folder's files now move under the other's name.
@@ -102,10 +108,27 @@ EXPECTED = {
     "saves_well_through_a_spawned_writer": ("passed", 10.0, None),
     "saves_well_with_mv": ("passed", 10.0, None),
     "saves_well_in_a_child_while_a_thread_sleeps": ("passed", 10.0, None),
+    # ... and one that reads its temp file back (json.load from the start) before writing a last newline: reads
+    # move the position the newline is written at, and were not traced; the replay put it at 0 and the run was
+    # refused as changed by a route the trace does not see (0 before; its own pytest: 7, see FACES_AGREE).
+    "saves_well_after_reading_back_its_temp_file": ("passed", 10.0, None),
+    # A second name of the checkpoint at the bottom of folders whose path is longer than the kernel names whole,
+    # opened with O_TRUNC through libc: strace printed the descriptor with no path, and the open was named "" (it
+    # was refused only because another call of the run met the same bare descriptor and read as tampering, 0).
+    # Now its file is the one its path resolves to: the in-place truncate it is (6).
+    "truncates_through_a_link_too_deep_to_name": ("failed", 6.0, "PARSE"),
+    # The same chain of folders beside a correct save: accused of tampering with the trace before (0); now the
+    # crash states' layout refuses the long name, with why (1: its save is correct where nothing is laid out).
+    "makes_a_deep_folder_tree": ("failed", 1.0, "at most 1024 are laid out"),
+    # A shared writable map of a second name of the checkpoint, outside its folder but inside the box's: refused.
+    "overwrites_through_a_shared_map_of_an_outside_link": ("failed", 0.0, "mapped"),
 }
 # A learner's own pytest gives these what grade gives (the score and the tests that did not pass). (The saves
 # made by another program it cannot follow: 0 there, and it says so, as for writes_through_ctypes.)
 FACES_AGREE = ("good", "saves_a_deeply_nested_checkpoint", "saves_an_integer_past_the_digit_limit")
+# KNOWN GAP (the other way): saves_well_after_reading_back_its_temp_file earns 7 under its own pytest, where a
+# second run after a crash finds checkpoint.json.tmp's stale bytes renamed into place in the recorder's replay
+# (RERUN); the kernel's account, under grade, rebuilds what the disk holds and gives it 10.
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +214,11 @@ def batch3(tmp_path_factory):
 
 def test_fsyncs_faked_through_a_number_earn_what_no_fsync_earns(batch3):
     for name, (score, words) in LEVEL3.items():
-        assert batch3[name]["score"] == score and words in _text(batch3[name]), (name, _text(batch3[name])[:1500])
+        got = batch3[name]["score"]
+        # (fakes_fsyncs_after_an_exec starts Python twice a save: on a busy machine a check may run out of time
+        # too, and earn less than its twin, never more)
+        assert (got <= score if name == "fakes_fsyncs_after_an_exec" else got == score) \
+            and words in _text(batch3[name]), (name, _text(batch3[name])[:1500])
     for name in ("fakes_fsyncs_with_a_memfd_under_their_numbers", "fakes_fsyncs_after_an_exec"):
         failing = {t["name"] for t in batch3[name]["tests"] if t["status"] != "passed"}
         assert "test_the_data_is_on_disk_before_the_rename" in failing, (name, _text(batch3[name])[:1500])

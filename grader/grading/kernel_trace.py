@@ -75,7 +75,11 @@ CALLS = ("open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,sendfile,copy
          # How a descriptor is closed or made with no open: its number may then name another file.
          "close_range,sendmsg,recvmsg,recvmmsg,pidfd_getfd,"
          # An exec closes every descriptor marked close-on-exec, with no close call (see KernelTrace._exec).
-         "execve,execveat")
+         "execve,execveat,"
+         # Where a descriptor's next write lands moves with its reads too, printed raw (no bytes: see RAW).
+         "read,readv")
+# Reads, printed as numbers: the descriptor and how far the position moved, never the bytes read.
+RAW = "raw=read,readv"
 # io_uring would change files with no system call of its own (and no line in the trace): the
 # tracer makes it fail, as a kernel without it would, and Python's own file code never uses it.
 REFUSED = "io_uring_setup:error=EPERM"
@@ -161,6 +165,7 @@ class Call:
 _LINE = re.compile(r"^(\d+) +(.*)$")
 _WRITES = ("write", "writev", "pwrite64", "pwritev", "pwritev2", "sendfile", "copy_file_range")
 _TARGET = re.compile(r"(\d+)<([^>]*)>")  # a call's first argument under -y: its descriptor and what it names
+_BARE_FD = re.compile(r"(\d+)(?:,|$)")  # ... printed bare: strace could not name its file
 # A file with no name (O_TMPFILE, or unlinked while open) reads `3</dir/#1234>(deleted)`.
 _CALL = re.compile(r"^(\w+)\((.*)\) += (-?\d+|0x[0-9a-f]+|\?)(?:<([^>]*)>(?:\(deleted\))?)?(?: .*)?$")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
@@ -233,7 +238,7 @@ def strace_args() -> list:
     # by a signal shows only if the signal is in the printed set (SIGKILL is never delivered, so it adds
     # no line but that one).
     return ["strace", "-f", "--seccomp-bpf", "-q", "-y", "-x", "-s", str(STRING_LIMIT), "-e", SIGNALS,
-            "-e", "trace=" + CALLS] + refusals()
+            "-e", "trace=" + CALLS, "-e", RAW] + refusals()
 
 
 def problem() -> Optional[str]:
@@ -666,8 +671,8 @@ class KernelTrace:
             return
         if ret == "?" or ret.startswith("-"):
             return
-        if name in ("execve", "execveat"):
-            self._exec(pid)
+        if name in _WHOLE_LINE:  # read with raw arguments, an exec's argv: not split into arguments
+            self._whole_line(pid, name, args, ret)
             return
         if name == "fcntl" and "F_DUPFD" not in args:
             self._flags_set(args)
@@ -691,7 +696,20 @@ class KernelTrace:
         except (ValueError, IndexError, KeyError) as exc:
             self._tamper(f"a {name} line that could not be read ({exc})")
 
-    def _exec(self, pid: str) -> None:
+    def _whole_line(self, pid: str, name: str, args: str, ret: str) -> None:
+        if ret != "?" and not ret.startswith("-"):
+            _WHOLE_LINE[name](self, pid, args, int(ret, 0))
+
+    def _read_moved(self, pid: str, args: str, size: int) -> None:
+        """A read (or readv) from the position: the descriptor's next write lands ``size`` bytes further on. (Not
+        followed, a correct save that read its temp file back with json.load before writing a last newline had
+        that newline put at 0 in the replay, and was refused as changed by a route the trace does not see.)"""
+        first = args.split(",", 1)[0].strip()
+        entry = self.fds.get(int(_LEADING_INT.match(first).group(0), 0)) if _LEADING_INT.match(first) else None
+        if entry is not None and entry[3] is not None and entry[3] is not LOST:
+            entry[3] += size
+
+    def _exec(self, pid: str, args: str = "", ret: int = 0) -> None:
         """A program started with execve: the kernel closed every descriptor marked close-on-exec, with no close
         call for the trace to see. Nearly every descriptor a Python program opens is so marked (PEP 446), but the
         mark comes and goes by calls the trace does not follow (ioctl FIOCLEX, fcntl F_SETFD), so only standard
@@ -724,7 +742,7 @@ class KernelTrace:
     def _moved_or_closed(self, name: str, args: str, ret: str) -> None:
         """An lseek or a close: a third of a run's lines (Python asks where it is at every open). Only
         the descriptor counts, and its number comes before the path strace names it by."""
-        target = _TARGET.match(args)
+        target = _TARGET.match(args) or _BARE_FD.match(args)  # (bare: a file strace could not name)
         if target is None:
             self._tamper(f"a {name} line that could not be read (no descriptor in {args[:40]!r})")
         elif name == "close":
@@ -1123,9 +1141,9 @@ class KernelTrace:
         """``mmap(addr, len, PROT_..., MAP_..., fd<path>, off)``: a shared, writable map of a file changes
         it with no system call the trace could show (a marker, refused on a watched file). A shared map made
         read-only from a descriptor open for writing counts too: mprotect (not traced) makes it writable."""
-        if "<" not in args[4] or "MAP_SHARED" not in args[3]:
-            return  # (_mapped looked for the word anywhere in the line; here, in its argument)
-        fd, path = _annotation(args[4])
+        if "MAP_SHARED" not in args[3] or ("<" not in args[4] and not args[4].strip().isdigit()):
+            return  # no file (-1), or (_mapped looked for the word anywhere in the line) a private map
+        fd, path = self._fd(args[4])
         entry = self.fds.get(fd)
         # A descriptor the trace never saw opened (passed over a socket) may be open for writing.
         if "PROT_WRITE" in args[2] or entry is None or entry[1]:
@@ -1146,14 +1164,30 @@ class KernelTrace:
         """The path argument after the folder descriptor ``args[dirfd]`` (the ``*at`` calls)."""
         return self._path(c.pid, c.args[dirfd + 1], c.args[dirfd])
 
+    def _fd(self, arg: str) -> tuple:
+        """``_annotation``, with the path of a descriptor strace printed bare taken from the table; one the table
+        does not hold either is a file no account can name: the call is refused (see _refusal)."""
+        fd, path = _annotation(arg)
+        if not path and fd >= 0:
+            entry = self.fds.get(fd)
+            if entry is not None:
+                return fd, entry[0]
+            self._unresolved = f"<descriptor {fd}, whose file strace could not name>"
+        return fd, path
+
     def _fd_target(self, arg: str) -> tuple:
         """A descriptor argument's (path it was opened at, handle), or what strace names it and None."""
-        fd, path = _annotation(arg)
+        fd, path = self._fd(arg)
         entry = self.fds.get(fd)
         return (entry[0], entry[2]) if entry else (path, None)
 
     def _open(self, c: "_Syscall") -> None:
         path = os.fsdecode(_unescape(c.ret_path)) if c.ret_path else ""
+        if not path:
+            # strace names the new descriptor's file as the kernel does, and cannot when its path is longer than
+            # the kernel names whole (4,096 bytes): then the file is the one the path given resolves to. (Named "",
+            # an O_TRUNC open of a second name of the checkpoint there emptied it unseen.)
+            path = self._path(c.pid, c.args[0]) if c.name in ("open", "creat") else self._at(c, 0)
         if self.name in path:
             # The trace has no name: only a descriptor's link under /proc/<pid>/fd reopens it.
             self._tamper("it opened the trace itself through /proc")
@@ -1185,7 +1219,7 @@ class KernelTrace:
             self._closed(c.ret)
 
     def _write(self, c: "_Syscall") -> None:
-        fd, path = _annotation(c.args[2] if c.name == "copy_file_range" else c.args[0])
+        fd, path = self._fd(c.args[2] if c.name == "copy_file_range" else c.args[0])
         if path == self.pipe:
             self.wire += c.ret
             return
@@ -1266,7 +1300,7 @@ class KernelTrace:
         return offset
 
     def _fsync(self, c: "_Syscall") -> None:
-        fd, path = _annotation(c.args[0])
+        fd, path = self._fd(c.args[0])
         entry = self.fds.get(fd)
         is_dir = entry[4] if entry is not None else self._is_dir(path, "")
         # Outside the box's folder only the recorder can say whether it was a folder (a label: the
@@ -1555,6 +1589,9 @@ class _Syscall(NamedTuple):
     ret_path: Optional[str]  # what a returned descriptor names (strace -y)
 
 
+# Calls read from their whole line (and only when they succeeded): reads, printed raw, and execs.
+_WHOLE_LINE = {"read": KernelTrace._read_moved, "readv": KernelTrace._read_moved,
+               "execve": KernelTrace._exec, "execveat": KernelTrace._exec}
 # What each system call does to the operations or the descriptor table (the others change nothing).
 _SYSCALLS = {
     **dict.fromkeys(_OPENS, KernelTrace._open),
@@ -1726,6 +1763,11 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "which the grader does not follow for an appending file, so it cannot rebuild what a crash would "
                 "leave, and it does not grade such a run. Open the file without O_APPEND to write in place, or "
                 "keep appending")
+    if op.kind == "proc" and (op.path or "").startswith("<descriptor "):
+        return (f"your code used a descriptor with {op.api} whose file the kernel could not name (its path is longer "
+                "than the kernel names whole, 4,096 bytes), and that the grader never saw opened: it cannot tell "
+                "which file that is, so it cannot rebuild what a crash would leave, and it does not grade such a run. "
+                "Keep the checkpoint's paths short")
     if op.kind == "proc" and op.api in ("chdir", "fchdir"):
         return (f"your code moved into {op.path} with {op.api}: names relative to a folder of /proc mean one "
                 "process's descriptors or folders, whichever process uses them, and the grader cannot tell which "
@@ -1920,8 +1962,11 @@ def _string(arg: str) -> tuple[bytes, bool]:
 
 
 def _annotation(arg: str) -> tuple[int, str]:
-    """``3<path>`` (strace -y): the descriptor and the path it names (AT_FDCWD gives -100)."""
+    """``3<path>`` (strace -y): the descriptor and the path it names (AT_FDCWD gives -100). A bare number is a
+    descriptor strace could not name (a path longer than the kernel names whole): its path is ""."""
     arg = arg.strip()
+    if "<" not in arg and _LEADING_INT.fullmatch(arg):
+        return int(arg, 0), ""
     lt = arg.index("<")
     head = arg[:lt]
     fd = -100 if head == "AT_FDCWD" else int(head)

@@ -1,5 +1,6 @@
-"""Hostile: a forked child opens checkpoint.json for writing, marks it inheritable and execs Python again; the new
-program writes spaces through the inherited descriptor at its position 0. Then the parent saves the honest way.
+"""Hostile: a forked child (at the first save that finds a checkpoint) opens checkpoint.json for writing, marks it
+inheritable and execs Python again; the new program writes spaces through the inherited descriptor at its position
+0. Then the parent saves the honest way.
 """
 import json
 import os
@@ -17,10 +18,15 @@ def _atomic(state, path):
 _CHILD = "import os, sys; os.write(int(sys.argv[1]), b' ' * int(sys.argv[2]))"
 
 
+_DONE = False
+
+
 def save_checkpoint(state, directory="checkpoints"):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "checkpoint.json")
-    if os.path.exists(path):
+    global _DONE
+    if os.path.exists(path) and not _DONE:
+        _DONE = True  # once a run: starting Python again costs a few tenths of a second under the tracer
         size = os.path.getsize(path)
         pid = os.fork()
         if pid == 0:

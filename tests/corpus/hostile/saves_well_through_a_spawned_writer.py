@@ -1,10 +1,9 @@
-"""VERDICT: pass (hostile corpus: a correct save whose temp file is written by another program, a child Python
-started with subprocess whose standard output is the temp file; it is then renamed over the checkpoint)
+"""VERDICT: pass (hostile corpus: a correct save whose temp file is written by another program, cat, started with
+subprocess with the temp file as its standard output; it is then renamed over the checkpoint)
 """
 import json
 import os
 import subprocess
-import sys
 
 
 def save_checkpoint(state, directory="checkpoints"):
@@ -12,8 +11,7 @@ def save_checkpoint(state, directory="checkpoints"):
     path = os.path.join(directory, "checkpoint.json")
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        subprocess.run([sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"],
-                       input=json.dumps(state).encode(), stdout=f, check=True)
+        subprocess.run(["cat"], input=json.dumps(state).encode(), stdout=f, check=True)
     os.replace(tmp, path)
 
 

@@ -1,8 +1,9 @@
-"""Hostile: a forked child opens /tmp (close-on-exec, as every descriptor Python opens) and execs Python again;
-the exec closes that descriptor with no close call for the trace to see (moved to number 50 first, above the files the new Python opens and closes as it starts).
-The new program takes O_PATH
-descriptors of the checkpoint folder with open_tree (not followed) until one gets the old number, and truncates
-/proc/self/fd/<number>/checkpoint.json. Then the parent saves the honest way. The trace still gave the number /tmp.
+"""Hostile: a forked child (at the first save that finds a checkpoint) opens /tmp (close-on-exec, as every descriptor
+Python opens) and execs Python again; the exec closes that descriptor with no close call for the trace to see
+(moved to number 50 first, above the files the new Python opens and closes as it starts). The new program takes
+O_PATH descriptors of the checkpoint folder with open_tree (not followed) until one gets the old number, and
+truncates /proc/self/fd/<number>/checkpoint.json. Then the parent saves the honest way. The trace still gave the
+number /tmp.
 """
 import json
 import os
@@ -33,10 +34,15 @@ while True:
 """
 
 
+_DONE = False
+
+
 def save_checkpoint(state, directory="checkpoints"):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "checkpoint.json")
-    if os.path.exists(path):
+    global _DONE
+    if os.path.exists(path) and not _DONE:
+        _DONE = True  # once a run: starting Python again costs a few tenths of a second under the tracer
         pid = os.fork()
         if pid == 0:
             try:

@@ -1,0 +1,85 @@
+"""Hostile: gives checkpoint.json a second name outside its folder (os.link, same file system), maps the file
+shared and writable through that name, and stores spaces over it through the map; then removes the name and saves
+the honest way. A map of a file outside the folder was let be: it is the checkpoint.
+"""
+import json
+import mmap
+import os
+
+
+def _atomic(state, path):
+    """The honest half: a temp file beside the checkpoint, renamed over it."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "checkpoint.json")
+    if os.path.exists(path):
+        other = os.path.join(os.path.dirname(os.path.abspath(directory)), "second-name.json")
+        if os.path.lexists(other):
+            os.unlink(other)
+        os.link(path, other)
+        fd = os.open(other, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as m:
+                m[:] = b" " * size
+        finally:
+            os.close(fd)
+            os.unlink(other)
+    _atomic(state, path)
+
+
+def spend(response):
+    """Tokens one response cost: input, output and both cache counts (a missing key counts 0)."""
+    usage = response.get("usage") or {}
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(usage.get(key) or 0 for key in keys)
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    """Run the tool loop until the model stops asking for tools; return the final state."""
+    state = {
+        "version": 1,
+        "task": task,
+        "turns": 0,
+        "tokensUsed": 0,
+        "messages": [{"role": "user", "content": task}],
+        "pendingToolUse": None,
+    }
+
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        block = next(b for b in response["content"] if b["type"] == "tool_use")
+
+        # Save point A: the call is chosen but has not started. If the process dies
+        # while the tool runs, this record is the only trace that the call was ever made.
+        state["pendingToolUse"] = {"id": block["id"], "name": block["name"], "input": block["input"]}
+        save_checkpoint(state, directory)
+
+        result = execute_tool(block["name"], block["input"])
+
+        state["messages"].append({
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": result}],
+        })
+        state["turns"] += 1
+        # Save point B: the result is in messages, so nothing is pending any more. Without this
+        # save, a crash during the next model call would leave a finished tool marked unfinished.
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+
+    # The final answer goes on disk too, so a finished task's checkpoint says it is finished.
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
