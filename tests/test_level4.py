@@ -103,9 +103,13 @@ EXPECTED = {
     "wrong_finished_task_asked_again": {"3 pending", "6 b-only"},
     # isinstance(True, int): `"turns": true` passes the type check (refused since this case was added).
     "wrong_turns_true_accepted": {"1 refuse"},
-    # Right in every way the level checks, but resume's own saves write checkpoint.json in place: a second
-    # crash during the resume tears the only copy. No crash of the resume itself is explored (KNOWN_GAPS).
-    "wrong_resume_saves_in_place": {"4 saved"},
+    # Right in every other way, but resume's own saves write checkpoint.json in place: a second crash during
+    # the resume empties the only copy (SAVED; task 6's exploration meets it first, as for
+    # wrong_no_save_point_b_while_resuming). Resume's own saves are crashed on one state of each kind.
+    "wrong_resume_saves_in_place": {"4 saved", "6 b-only"},
+    # Only the save that answers a pending call is made in place: crashed again on a state with a call
+    # pending (one of each kind is), it empties checkpoint.json. A B-only file has nothing pending: 6 passes.
+    "wrong_pending_answer_saved_in_place": {"4 saved"},
     # Round 5. Right: at most once with a dataclass state and one match statement; at least once from a
     # Resumer object that reads the cap as sys.modules[__name__].MAX_TURNS (a module graded in a fresh
     # process is in sys.modules under its name, as any imported module is).
@@ -121,10 +125,7 @@ EXPECTED = {
 }
 
 # Corpus entries whose true verdict the level cannot reach yet, with the reason; strict, so a fix shows up.
-KNOWN_GAPS = {
-    "wrong_resume_saves_in_place": "crash states of the resume's own saves are not explored: only the first run "
-                                   "is crashed, and resume runs once, uncrashed, from each state it left",
-}
+KNOWN_GAPS: dict = {}
 
 
 def test_the_corpus_is_complete():

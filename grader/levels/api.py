@@ -52,7 +52,7 @@ from grader.engine.fresh import width as fresh_width
 from grader.engine.hangs import Hang, KnownHang, LoopTimeout, hang_mark, hangs_since, loop_timeout, time_limit
 from grader.engine.invariants import Finding, Window, check, no_checkpoint, parse, parse_cached, shape_finding
 from grader.engine.layout import Layout, UnsafeName, check_names, lay_out
-from grader.engine.recorder import active as active_recorder
+from grader.engine.recorder import Recorder, active as active_recorder, namespaces_of
 from grader.engine.scripted import (Scenario, ScriptedModel, ScriptedModelError, ScriptedTools, ScriptedToolError,
                                     assistant_turns, check_messages, from_turns, random_tool_id, random_usage,
                                     support_tickets)
@@ -106,7 +106,8 @@ __all__ = [
     "Check", "declare", "declare_causes", "checks", "words", "qualified",
     # running the learner's code
     "time_limit", "loop_timeout", "LoopTimeout", "Hang", "hang_mark", "hangs_since", "working_in", "scratch_root",
-    "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder", "KnownHang",
+    "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder", "Recorder", "namespaces_of",
+    "KnownHang",
     # a process that never saw the run, for each resume or load of a crash state
     "run_fresh", "run_fresh_each", "FreshCall", "fresh_width", "FreshProcessDied", "served_here",
     # laying out a crash state's files safely (plain names inside one folder)

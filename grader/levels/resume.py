@@ -45,7 +45,8 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 from grader.levels import api
 from grader.levels.api import (assistant_turns, at_point, check_messages, CHECKPOINT_NAME, crash_states,
                                describe_bytes, exactly_saved, FIELDS, folder_in, free_fsync, FreshCall, FreshProcessDied, Hang, lay_out,
-                               LevelModule, loop_timeout, LoopTimeout, MODEL_NAMES, read_or_none, record_run,
+                               LevelModule, loop_timeout, LoopTimeout, MODEL_NAMES, namespaces_of, read_or_none, record_run,
+                               Recorder,
                                reference_saves, run_fresh_each, run_reference, Scenario, scratch_root, ScriptedModel,
                                ScriptedModelError, ScriptedToolError, ScriptedTools, short_traceback, snapshot,
                                support_tickets, time_limit, tool_use_blocks, windows_for, working_in)
@@ -250,6 +251,7 @@ class _Outcome:
     model_calls: int = 0
     after: Optional[bytes] = None
     unsaved: Optional[str] = None   # the first moment the file on disk lagged behind
+    torn: Optional[str] = None      # what a kill during resume's own saves could leave of checkpoint.json
     stuck: Optional[Hang] = None    # resume_agent got stuck here, or was not run, having got stuck before
 
 
@@ -348,8 +350,10 @@ def _json_dump_at_once():
 
 def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Iterable[tuple], *,
                checkpoint_error: type = Exception, directory: str = "checkpoints",
-               timeout: Optional[float] = 20, watch: bool = True, received: int = 0) -> _Outcome:
-    """Rebuild ``files`` in a fresh folder and run ``resume`` there once."""
+               timeout: Optional[float] = 20, watch: bool = True, received: int = 0,
+               crash_again: bool = False) -> _Outcome:
+    """Rebuild ``files`` in a fresh folder and run ``resume`` there once. ``crash_again``: record resume's own
+    file operations and see what a second crash among them would leave (:func:`_torn_by_a_second_crash`)."""
     outcome = _Outcome()
     # Resume runs hundreds of times per test, writing and renaming tens of KiB each time: in memory
     # (scratch_root) that takes milliseconds. Durability is not graded here.
@@ -367,9 +371,12 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
             def call_model(**kwargs: Any) -> dict:
                 outcome.model_calls += 1
                 return model(**kwargs)
+        # Resume's own saves are recorded, to crash them too: a save written in place leaves the only copy
+        # of the task empty or torn if the process is killed again during the resume.
+        recorder = Recorder(watch=[work], namespaces=namespaces_of(resume)) if crash_again else contextlib.nullcontext()
         with working_in(work), _free_fsync(), _json_dump_at_once():
             try:
-                with time_limit(timeout, owner=resume):
+                with time_limit(timeout, owner=resume), recorder:
                     outcome.returned = resume(copy.deepcopy(scenario.tools), call_model, tools, directory)
             except checkpoint_error as exc:
                 outcome.refused = exc
@@ -380,7 +387,42 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                     raise
                 outcome.error, outcome.error_type = short_traceback(exc), type(exc).__name__
         outcome.after = read_or_none(path)
+        if isinstance(recorder, Recorder) and not recorder.unseen and outcome.stuck is None:
+            outcome.torn = _torn_by_a_second_crash(recorder, folder)
     return outcome
+
+
+def _kind_of(raw: Optional[bytes]) -> tuple:
+    """What a resume from ``raw`` has to do: whether a call is pending, and who spoke last."""
+    try:
+        data = _parse(raw) if raw else None
+        last = data["messages"][-1]
+        return (data.get("pendingToolUse") is not None, last.get("role"), isinstance(last.get("content"), str))
+    except (ValueError, RecursionError, TypeError, KeyError, IndexError, AttributeError):
+        return ()
+
+
+def _torn_by_a_second_crash(recorder: Recorder, folder: str) -> Optional[str]:
+    """What a kill between two of resume's own file operations could leave of a whole checkpoint.json
+    (empty, torn, or gone), or None when every such crash leaves a whole one."""
+    ops = recorder.ops
+    start = os.path.join(folder, CHECKPOINT_NAME)
+    if not isinstance(recorder.initial.get(start), bytes):
+        return None  # resume started with no file to lose (it had to refuse it, or start afresh)
+    seen: dict = {}
+    for state in crash_states(ops, recorder.initial, folder, CHECKPOINT_NAME, ("M1",), recorder.initial_dirs):
+        raw = state.files.get(CHECKPOINT_NAME)
+        if raw not in seen:
+            try:
+                seen[raw] = raw is not None and isinstance(_parse(raw), dict)
+            except (ValueError, RecursionError):
+                seen[raw] = False
+        if not seen[raw]:
+            left = "no checkpoint.json at all" if raw is None else f"checkpoint.json holding {describe_bytes(raw)}"
+            return (f"killed again while resume_agent was saving (after {ops[state.point - 1].describe()}), "
+                    f"the folder would hold {left}: a second crash during the resume loses the task. Resume's "
+                    "own saves must be as safe as the loop's: a temp file beside checkpoint.json, then a rename")
+    return None
 
 
 # -- judging one outcome ---------------------------------------------------------------------------------
@@ -613,6 +655,8 @@ def _judge_resume(j: _Judged) -> Optional[tuple[str, str]]:
 def _judge_saved(j: _Judged) -> Optional[tuple[str, str]]:
     if j.outcome.unsaved:
         return ("SAVED", j.outcome.unsaved)
+    if j.outcome.torn:
+        return ("SAVED", j.outcome.torn)
     if j.outcome.after is None or _parse(j.outcome.after) != j.got:
         return ("SAVED", "after resume_agent returned, checkpoint.json does not hold the state it returned")
     return None
@@ -751,10 +795,10 @@ class Resumed:
 
 def _resume_and_judge(resume: Callable, checkpoint_error: type, scenario: Scenario, files: dict, carried: list,
                       raw: Optional[bytes], want: Optional[dict], directory: str, timeout: Optional[float],
-                      received: int, watch: bool) -> Resumed:
+                      received: int, watch: bool, crash_again: bool = False) -> Resumed:
     """Run ``resume`` once on ``files`` (:func:`run_resume`) and judge it against ``want`` (:func:`judge_all`)."""
     outcome = run_resume(resume, scenario, files, carried, checkpoint_error=checkpoint_error, directory=directory,
-                         timeout=timeout, watch=watch, received=received)
+                         timeout=timeout, watch=watch, received=received, crash_again=crash_again)
     if outcome.stuck is not None:
         return Resumed([], "", error=outcome.error, error_type=outcome.error_type, stuck=outcome.stuck)
     findings = judge_all(outcome, raw, want, scenario)
@@ -782,9 +826,11 @@ def resume_once(resume: Callable, scenario: Scenario, files: dict, carried: Iter
 
 def _resume_call(resume: Callable, scenario: Scenario, files: dict, carried: Iterable[tuple], raw: Optional[bytes],
                  want: Optional[dict], *, checkpoint_error: type, directory: str, timeout: Optional[float],
-                 received: int, watch: bool = True, settings: Optional[dict] = None) -> FreshCall:
+                 received: int, watch: bool = True, settings: Optional[dict] = None,
+                 crash_again: bool = False) -> FreshCall:
     return FreshCall(_resume_and_judge, resume, (checkpoint_error, scenario, dict(files), list(carried), raw, want,
-                                            directory, timeout, received, watch), settings=settings, timeout=timeout)
+                                            directory, timeout, received, watch, crash_again),
+                     settings=settings, timeout=timeout)
 
 
 def _resumed(value: Optional[Resumed], died: Optional[FreshProcessDied], raw: Optional[bytes],
@@ -1038,7 +1084,7 @@ class CrashedRun:
             received.append(received[-1] + (op.kind == "model_end"))
         # Every state is listed first, so the resumes of new situations can run side by side, each in a
         # fresh process of its own (run_fresh_each), and still come back in order.
-        listed, keys, calls = [], set(), []
+        listed, keys, calls, kinds = [], set(), [], set()
         for state in crash_states(self.ops, self.initial, self.folder, CHECKPOINT_NAME, tuple(models),
                                   self.initial_dirs):
             started = starts[state.point]
@@ -1050,9 +1096,14 @@ class CrashedRun:
             if first:
                 keys.add(key)
                 carried = [(b["id"], b["name"], b["input"]) for b in blocks[:started]]
+                # Resume's own saves are crashed too, on the first state of each kind (a call pending, none,
+                # the task finished): recording every resume would cost a tenth more, and code that saves
+                # in place does so whatever it resumes from.
+                kind = _kind_of(raw)
                 calls.append(_resume_call(resume, scenario, state.files, carried, raw, want,
                                           checkpoint_error=checkpoint_error, directory=directory, timeout=timeout,
-                                          received=received[state.point]))
+                                          received=received[state.point], crash_again=kind not in kinds))
+                kinds.add(kind)
         answers = run_fresh_each(calls)
         seen: dict = {}
         for state, raw, want, key, first in listed:
