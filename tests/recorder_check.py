@@ -25,6 +25,7 @@ from os import replace as replace_bound_at_import  # noqa: E402 - bound before a
 from os import write as write_bound_at_import  # noqa: E402
 
 from grader.engine.crash_models import crash_states  # noqa: E402
+from grader.engine.ops import write_parts  # noqa: E402
 from grader.engine.recorder import FS_KINDS, Recorder  # noqa: E402
 
 CHECKS = []
@@ -52,10 +53,12 @@ def record(directory, fn):
 
 
 def fs_ops(rec, directory):
-    """The file-system operations on files in ``directory`` (or on the directory itself)."""
+    """The file-system operations on files in ``directory`` (or on the directory itself), each write as the
+    call it was: the recorder joins writes made back to back (grader.engine.ops.join_write) and keeps where
+    each ended."""
     directory = os.path.abspath(directory)
-    return [op for op in rec.ops if op.kind in FS_KINDS and op.path is not None
-            and (os.path.dirname(op.path) == directory or op.path == directory)]
+    return [part for op in rec.ops if op.kind in FS_KINDS and op.path is not None
+            and (os.path.dirname(op.path) == directory or op.path == directory) for part in write_parts(op)]
 
 
 def shape(ops):

@@ -100,14 +100,38 @@ class CrashState:
         return self.files.get(name)
 
 
+class _Versions:
+    """The versions a file passed through inside one joined write (see :func:`grader.engine.ops.join_write`):
+    ``before`` with the first ``cut`` bytes of ``data`` at ``offset``, for each of ``cuts``. Kept as the
+    bytes they are made from, not one copy each: a save written 16 bytes at a time passes through thousands
+    of versions, and a correct one fsyncs them all away before anything reads one."""
+
+    __slots__ = ("before", "offset", "data", "cuts")
+
+    def __init__(self, before: bytes, offset: int, data: bytes, cuts: Iterable[int]):
+        self.before, self.offset, self.data, self.cuts = before, offset, data, cuts
+
+    def held(self) -> int:
+        return len(self.before) + len(self.data)
+
+    def each(self) -> Iterator[bytes]:
+        before = memoryview(self.before)
+        for cut in self.cuts:
+            yield _overlay(before, self.offset, self.data, cut)
+
+
+def _held(version: object) -> int:
+    return version.held() if isinstance(version, _Versions) else len(version)
+
+
 class _Inode:
     __slots__ = ("data", "synced", "history", "unsynced_writes", "_snap")
 
     def __init__(self, data: bytes = b"", synced: Optional[bytes] = None):
         self.data = bytearray(data)
         self.synced = bytes(data) if synced is None else synced
-        self.history: list[bytes] = []
-        self.unsynced_writes: list[tuple[int, bytes]] = []
+        self.history: list = []  # bytes, or the _Versions inside one joined write
+        self.unsynced_writes: list[tuple[int, Optional[bytes]]] = []
         self._snap: Optional[bytes] = bytes(data)
 
     def snap(self) -> bytes:
@@ -200,12 +224,19 @@ class FileSystem:
         if len(inode.data) < offset:
             self._hold(zeros=offset - len(inode.data))
             inode.data.extend(b"\0" * (offset - len(inode.data)))
+        cuts = [c for c in op.cuts if c < len(data)] if self.track else ()
+        if cuts:
+            # A joined write is the writes it was made of: the versions between them, and each write for M4.
+            versions = _Versions(inode.snap(), offset, data, cuts)
+            inode.history.append(versions)
+            self._hold(kept=versions.held())
         inode.data[offset:end] = data
         self._changed(inode)
         if op.handle in self.sync_handles or "sync" in op.flags:  # O_SYNC, or pwritev's RWF_DSYNC
             self._synced(inode)
         elif self.track:
-            inode.unsynced_writes.append((offset, data))
+            starts = [0, *cuts]
+            inode.unsynced_writes.extend((offset + a, bytes(data[a:b])) for a, b in zip(starts, [*cuts, len(data)]))
 
     def _truncate(self, op: Op, _: Optional[int]) -> None:
         inode = self.inode_for(op)
@@ -291,7 +322,7 @@ class FileSystem:
 
     def _synced(self, inode: _Inode) -> None:
         inode.synced = inode.snap()
-        self.kept -= sum(len(h) for h in inode.history)
+        self.kept -= sum(map(_held, inode.history))
         inode.history.clear()
         inode.unsynced_writes.clear()
 
@@ -353,9 +384,25 @@ def _line_tears(data: bytes, offset: int) -> list[int]:
     return sorted(cuts)
 
 
+def _cuts(tears: list, kills: Iterable[int]) -> Iterator[tuple[int, str]]:
+    """``(cut, model)`` in the order the bytes land: each tear of a write (M2) and, in a joined write, each end
+    of the writes it was made of (M1: the kill between two of them; a tear there is that state already)."""
+    if not kills:
+        yield from ((cut, "M2") for cut in tears)
+        return
+    ends = frozenset(kills)
+    for cut in sorted(ends.union(tears)):
+        yield cut, "M1" if cut in ends else "M2"
+
+
 def _data_options(inode: _Inode, holes: bool) -> list[bytes]:
     """What an inode may hold after power loss: its last fsynced data, or any later version."""
-    options = [inode.synced, *inode.history]
+    options = [inode.synced]
+    for version in inode.history:
+        if isinstance(version, _Versions):
+            options.extend(version.each())
+        else:
+            options.append(version)
     if holes and len(inode.unsynced_writes) > 1:
         # One unsynced write missing while the ones after it landed.
         for skip in range(len(inode.unsynced_writes) - 1):
@@ -447,8 +494,13 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
     if wanted(0):
         yield from power_states(0)
     for i, op in enumerate(ops):
-        torn_names = names_of(fs.inode_for(op)) if "M2" in models and op.kind == "write" and len(op.data) > 1 \
-            and wanted(i) else []
+        # A write joined from several (grader.engine.ops.join_write) is cut where each of them ended too: a
+        # kill between two of them (M1, so a level that models no torn write still sees it), in the middle of
+        # the joined one. Each such state differs from the state before the write only in the written file,
+        # so one that tear_only says the caller never reads is the same verdict as that state, and is not made.
+        kills = op.cuts if "M1" in models and op.kind == "write" else ()
+        torn_names = names_of(fs.inode_for(op)) if ("M2" in models or kills) and op.kind == "write" \
+            and len(op.data) > 1 and wanted(i) else []
         if tear_only is not None:
             torn_names = [n for n in torn_names if n in tear_only]
         if torn_names:
@@ -458,9 +510,11 @@ def crash_states(ops: list[Op], initial: dict, directory: str, name: str = "chec
             before = memoryview(inode.snap())
             offset = fs.offset_of(op, inode)
             listing = fs.listing(directory)
-            for cut in (_tears(len(op.data), offset) if not line_cuts else _line_tears(op.data, offset)):
+            tears = (_tears(len(op.data), offset) if not line_cuts else _line_tears(op.data, offset)) \
+                if "M2" in models else []
+            for cut, model in _cuts(tears, kills):
                 torn = _overlay(before, offset, op.data, cut)
-                yield CrashState(i, "M2", {**listing, **dict.fromkeys(torn_names, torn)}, torn=(cut, len(op.data)),
+                yield CrashState(i, model, {**listing, **dict.fromkeys(torn_names, torn)}, torn=(cut, len(op.data)),
                                  dirs=fs.subfolders(directory))
         fs.apply(op)
         if power:

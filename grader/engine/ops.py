@@ -7,7 +7,8 @@ writes them down, and replays them to compare with the disk) need not import eac
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from array import array
+from typing import Any, Container, Optional
 
 # Kinds of operation that change what a crash would leave behind (the others only mark time).
 FS_KINDS = frozenset({"open", "write", "truncate", "fsync", "sync", "rename", "unlink", "mkdir", "rmdir", "link",
@@ -22,14 +23,17 @@ class Op:
     """
 
     __slots__ = ("index", "kind", "api", "path", "dest", "handle", "offset", "data", "size", "flags", "is_dir",
-                 "payload", "note")
+                 "payload", "note", "cuts")
 
     def __init__(self, index: int, kind: str, api: str = "", path: Optional[str] = None, dest: Optional[str] = None,
                  handle: Optional[int] = None, offset: int = 0, data: bytes = b"", size: int = 0,
-                 flags: frozenset = frozenset(), is_dir: bool = False, payload: Any = None, note: str = ""):
+                 flags: frozenset = frozenset(), is_dir: bool = False, payload: Any = None, note: str = "",
+                 cuts: Any = ()):
         self.index, self.kind, self.api, self.path, self.dest = index, kind, api, path, dest
         self.handle, self.offset, self.data, self.size, self.flags = handle, offset, data, size, flags
         self.is_dir, self.payload, self.note = is_dir, payload, note
+        # A write joined from several (see join_write): where each but the last of them ended, in ``data``.
+        self.cuts = cuts
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -58,6 +62,9 @@ class Op:
             return f"{api} opened {name} for writing" + (" and emptied it" if "trunc" in self.flags else "")
         if self.kind == "write":
             where = f"at offset {self.offset:,}" if self.offset >= 0 else "at its end"
+            if self.cuts:
+                return (f"{len(self.cuts) + 1:,} {self.api} calls back to back ({len(self.data):,} bytes in all) to {name} "
+                        f"{where}")
             return f"{self.api} of {len(self.data):,} bytes to {name} {where}"
         if self.kind == "truncate":
             return f"{self.api} of {name} to {self.size:,} bytes"
@@ -88,6 +95,65 @@ class Op:
         if self.kind == "run_end":
             return "the loop returns"
         return self.kind
+
+
+# Writes handed to the kernel a few bytes at a time (a write per line with buffering=1, a loop of small
+# os.write calls, json.dump to an unbuffered file) are joined into one operation when nothing came between
+# them (no operation on any file, no mark of the loop such as a model or tool call) and each began where the
+# one before ended, through the same open file, in the same process and thread. A correct save made that way
+# makes tens of thousands of writes on a long conversation; joined, it is a few operations, like any other.
+#
+# Why no crash state a verdict depends on is lost (tests/test_joined_writes.py compares the two): the crash
+# models rebuild a joined write as the writes it was made of (grader.engine.crash_models). A kill between two
+# of them leaves a prefix of the joined bytes that ends where one of them ended: each such end is kept in
+# ``cuts`` and made a kill state of its own (M1, in the middle of the joined write, so a level that models no
+# torn write, level 4, still has it), beside the tears each write had (page boundaries, and with level 6's
+# line cuts every line end: the same cuts, since they fall in the same bytes at the same offsets). Nothing of
+# the loop happened between, so each such state is judged against the same marks (window) as the states
+# around it. A power cut may keep any version the file passed through since its last fsync: the versions at
+# the cuts are kept too (as the bytes they are made of), so the power cut just after the joined write keeps
+# every version one between its parts could, and each write stays its own for M4's "one unsynced write
+# missing". The one state that goes is M4's between two parts: a write missing while only some of the later
+# ones landed, which is the state after the joined write with the same hole, cut shorter (a hole in a JSON
+# save breaks it either way; only level 3 models power cuts, and a correct save fsyncs before any of this can
+# reach the checkpoint's name). Only writes that cannot change what a crash keeps are joined: not pwrite (its
+# own offset), not writes through a file opened with O_SYNC (each is its own fsync, so a power cut between two
+# keeps the first), not a copy made inside the kernel, not one whose bytes or position are unknown.
+JOINABLE_APIS = frozenset({"write", "writev", "os.write", "os.writev"})
+
+
+def join_write(last: Optional["Op"], op: "Op", sync_handles: Container = ()) -> bool:
+    """Add write ``op`` to ``last`` (the operation just before it, of the same process and thread) when
+    it continues it (see above); returns whether it did. The caller says what came between: nothing."""
+    if last is None or op.kind != "write" or last.kind != "write" or op.api not in JOINABLE_APIS \
+            or op.api != last.api or op.handle is None or op.handle != last.handle or op.path != last.path \
+            or op.flags or last.flags or not op.data or op.handle in sync_handles:
+        return False
+    if (op.size and op.size != len(op.data)) or (last.size and last.size != len(last.data)):
+        return False  # bytes the trace did not carry whole
+    if op.offset < 0 or last.offset < 0:
+        if not (op.offset < 0 and last.offset < 0):
+            return False  # (an appending handle's writes both land at the end: one after the other)
+    elif op.offset != last.offset + len(last.data):
+        return False
+    if not last.cuts:
+        last.data, last.cuts = bytearray(last.data), array("Q")  # grown in place: a join is not a copy
+    last.cuts.append(len(last.data))
+    last.data += op.data
+    if last.size or op.size:
+        last.size = len(last.data)
+    return True
+
+
+def write_parts(op: "Op") -> list:
+    """The writes a joined write was made of, each an :class:`Op` of its own (a write not joined: itself)."""
+    if not op.cuts:
+        return [op]
+    ends = [0, *op.cuts, len(op.data)]
+    return [Op(op.index, op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle,
+               offset=op.offset + a if op.offset >= 0 else op.offset, data=bytes(op.data[a:b]),
+               size=b - a if op.size else 0, flags=op.flags, is_dir=op.is_dir, payload=op.payload, note=op.note)
+            for a, b in zip(ends, ends[1:])]
 
 
 def short_name(path: Optional[str]) -> str:

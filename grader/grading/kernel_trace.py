@@ -63,7 +63,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
-from grader.engine.ops import Op, short_name
+from grader.engine.ops import Op, join_write, short_name
 from grader.grading.wire import COPIES, ELIDED
 
 # The calls that change files (and the few that say where a relative path points, or where the
@@ -118,10 +118,11 @@ MISMATCH = "the recorded file operations do not match what the kernel saw"
 MAX_OPS = 20_000
 TOO_MANY = (f"a broken run: your code made more than {MAX_OPS:,} file operations (opens, writes, fsyncs, closes, "
             "renames...) in one run, as the kernel counted them; a checkpointing loop makes a few thousand, and the "
-            "grader does not rebuild more. Look for a file opened or written in a loop that never ends, or a save "
-            "written a few bytes at a time (a write per line with buffering=1, or a loop of small os.write calls): "
-            "each small write is an operation of its own, so hand each save's bytes over in one write "
-            "(f.write(json.dumps(state))). Your own pytest sets no such limit, so it may pass there")
+            "grader does not rebuild more. Writes made back to back through one file count as one (a write per "
+            "line, a loop of small os.write calls), so look for a file opened or written in a loop that never ends, "
+            "or small writes with something between each two: an fsync or a seek after every line, writes "
+            "that take turns between two files, pwrite at offsets of its own. Hand each save's bytes over in one "
+            "write (f.write(json.dumps(state))). Your own pytest sets no such limit, so it may pass there")
 
 # What the box's code may make the tracer print, the judge's own pipe aside: the box's cap on one file
 # (grader.grading.sandbox.Limits.file_size). Past it the judge stops reading and the run is stopped
@@ -517,6 +518,9 @@ class KernelTrace:
         self.in_flight: list = []  # (path, table entry) of descriptors sent over a Unix socket, not yet received
         self._unresolved: Optional[str] = None  # a path through /proc the call named that the trace cannot follow
         self.refused: Optional[str] = None  # a broken run, told as such (TOO_MANY)
+        self.sync_handles: set = set()  # handles opened with O_SYNC or O_DSYNC: their writes are never joined
+        self._tid = ""  # the thread whose line is being read
+        self._last_write: Optional[tuple] = None  # (its thread, the wire then, the op) of a write just emitted
         self.proc: Any = None
         self.first_pid: Optional[str] = None  # the worker: strace's first tracee
         self.worker_ended = False  # strace wrote how the worker ended (it does unless it was killed first)
@@ -632,6 +636,7 @@ class KernelTrace:
             self._tamper(f"a line the tracer would never write: {line[:80]!r}")
             return
         pid, rest = m.groups()
+        self._tid = pid
         if self.first_pid is None:
             self.first_pid = pid
         self.fds = self._table_of(pid)
@@ -889,11 +894,22 @@ class KernelTrace:
         return self.links
 
     def _emit(self, kind: str, **fields: Any) -> None:
+        op = Op(-1, kind, **fields)
+        if kind == "open" and "sync" in op.flags:
+            self.sync_handles.add(op.handle)
+        # A write that continues the one just before it (nothing else on any file since, no message to the judge
+        # between, so no mark of the loop either; the same thread and open file): one operation, before the cap
+        # counts it (grader.engine.ops.join_write says why no crash state is lost).
+        last = self._last_write
+        if kind == "write" and last is not None and self.ops and last[2] is self.ops[-1][1] \
+                and last[:2] == (self._tid, self.wire) and join_write(last[2], op, self.sync_handles):
+            self._guesses = []
+            return
         if len(self.ops) >= MAX_OPS:  # not yet taken by the judge (see take)
             self.refused = TOO_MANY  # and nothing more is kept: the judge's memory stays bounded
             return
-        op = Op(-1, kind, **fields)
         self.ops.append((self.wire, op))
+        self._last_write = (self._tid, self.wire, op) if kind == "write" else None
         for pid, path, relative in self._guesses:
             for attr in ("path", "dest"):
                 if getattr(op, attr) == path and pid in self.unsure_cwd:

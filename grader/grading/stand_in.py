@@ -292,9 +292,10 @@ def _working_folder() -> Optional[str]:
 
 
 def _keep(rec: Any, op: Op) -> Op:
-    """Store one of the kernel's operations in the judge's recorder (the crash states' source)."""
+    """Store one of the kernel's operations in the judge's recorder (the crash states' source). The trace
+    joined its writes already (grader.engine.ops.join_write), within one message of the worker."""
     return rec.add(op.kind, api=op.api, path=op.path, dest=op.dest, handle=op.handle, offset=op.offset, data=op.data,
-                   size=op.size, flags=op.flags, is_dir=op.is_dir)
+                   size=op.size, flags=op.flags, is_dir=op.is_dir, cuts=op.cuts)
 
 
 def _empty(folder: Path) -> None:
@@ -597,6 +598,9 @@ class _Call:
         self.started_at = worker.consumed  # where this call's replies begin on the pipe (the kernel trace's clock)
         if worker.kernel is not None and rec is not None:
             worker.kernel.seed(rec.watch)  # what the folders hold now: the bytes of the code's copies of them
+            # The trace joins writes itself, within one message; what it hands over is labelled after it is
+            # stored (KernelTrace.settle), so the recorder must keep each operation it is given as it is.
+            rec.join_writes = False
         try:
             worker.send(request, self.what)
             while True:

@@ -545,8 +545,10 @@ class Session:
         # Under a kernel trace nothing is patched: the kernel's account is the one, and this recorder
         # only carries words for it (see "words" above).
         patch = not self.bytes_from_kernel
+        # Writes are not joined here: the operations go to the judge as the call goes, and the judge's
+        # recorder joins them as it takes them (a joined write could still grow after it was sent).
         self.recorder = (Recorder(watch=watch, namespaces=_recorder_module.namespaces_of(fn) if patch else (),
-                                  patch=patch) if watch is not None else None)
+                                  patch=patch, join_writes=False) if watch is not None else None)
         _reads = []
         undo: dict = {}
         for name in request.get("forward") or ():

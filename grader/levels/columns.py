@@ -324,7 +324,9 @@ def column(title: str, exploration: Exploration, task: str, windows_fn: Any = wi
 
     for point in range(len(ops) + 1):
         add(point, False)
-        if torn_models and point < len(ops) and ops[point].kind == "write" and (ops[point].data or ops[point].size):
+        # (A write joined from several is crashed in the middle under M1 too: between two of its parts.)
+        if point < len(ops) and ops[point].kind == "write" and (ops[point].data or ops[point].size) \
+                and (torn_models or ops[point].cuts):
             add(point, True)
     # Rows with both ok and broken states show the broken ones: a resume may land on either.
     for cell in col.cells.values():
