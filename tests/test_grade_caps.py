@@ -181,10 +181,12 @@ def test_a_batch_of_amplifying_boxes_keeps_every_judge_small(tmp_path):
         (subs / name).mkdir(parents=True)
         shutil.copy(CORPUS / f"{name}.py", subs / name / "agent.py")
     out = tmp_path / "report.json"
+    # --timeout: each run is refused early, so the limit costs nothing, but churns_files' 24,000 traced
+    # calls took more than 20 s on a machine at load 14 with the suite on two workers (stuck, not refused).
     measure = textwrap.dedent(f"""
         import resource, subprocess, sys
         proc = subprocess.run([sys.executable, "-m", "grader", "grade", {str(subs)!r}, "--level", "2", "--jobs", "2",
-                               "--timeout", "20", "--examples", "2", "--no-progress", "--output", {str(out)!r}],
+                               "--timeout", "60", "--examples", "2", "--no-progress", "--output", {str(out)!r}],
                               capture_output=True, text=True)
         print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
         print(proc.stderr, file=sys.stderr)
