@@ -606,11 +606,16 @@ class _Call:
             while True:
                 message = worker.read_message(self.what, objects=self.objects)
                 op = message.get("op")
-                if op in ("ops", "callback", "return", "raise"):
-                    self._record(message)
                 if op == "callback":
-                    self.function._serve_callback(worker, message, self.objects, self.what)
-                elif op in ("return", "raise"):
+                    # The code waits for this answer with its clock stopped (worker.Session._callback):
+                    # this process's clock stops too while it reads the trace so far and answers.
+                    with hangs.paused():
+                        self._record(message)
+                        self.function._serve_callback(worker, message, self.objects, self.what)
+                    continue
+                if op in ("ops", "return", "raise"):
+                    self._record(message)
+                if op in ("return", "raise"):
                     return message
         except BaseException:
             # A timeout signal or an incident mid-call: the worker's state is unknown, so it goes.

@@ -404,8 +404,11 @@ class Session:
             else:
                 session.sent_messages.pop(cb.ident, None)
                 message.update(args=encode(list(args)), kwargs=encode(kwargs))
-            send(message)
-            reply = receive()
+            # The judge's own work on the call (its model or tools, reading the kernel's trace so far) is
+            # not the code's time: on a busy machine it can take seconds, and the limit must not fire then.
+            with hangs.paused():
+                send(message)
+                reply = receive()
             if reply.get("resync"):
                 session.sent_messages.pop(cb.ident, None)
             if reply.get("op") == "error":
