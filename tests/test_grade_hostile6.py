@@ -22,6 +22,8 @@ written in an unusual way. What got through, and what closed it (grader/grading/
 - a descriptor strace prints bare (its path is longer than the kernel names whole): an O_TRUNC open of a second
   name of the checkpoint there was named "", and any other call on such a descriptor read as tampering. Now its
   file is the one its path resolves to, or its table entry's.
+- a call strace printed no result for (its task killed inside it) was dropped, though the kernel may have done
+  it in part (a write) or whole: now taken as done.
 - two folders traded with renameat2's RENAME_EXCHANGE were replayed as a move of the first
   (grader/engine/crash_models.py): a change made through the other name was left behind, and the run refused as
   a mismatch with the disk. Each folder's files now move under the other's name.
@@ -122,6 +124,12 @@ EXPECTED = {
     "makes_a_deep_folder_tree": ("failed", 1.0, "at most 1024 are laid out"),
     # A shared writable map of a second name of the checkpoint, outside its folder but inside the box's: refused.
     "overwrites_through_a_shared_map_of_an_outside_link": ("failed", 0.0, "mapped"),
+    # A child writing spaces over the checkpoint in place, killed by its parent while the write runs: the kernel
+    # stops the write where it got to, and strace prints no result ("= ?"), which the trace dropped. (Here some of
+    # its writes also end before the kill and are seen, so it earned 6 before too; by hand, a 2 MiB write cut short
+    # showed as "= ?".) A call its task died inside is now taken as done: its crash states are those of an
+    # in-place write.
+    "overwrites_in_a_child_killed_mid_write": ("failed", 6.0, "PARSE"),
 }
 # A learner's own pytest gives these what grade gives (the score and the tests that did not pass). (The saves
 # made by another program it cannot follow: 0 there, and it says so, as for writes_through_ctypes.)

@@ -675,6 +675,7 @@ class KernelTrace:
             self._clone_returned(pid, args, ret, rest)
             return
         if ret == "?" or ret.startswith("-"):
+            self._no_result(pid, name, args, ret, rest)
             return
         if name in _WHOLE_LINE:  # read with raw arguments, an exec's argv: not split into arguments
             self._whole_line(pid, name, args, ret)
@@ -701,6 +702,31 @@ class KernelTrace:
         except (ValueError, IndexError, KeyError) as exc:
             self._tamper(f"a {name} line that could not be read ({exc})")
 
+    def _no_result(self, pid: str, name: str, args: str, ret: str, line: str) -> None:
+        """A call that failed changed nothing. One strace printed no result for (``= ?``, and not to be started
+        again) is one its task died inside, killed: the kernel may have done some or all of it (a write stops
+        where it got to, a rename is done or not). Dropped, a child killed by its parent in the middle of
+        writing spaces over the checkpoint left them there unseen (``overwrites_in_a_child_killed_mid_write.py``).
+        It is taken as done: each crash state it may have left (any part of a write) is then one the crash models
+        already make, and one not done shows as a difference with the disk."""
+        if ret != "?" or "ERESTART" in line or name not in _DIED_INSIDE:
+            return
+        try:
+            parts = _split(args)
+            if name in ("write", "pwrite64", "writev", "pwritev", "pwritev2"):
+                data, cut = _WRITTEN[name](parts)
+                self._call(pid, name, parts, len(data) if not cut else _requested(parts, name), None)
+            elif name in _OPENS:
+                flags = parts[1 if name == "open" else 2] if name != "creat" else "O_TRUNC"
+                if "O_TRUNC" in flags:  # its descriptor died with it: what it may have done is the truncate
+                    path = self._path(pid, parts[0]) if name in ("open", "creat") else self._at(_Syscall(pid, name, parts, 0, None), 0)
+                    self.contents.truncated(0, path=path)
+                    self._emit("truncate", api=name, path=path, size=0)
+            else:
+                self._call(pid, name, parts, 0, None)
+        except (ValueError, IndexError, KeyError) as exc:
+            self._tamper(f"a {name} line that could not be read ({exc})")
+
     def _whole_line(self, pid: str, name: str, args: str, ret: str) -> None:
         if ret != "?" and not ret.startswith("-"):
             _WHOLE_LINE[name](self, pid, args, int(ret, 0))
@@ -723,8 +749,14 @@ class KernelTrace:
         exec had closed, filled again by a call the trace does not follow (a memfd, open_tree), still named the
         old file, and an fsync of the memfd was credited to the temp file. A write through a descriptor truly
         kept across the exec is then one the trace never saw opened."""
-        for fd in [fd for fd in self.fds if fd > 2]:
-            self._closed(fd)
+        old, self.fds = self.fds, {fd: entry for fd, entry in self.fds.items() if fd <= 2}
+        # A table of its own: another process sharing the old one (clone with CLONE_FILES) keeps it whole.
+        self.tables[pid] = self.fds
+        if old is self._root and pid == self.first_pid:
+            self._root = self.fds
+        for fd, entry in old.items():
+            if fd > 2:
+                self._release(entry)
 
     def _flags_set(self, args: str) -> None:
         """fcntl(F_SETFL) turning O_APPEND on: the descriptor's writes land at the end from now on,
@@ -938,9 +970,12 @@ class KernelTrace:
 
     def _closed(self, fd: int) -> None:
         entry = self.fds.pop(fd, None)
-        # A file stays open while any descriptor dup()ed from the same open names it, in any process.
-        if entry is None:
-            return
+        if entry is not None:
+            self._release(entry)
+
+    def _release(self, entry: list) -> None:
+        """A descriptor of ``entry`` closed: a file stays open while any descriptor dup()ed from the same open
+        names it, in any process."""
         writes = entry[1] and not entry[4]
         held = entry[2] in self.contents.by_handle
         if (writes or held) and not any(e is entry for table in self._all_tables() for e in table.values()):
@@ -1603,6 +1638,19 @@ class _Syscall(NamedTuple):
     args: list
     ret: int
     ret_path: Optional[str]  # what a returned descriptor names (strace -y)
+
+
+# Calls a task killed inside may have done in part or whole (see KernelTrace._no_result): copies inside the kernel
+# are left out (their bytes are unknown either way), and so is splice.
+_DIED_INSIDE = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2", "open", "openat", "creat",
+                          "ftruncate", "truncate", "rename", "renameat", "renameat2", "link", "linkat", "unlink",
+                          "unlinkat", "mkdir", "mkdirat", "rmdir"})
+
+
+def _requested(parts: list, name: str) -> int:
+    """A write's requested length, where strace printed fewer of its bytes: its count argument (writev's is the
+    number of buffers, not of bytes: then what was printed)."""
+    return int(parts[2]) if name in ("write", "pwrite64") else len(_WRITTEN[name](parts)[0])
 
 
 # Calls read from their whole line (and only when they succeeded): reads, printed raw, and execs.
