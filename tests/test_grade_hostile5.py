@@ -163,4 +163,6 @@ def test_a_faked_folder_fsync_earns_no_more_than_its_honest_twin(batch3):
         assert batch3[name]["score"] == score and words in _text(batch3[name]), (name, _text(batch3[name])[:1500])
     fake = next(t for t in batch3["fakes_a_folder_fsync"]["tests"] if t["name"] == "test_a_save_that_returned_is_never_undone")
     broke, of = map(int, re.search(r"(\d+) of (\d+) crash states under M4 and M5 break DURABLE", fake["output"]).groups())
-    assert broke * 2 > of, fake["output"][:1500]  # the fake credits nothing: more than half break, as for the twin
+    # The fake credits nothing: some half break (301 of 603 since writes made back to back are one operation, 361
+    # of 695 before), where the credited fake broke a quarter (89 of 355).
+    assert broke * 5 > of * 2, fake["output"][:1500]
