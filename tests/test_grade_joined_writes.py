@@ -38,7 +38,8 @@ CASES = {
         "level2/w60_small_writes_straight_into_the_checkpoint.py": (
             6, (MID_SAVE, GEN), "This save writes checkpoint.json itself"),
         "level2/w61_renamed_before_its_last_small_write.py": (
-            6, (MID_SAVE, GEN), "before its last 101 bytes were written: os.write wrote them only after the rename")},
+            # (Told as bytes left in Python's buffer, as a `with` block's would be: the trace cannot tell the two.)
+            6, (MID_SAVE, GEN), "reached it only after the rename")},
     3: {"level3/right_small_writes_then_fsync": (10, (), "")},
 }
 FILES = {2: "agent.py", 3: "agent.py"}

@@ -623,10 +623,6 @@ def _buffered_rename(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) 
     if not late:
         return "", ""
     size = sum(len(op.data) for op in late)
-    if all(op.api.startswith("os.") for op in late):  # no Python buffer: the code wrote them after the rename
-        return "buffered-rename", (f"This save's {last.api} renamed {os.path.basename(last.path)} over "
-                                   f"checkpoint.json before its last {size} bytes were written: {late[0].api} "
-                                   "wrote them only after the rename, through the descriptor still open")
     return "buffered-rename", (f"This save's {last.api} renamed {os.path.basename(last.path)} over "
                                f"checkpoint.json while "
                                f"its {size} bytes were still in Python's buffer: the `with` block had not "
