@@ -126,7 +126,8 @@ def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None
         if missing:
             raise ScriptedModelError(
                 f"messages[{i}] has tool_use {', '.join(missing)} with no tool_result in the message right after it "
-                "(the real API answers this with a 400)" + _split_results(messages, i, wanted, missing))
+                "(the real API answers this with a 400)" + (_split_results(messages, i, wanted, missing)
+                                                             or _what_follows(following, i + 1, wanted)))
         if len(answered) != len(set(answered)):
             raise ScriptedModelError(f"messages[{i + 1}] answers one tool_use twice")
         blocks = following.get("content")
@@ -137,13 +138,73 @@ def assistant_turns(messages: Any, start: int = 0, before: Optional[list] = None
                 f"messages[{i + 1}] answers the tool calls of messages[{i}], but its content has "
                 f"{_kind(blocks[kinds.index(False)])} block before a tool_result block: the API wants every "
                 "tool_result first in that message, and anything else after them (it answers 400)")
+    _orphan_results(messages, start, assistant + ([before[-1]] if before else []))
     return (before or []) + assistant if start else assistant
+
+
+def _orphan_results(messages: list, first: int, assistant: list) -> None:
+    """A tool_result must answer a tool_use of the assistant message right before it: one for a call the
+    transcript never made (its tool_use left out of the file, an id copied wrong) is a 400 from the real API.
+    ``first``: where the messages not checked yet begin; ``assistant``: where the assistant messages
+    from the one before ``first`` on are."""
+    asked = {i + 1 for i in assistant}
+    for i in range(first, len(messages)):
+        answered = tool_result_ids(messages[i])
+        if not answered:
+            continue
+        calls = messages[i - 1].get("content") if i in asked else None
+        ids = {b.get("id") for b in calls if isinstance(b, dict) and b.get("type") == "tool_use"} \
+            if isinstance(calls, list) else set()
+        stray = [a for a in answered if a not in ids]
+        if stray:
+            # A result repeated in a later message answers a call the transcript did make: that is a result
+            # recorded twice (the ONCE invariant's story), not a call that was never made.
+            asked_before = {b.get("id") for m in messages[:i] if isinstance(m, dict) and m.get("role") == "assistant"
+                            for b in tool_use_blocks(m.get("content"))}
+            stray = [a for a in stray if a not in asked_before]
+        if stray:
+            what = (f"the assistant message before it (messages[{i - 1}]) asked for "
+                    f"{', '.join(sorted(map(str, ids))) or 'no tool'}" if i in asked else
+                    "no message comes before it" if i == 0 else
+                    f"the message before it (messages[{i - 1}]) is not the assistant's")
+            raise ScriptedModelError(
+                f"messages[{i}] holds a tool_result for {', '.join(map(str, stray))}, but {what}: a tool_result "
+                "answers a tool_use of the assistant message right before it (the real API answers this with a 400)")
 
 
 def _kind(block: Any) -> str:
     """A content block's type in words: "a text", "a str"."""
     kind = block.get("type") if isinstance(block, dict) else type(block).__name__
     return f"{'an' if str(kind)[:1] in 'aeiou' else 'a'} {str(kind)[:20]}"
+
+
+def _what_follows(following: Any, j: int, wanted: list) -> str:
+    """What the message after a tool_use holds instead of its tool_result, where that tells the mistake:
+    nothing (the model called before the call was answered), results under other ids, results sent in
+    the assistant's own name, or a user message that speaks of the call without answering it."""
+    if following is None:
+        return (": the transcript ends with that tool_use, so the model was called again before the call was "
+                "answered. Its tool_result must come first")
+    if not isinstance(following, dict):
+        return ""
+    others = tool_result_ids(following)
+    if following.get("role") == "assistant" and others:
+        return (f": messages[{j}] holds the tool_result, but as the assistant's message. A tool's result goes back "
+                "to the model in a user message, right after the assistant's tool_use")
+    if following.get("role") == "user" and others:
+        if set(others) <= set(wanted):
+            return (f": messages[{j}] holds the result of {', '.join(map(str, others))} only. Every call that message "
+                    "asked for needs its tool_result there, each one kept once it is recorded")
+        return (f": messages[{j}] holds a tool_result for {', '.join(str(o) for o in others if o not in wanted)} "
+                "instead. A tool_result's tool_use_id must be the id the model gave that tool_use block")
+    content = following.get("content")
+    if following.get("role") == "user" and isinstance(content, str):
+        return (f": messages[{j}] holds plain text, not a tool_result. A tool's output goes back in a tool_result "
+                "block that carries the call's id")
+    if following.get("role") == "user" and isinstance(content, list) and content:
+        return (f": messages[{j}] holds {_kind(content[0])} block, not a tool_result. Only a tool_result block "
+                "with the call's id answers a call (an error result, with is_error, says it failed)")
+    return ""
 
 
 def _split_results(messages: list, i: int, wanted: list, missing: list) -> str:
