@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
+import functools
 import json
 import os
 import pickle
@@ -313,11 +314,23 @@ def _load_after_crash(load_checkpoint: Callable, workdir: str, directory: str,
     return answer[1], None, None
 
 
+def _learners_globals(fn: Any) -> dict:
+    """The module globals ``fn`` was written in: a function's, a bound method's, a ``functools.partial``'s
+    function's, or, for a callable object (``load_checkpoint = Loader()``), its class's ``__call__``'s."""
+    target = getattr(fn, "__func__", fn)
+    while isinstance(target, functools.partial):
+        target = target.func
+    space = getattr(target, "__globals__", None)
+    if space is None:
+        call = vars(type(fn)).get("__call__")  # a callable object: its class's method
+        space = getattr(call, "__globals__", None)
+    return space if isinstance(space, dict) else {}
+
+
 def _rebuilt(load_checkpoint: Callable, name: str, mro: list, message: str) -> BaseException:
     """An exception named ``name`` raised in another process, as the learner's class of that name if
     their module has one, else a builtin one (or a new class on the nearest builtin base)."""
-    space = getattr(getattr(load_checkpoint, "__func__", load_checkpoint), "__globals__", None) or {}
-    cls = space.get(name)
+    cls = _learners_globals(load_checkpoint).get(name)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
                      and issubclass(getattr(builtins, n), Exception)), Exception)
@@ -531,6 +544,13 @@ def _falsy_fields(raw: Optional[bytes]) -> str:
 def _resume_error(resume: Resume, run: CrashedRun) -> Optional[str]:
     if resume.error is None:
         return None
+    if resume.error.startswith("the model call was refused"):
+        # The loader gave back what the file held; what the file held is a conversation the API refuses.
+        return _story("Resume fell over: the conversation in the file is one the model cannot be sent.", run,
+                      run.raw(), resume.error,
+                      "save `messages` whole, exactly as the loop holds it: resume sends that list to the model as "
+                      "it is, and the API refuses one that does not begin with the user's task, or whose tool "
+                      "results have lost the calls they answer")
     return _story("Resume fell over.", run, run.raw(), resume.error,
                   "check that load_checkpoint returns the dict it read, with the six protocol fields")
 
@@ -586,8 +606,7 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
                               "resume runs into without each one)" + why)
             if data != save.expected:
                 wrong = [k for k in FIELDS if data.get(k) != save.expected[k]]
-                shown = ", ".join(f"`{k}` is {json.dumps(data.get(k))[:60]} but the loop had "
-                                  f"{json.dumps(save.expected[k])[:60]}" for k in wrong)
+                shown = ", ".join(_difference(k, data.get(k), save.expected[k]) for k in wrong)
                 return _story(f"After {save.words()}, checkpoint.json has the six keys, but not the loop's values.",
                               run, save.raw, shown, each_save=True, label="What is wrong", to_try=
                               "copy each value from the state as it is at the moment of the save, without "
@@ -597,6 +616,20 @@ def check_six_fields(module: Any, seed: int = 0) -> Optional[str]:
                               save.changed_state, each_save=True, label="What is wrong", to_try=
                               "build a new dict for the file and leave the state you were given as it was")
     return None
+
+
+def _difference(key: str, got: Any, want: Any) -> str:
+    """How the file's value of ``key`` differs from the loop's, in words that show the difference: two
+    long lists are told by where they part (their opening 60 characters are often the same)."""
+    if isinstance(got, list) and isinstance(want, list):
+        part = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        if len(got) != len(want) and part == min(len(got), len(want)):
+            longer, which = (want, "missing from the file") if len(want) > len(got) else (got, "not in the loop's")
+            return (f"`{key}` holds {_n(len(got), 'item')} but the loop had {len(want)}; {which}: "
+                    f"{json.dumps(longer[part])[:80]}{'' if abs(len(want) - len(got)) == 1 else ' and more'}")
+        return (f"`{key}` differs from the loop's at item {part}: the file has {json.dumps(got[part])[:60]} where "
+                f"the loop had {json.dumps(want[part])[:60]}")
+    return f"`{key}` is {json.dumps(got)[:60]} but the loop had {json.dumps(want)[:60]}"
 
 
 def check_turns(module: Any, seed: int = 0) -> Optional[str]:
@@ -722,6 +755,13 @@ def check_pending(module: Any, seed: int = 0) -> Optional[str]:
         if resume.reconciled and resume.reconciled.get("id") == wanted and resume.finished and not resume.error:
             return None
         name = run.pending_name()
+        if resume.reconciled and resume.reconciled.get("id") == wanted:
+            # The field did its work: the call was found and answered. What went wrong came after.
+            return _story(f"Resume found the crash in the middle of `{name}` and answered that call, but it could "
+                          "not go on from there.", run, run.raw(), resume.error or "it did not finish",
+                          "save `messages` exactly as the loop holds it: at save point A the list ends with the "
+                          "assistant message that asked for the pending call, and the answer resume adds goes "
+                          "right after it")
         if resume.reconciled:
             ran_into = (f"pendingToolUse named {resume.reconciled.get('id')}, but the call in flight was {wanted}; "
                         f"{resume.error or 'the answer went to the wrong call'}")
