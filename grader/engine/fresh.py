@@ -415,6 +415,21 @@ class Twin:
         self.name, self.default = name, default
 
 
+def _namespace(fn: Any, module: Any = None) -> Optional[dict]:
+    """The globals of ``module`` if given, else of the function (or of a bound method's function, of a
+    partial's, or of a callable object's ``__call__``): where the learner's names for ``fn`` live."""
+    if module is not None:
+        return vars(module)
+    target = getattr(fn, "__func__", fn)
+    while isinstance(target, functools.partial):  # `resume_agent = partial(_resume, ...)`: the module of _resume
+        target = target.func
+    space = getattr(target, "__globals__", None)
+    if space is None:
+        call = vars(type(fn)).get("__call__")  # a callable object: its class's method
+        space = getattr(call, "__globals__", None)
+    return space if isinstance(space, dict) else None
+
+
 def origin(fn: Any, module: Any = None) -> Optional[tuple[str, str]]:
     """``(file, name)``: where a fresh child finds ``fn`` again, or None if it is not a learner's.
 
@@ -422,15 +437,7 @@ def origin(fn: Any, module: Any = None) -> Optional[tuple[str, str]]:
     ``resume_agent``), in ``module`` if given, else in the globals of the function (or of a bound
     method's function, or of a callable object's ``__call__``).
     """
-    space = vars(module) if module is not None else None
-    if space is None:
-        target = getattr(fn, "__func__", fn)
-        while isinstance(target, functools.partial):  # `resume_agent = partial(_resume, ...)`: the module of _resume
-            target = target.func
-        space = getattr(target, "__globals__", None)
-        if space is None:
-            call = vars(type(fn)).get("__call__")  # a callable object: its class's method
-            space = getattr(call, "__globals__", None)
+    space = _namespace(fn, module)
     if not isinstance(space, dict) or space.get("__name__") not in loader.MADE or not space.get("__file__"):
         return None
     name = next((k for k, v in space.items() if v is fn and not k.startswith("__")), getattr(fn, "__name__", None))
@@ -480,7 +487,10 @@ class Call:
     def send(self) -> tuple[int, int]:
         """Send it to the least busy fork server: ``(that server's index, the tag its answer will carry)``."""
         where = self.where
-        space = vars(self.module) if self.module is not None else None
+        # A class of the learner's (its CheckpointError) goes across by name, looked up again in the fresh
+        # module: it may be defined in a helper module the learner imports, which the child can only
+        # import once the learner's folder is on its path (pickling it by reference would fail first).
+        space = _namespace(self.fn, self.module) if self.where is not None else None
         sent = []
         for arg in self.args:
             if isinstance(arg, type) and (space is not None and space.get(arg.__name__) is arg
