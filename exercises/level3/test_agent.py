@@ -128,9 +128,29 @@ def run_with_fault(submission, fault, steps, workdir):
     return run_here(fault, steps, workdir)
 
 
+class _Unreadable:
+    """A checkpoint.json that is there but is not one JSON document: equal to no state."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def __eq__(self, other):
+        return False
+
+    __hash__ = None
+
+    def __str__(self):
+        return "it is empty" if not self.raw else f"it holds {len(self.raw):,} bytes that are not one JSON document"
+
+
 def _checkpoint(run):
     data = run.read(os.path.join("checkpoints", "checkpoint.json"))
-    return None if data is None else json.loads(data.decode("utf-8"))
+    if data is None:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError:  # (UnicodeDecodeError is one too)
+        return _Unreadable(data)
 
 
 def _noted(problem, run):
@@ -157,8 +177,11 @@ def problem_where_folders_cannot_be_opened(submission, workdir):
         return None
 
     run = run_with_fault(submission, {"fails": OPENING_A_FOLDER, "platform": "windows"}, steps, workdir)
-    return _noted(run.value or (None if _checkpoint(run) == second else
-                                "after two saves checkpoint.json does not hold the second state"), run)
+    if run.value:
+        return _noted(run.value, run)
+    on_disk = _checkpoint(run)
+    return _noted(None if on_disk == second else "after two saves checkpoint.json does not hold the second state"
+                  + (f": {on_disk}" if isinstance(on_disk, _Unreadable) else ""), run)
 
 
 FSYNC_FAULTS = ("file, always", "file, once", "folder, always", "folder, once")
@@ -222,6 +245,9 @@ def _fsync_finding(run, on_file, once):
     if on_disk is None:
         return ("after the failed save there is no checkpoint.json at all: the previous save, which had "
                 "returned, is gone")
+    if isinstance(on_disk, _Unreadable):
+        return (f"after the failed save checkpoint.json cannot be read ({on_disk}), so there is no save to "
+                "resume from, not even the one before")
     if on_disk != SAMPLE:
         return ("the failed save still replaced checkpoint.json: the file now points at data the disk "
                 "said it could not store, instead of the previous save")

@@ -621,13 +621,34 @@ def _buffered_rename(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) 
     late = [op for op in ops[last.index + 1:] if op.kind == "write" and op.path == last.path
             and _renamed_since_open(ops, op.index) is last]
     if not late:
-        return "", ""
+        return _emptied_before_rename(ops, last, raw)
     size = sum(len(op.data) for op in late)
     return "buffered-rename", (f"This save's {last.api} renamed {os.path.basename(last.path)} over "
                                f"checkpoint.json while "
                                f"its {size} bytes were still in Python's buffer: the `with` block had not "
                                "closed (and so flushed) the file yet, so the bytes reached it only after "
                                "the rename")
+
+
+def _emptied_before_rename(ops: list[Op], rename: Op, raw: Optional[bytes]) -> tuple[str, str]:
+    """An empty checkpoint whose temp file had been written and then emptied by this save itself (opened
+    again with "w", or truncated) before the rename: no crash is needed for the file to be empty."""
+    if raw != b"":
+        return "", ""
+    written = emptied = None
+    for op in reversed(ops[:rename.index]):
+        if op.path != rename.path or op.kind in ("run_end", "model_start", "tool_start"):
+            continue
+        if op.kind == "write" and op.data:
+            written = op
+            break
+        if emptied is None and (op.kind == "truncate" and op.size == 0 or op.kind == "open" and "trunc" in op.flags):
+            emptied = op
+    if written is None or emptied is None or emptied.index < written.index:
+        return "", ""
+    return "emptied-before-rename", (f"This save wrote {os.path.basename(rename.path)}, then emptied it again "
+                                     f"({emptied.describe()}) before {rename.api} gave it the checkpoint's name: "
+                                     "checkpoint.json is empty after this save even when nothing crashes")
 
 
 def _opened_in_place(ops: list[Op], point: int, last: Op, raw: Optional[bytes]) -> tuple[str, str]:

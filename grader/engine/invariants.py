@@ -101,6 +101,8 @@ CAUSES = {
     "temp-copied": "the temp file is moved in from the system temp folder, another file system, so the move "
                    "copies its bytes into checkpoint.json in place",
     "mixed": "the file matches no save the loop made",
+    "emptied-before-rename": "the temp file is emptied again (opened with \"w\" a second time, or truncated) "
+                             "after its data was written, and then renamed over the checkpoint",
     "result-after-save": "the save after a tool returns runs before its result is appended to messages, so the file "
                          "counts the call as done but holds no result for it",
     "counts-turns": "`turns` does not count the tool results the file's messages hold",
@@ -137,7 +139,7 @@ def parse(raw: Optional[bytes]) -> tuple[Any, Optional[str]]:
     if raw is None:
         return None, "missing"
     if not raw:
-        return None, "it is empty: the crash came after the file was created or emptied, before any bytes reached it"
+        return None, "it is empty: no bytes had reached it since it was created or last emptied"
     if not raw.rstrip().endswith(b"}"):
         # A torn or half-written object: decoding 100 KiB to learn that would be slow.
         last = raw.rstrip()[-1:].decode("latin-1") or "nothing"
@@ -183,7 +185,7 @@ def shape_finding(raw: Optional[bytes], data: Any, error: Optional[str],
     if error:
         what = "0 bytes" if not raw else f"{len(raw):,} bytes that are not one complete JSON document"
         return Finding("PARSE", f"checkpoint.json holds {what}; {error}",
-                       "resume cannot read the file; it was the only copy of the scene, so the task is lost")
+                       "resume cannot read the file; it was the only copy of the run's state, so the task is lost")
     if not isinstance(data, dict):
         return Finding("PARSE", f"checkpoint.json holds a JSON {type(data).__name__}, not an object",
                        "resume cannot find any of the six fields")
@@ -361,14 +363,32 @@ def _pending_shape(pending: dict, want: dict) -> Finding:
         parts.append(f"it also carries {', '.join(f'`{k}`' for k in extra)}")
     if missing_keys:
         parts.append(f"it lacks {', '.join(f'`{k}`' for k in missing_keys)}")
-    if not parts:
-        parts.append("its name or input differ from the block's")
+    for key in ("name", "input"):
+        if key in pending and key in want and pending[key] != want[key]:
+            got = json.dumps(pending[key], default=repr)
+            shown = f"its {key} is {got[:60]} where the block's is {json.dumps(want[key], default=repr)[:60]}"
+            if isinstance(pending[key], str) and _json_of(pending[key]) == want[key]:
+                shown += " (the block's value turned into a string of JSON)"
+            parts.append(shown)
     whole = ("; this looks like the whole tool_use block copied in" if extra == ["type"] and not missing_keys
              else "")
+    would = ("a resume that checks the shape refuses the file; one that does not hands the block's extra keys on "
+             "as if they were the call" if extra else
+             "a resume that checks the shape refuses the file; one that does not cannot re-run the call as the "
+             "model asked for it" if missing_keys else
+             "a resume that re-runs the call gives the tool other arguments than the model asked for, and the "
+             "file disagrees with the tool_use block it stands for")
     return Finding("PAIRING", f"pendingToolUse names the right call (`{want['name']}`, {want['id']}), but "
-                   f"{' and '.join(parts)}{whole}. The protocol keeps exactly id, name and input",
-                   "a resume that checks the shape refuses the file; one that does not hands the "
-                   "block's extra keys on as if they were the call", "pending-shape")
+                   f"{' and '.join(parts)}{whole}. The protocol keeps exactly id, name and input, as the "
+                   "model gave them", would, "pending-shape")
+
+
+def _json_of(text: str) -> Any:
+    """``text`` parsed as JSON, or a marker that equals nothing when it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return object()
 
 
 def _pending(read: _Read) -> Optional[Finding]:
@@ -432,7 +452,7 @@ def _whole(read: _Read) -> Optional[Finding]:
     if older:
         return _older_save(data, window)
     return Finding("WHOLE", "the file is not any state the loop saved: a mix of two saves, or fields that do "
-                   "not match the conversation", "resume continues from a scene that never existed", "mixed")
+                   "not match the conversation", "resume continues from a state that never existed", "mixed")
 
 
 # The invariants a readable checkpoint is held to, in the order check tries them (the first found wins).

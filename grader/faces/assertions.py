@@ -41,6 +41,8 @@ NUDGES = {
     "pending-not-cleared": "Once a tool's result is in `messages`, is that call still running? Where does your "
                            "loop take it out of pendingToolUse, and does that happen before the save?",
     "in-place": "Think about where the new bytes go while they are being written.",
+    "emptied-before-rename": "What does opening a file with \"w\" do to what is already in it? To fsync a file "
+                             "you have written, call os.fsync(f.fileno()) while it is still open, after f.flush().",
     "buffered-rename": "When does a file opened in a `with` block hand its bytes to the operating system? Where "
                        "does your rename run, inside that block or after it?",
     "deleted-first": "Between removing the old checkpoint and renaming the new one in, what is on disk? Which "
@@ -60,7 +62,8 @@ NUDGES = {
                     "each save.",
     "counts-tokens": "Which responses does your `tokensUsed` add up, the first one included, and which usage "
                      "fields of each?",
-    "counts-early": "At save point A, is the model's message already in `messages` when you save?",
+    "counts-early": "When you save (at save point A, and at the end after the final answer), is the model's "
+                    "latest message already in `messages`?",
 }
 
 

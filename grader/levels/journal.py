@@ -603,9 +603,9 @@ def _mixed_saves(data: Any, window: Any) -> Optional[Finding]:
     which = "before" if len(other["messages"]) < len(messages) else "after"
     return Finding("WHOLE", f"load_checkpoint returned the {len(messages)} messages of one save with the `turns`, "
                    f"`tokensUsed` and `pendingToolUse` of the save {which} it ({len(other['messages'])} messages): "
-                   "parts of two saves. A kill can cut one write after any of its lines, so a loader must "
-                   "apply a save's lines all together or not at all",
-                   "resume continues from a scene that never existed: its counts and its pending call disagree with "
+                   "parts of two saves. A kill can come between two writes of one save, or cut one write after "
+                   "any of its lines, so a loader must apply a save's lines all together or not at all",
+                   "resume continues from a state that never existed: its counts and its pending call disagree with "
                    "its conversation", "mixed")
 
 

@@ -639,7 +639,7 @@ def _whole(read: _Read) -> Optional[Finding]:
     detail = ("the file is an older save than the last one that completed" if read.n_assistant < newest else
               "the file is not any state the loop saves: a mix of two saves, a result that does not match its "
               "call, or fields that do not match the conversation")
-    return Finding("WHOLE", detail, "resume continues from a scene that never existed, or one behind what happened")
+    return Finding("WHOLE", detail, "resume continues from a state that never existed, or one behind what happened")
 
 
 # Level 5's invariants, in the order check_parallel tries them (the first found wins).

@@ -227,7 +227,9 @@ class ResumeExploration:
         first = hits[0]
         if rerun and not first.rerun:
             first.rerun = rerun
-        lines = [f"{self.scenario}: resuming went wrong from {len(hits)} of {self.states} crash states "
+        # One crash state can break several checks: count the states, not the findings.
+        wrong = len({(h.where, h.model, h.on_disk) for h in hits})
+        lines = [f"{self.scenario}: resuming went wrong from {wrong} of {self.states} crash states "
                  f"({', '.join(sorted({h.check for h in hits}))}).", "", first.explain()]
         others: dict = {}
         for f in hits[1:]:
@@ -624,6 +626,25 @@ def _judge_once(j: _Judged) -> Optional[tuple[str, str]]:
                     "an error result")
 
 
+def _tokens_went_wrong(got: int, want: int, file_data: Any) -> str:
+    """Why a resumed run's tokensUsed is off, read from where it started (the file's count) and what it added."""
+    start = file_data.get("tokensUsed") if isinstance(file_data, dict) else None
+    if type(start) is not int or type(got) is not int:
+        return "continue from the file's count and add each new response's"
+    due = want - start   # what the responses resume received spent
+    if got == due and start:
+        return (f"that is the spend of the responses resume received alone: it started from 0, not from the "
+                f"file's {start}")
+    added = got - start
+    if 0 < added < due:
+        return (f"it went on from the file's {start}, but added {added} for the responses resume received, which "
+                f"spent {due}: add each response's input, output and both cache counts")
+    if added > due > 0:
+        return (f"it went on from the file's {start}, but added {added} for the responses resume received, which "
+                f"spent {due}: is a response counted twice?")
+    return "continue from the file's count and add each new response's"
+
+
 def _judge_counts(j: _Judged) -> Optional[tuple[str, str]]:
     got, want = j.got, j.want
     results = len(_tool_results(got["messages"]))
@@ -632,7 +653,7 @@ def _judge_counts(j: _Judged) -> Optional[tuple[str, str]]:
                           f"takes {want['turns']}: {_turns_went_wrong(got['turns'], results, j.file_data)}")
     if got["tokensUsed"] != want["tokensUsed"]:
         return ("COUNTS", f"tokensUsed ends at {got['tokensUsed']}, but the responses in the transcript spent "
-                          f"{want['tokensUsed']}: continue from the file's count and add each new response's")
+                          f"{want['tokensUsed']}: {_tokens_went_wrong(got['tokensUsed'], want['tokensUsed'], j.file_data)}")
     return None
 
 
