@@ -122,6 +122,18 @@ EXPECTED = {
     "wrong_fresh_key_per_attempt": {"3 pending", "5 cap", "6 b-only"},
     # No save B while resuming: the model is called while the file still names the answered call.
     "wrong_no_save_point_b_while_resuming": {"4 saved", "5 cap", "6 b-only"},
+    # Round 6. Right: at most once, with the file handling (and CheckpointError) in a helper module of the
+    # learner's own, imported into resume.py; at least once, keyed by id, the file read with match statements.
+    "right_checks_in_a_helper_module": set(),
+    "right_match_on_the_pending_call": set(),
+    # The model asked again before the pending call is answered: a tool_use with no result, a 400.
+    "wrong_pending_answered_after_the_next_model_call": {"3 pending", "5 cap"},
+    "wrong_idempotency_key_is_the_tool_name": {"3 pending", "5 cap"},  # a key the tool never saw
+    "wrong_resumed_spend_counts_output_only": {"2 counts", "5 cap", "6 b-only"},
+    "wrong_pending_list_accepted": {"1 refuse"},  # TypeError on a list, not CheckpointError
+    # At most once, told in a text block instead of an is_error tool_result: the call is never answered.
+    "wrong_interruption_told_in_a_text_block": {"3 pending", "5 cap"},
+    "right_turns_recounted_from_the_transcript": set(),  # turns counted from the tool results after loading
 }
 
 # Corpus entries whose true verdict the level cannot reach yet, with the reason; strict, so a fix shows up.

@@ -110,6 +110,14 @@ EXPECTED = {
     "wrong/delta_files_sorted_as_strings.py": ({"RERUN"}, {"WHOLE"}),
     # A line's null pendingToolUse (save point B) is skipped: the answered call stays pending.
     "wrong/loader_ignores_a_null_pending_line.py": ({"PAIRING"}, {"PAIRING"}),
+    # Round 6. Right: a CURRENT file names the generation (snapshot-N.json, journal-N.jsonl) in force.
+    "right/current_file_names_the_generation.py": (set(), set()),
+    "wrong/tokens_used_left_out_of_the_lines.py": ({"COUNTS"}, {"COUNTS"}),  # the snapshot's spend, for ever
+    # A line per message, then a counters line, each its own os.write: a kill between two leaves a mix.
+    "wrong/message_lines_and_counters_line_in_separate_writes.py": ({"WHOLE"}, {"WHOLE"}),
+    "right/counters_as_increments.py": (set(), set()),  # lines hold how much turns and tokensUsed grew
+    # A new run appends to the journal of the snapshot an earlier run left: its first line does not follow.
+    "wrong/journal_reused_by_a_new_run.py": ({"RERUN"}, set()),
 }
 
 

@@ -1,0 +1,80 @@
+"""Right: pathlib throughout. Reasoning first: inside the `with` block the file is flushed (Python's
+buffer to the kernel) and fsynced (the kernel's copy to the disk); the block closes it; Path.rename
+(os.rename: on Linux it replaces the old file in one step) gives it the name outside the block; the
+folder is then opened with O_RDONLY | O_DIRECTORY (getattr, so a platform without the flag still
+tries) and fsynced, so the rename is durable before the save returns. Missing folders are made top
+down, each parent fsynced after its new entry. Where a folder cannot be opened (Windows) it warns and
+goes on; a failed fsync of the file or the folder is never caught, so it reaches the caller, and a
+failed file fsync stops the save before the rename. M1 to M5 hold.
+"""
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+
+def _sync_folder(folder):
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        # Windows cannot open a folder; there the rename is as durable as the file system makes it.
+        warnings.warn(f"cannot fsync the folder {folder}: a power cut may undo the last rename", RuntimeWarning)
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_folders(folder):
+    """Create ``folder`` and any missing parents, top down, fsyncing each parent after its new entry."""
+    missing = []
+    here = Path(folder).absolute()
+    while not here.is_dir():
+        missing.append(here)
+        here = here.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        _sync_folder(new.parent)
+
+
+def save_checkpoint(state, directory="checkpoints"):
+    _make_folders(directory)
+    target = Path(directory) / "checkpoint.json"
+    temp = target.with_name(target.name + ".tmp")
+    with temp.open("w", encoding="utf-8") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    temp.rename(target)
+    _sync_folder(directory)
+
+
+def spend(response):
+    usage = response.get("usage") or {}
+    return sum(usage.get(k) or 0 for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                                            "cache_read_input_tokens"))
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):
+    state = {"version": 1, "task": task, "turns": 0, "tokensUsed": 0,
+             "messages": [{"role": "user", "content": task}], "pendingToolUse": None}
+    response = call_model(tools=tools, messages=state["messages"])
+    state["tokensUsed"] += spend(response)
+    while response["stop_reason"] == "tool_use":
+        state["messages"].append({"role": "assistant", "content": response["content"]})
+        use = next(b for b in response["content"] if b["type"] == "tool_use")
+        state["pendingToolUse"] = {"id": use["id"], "name": use["name"], "input": use["input"]}
+        save_checkpoint(state, directory)
+        result = execute_tool(use["name"], use["input"])
+        state["messages"].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": use["id"], "content": result}]})
+        state["turns"] += 1
+        state["pendingToolUse"] = None
+        save_checkpoint(state, directory)
+        response = call_model(tools=tools, messages=state["messages"])
+        state["tokensUsed"] += spend(response)
+    state["messages"].append({"role": "assistant", "content": response["content"]})
+    save_checkpoint(state, directory)
+    return state
