@@ -25,12 +25,12 @@ wrong at first, fixed for the class and not the case:
 Stories made truer without a score moving:
 
 * a tool_use with no result is told by what follows it: nothing (the model called before the pending call
-  was answered, level 4), a result under a made-up id (level 2 w60, level 5), a result in an assistant
-  message (w62), a text block instead of a tool_result (level 4), or plain text;
+  was answered, level 4), a result under a made-up id (level 2 w61, level 5), a result in an assistant
+  message (w63), a text block instead of a tool_result (level 4), or plain text;
 * level 1: two lists that differ after the same opening are told by where they part (the same 60
   characters were shown twice);
-* level 2: a pendingToolUse whose input is a string of JSON (w59) is told so, no longer that resume
-  "hands the block's extra keys on"; a final save without the answer (w58) is asked about the final
+* level 2: a pendingToolUse whose input is a string of JSON (w60) is told so, no longer that resume
+  "hands the block's extra keys on"; a final save without the answer (w59) is asked about the final
   save too, not only save point A (the counts-early hint);
 * level 3: a temp file emptied again before its rename (opened with "w" a second time to fsync it) has a
   cause of its own (emptied-before-rename) and a hint, instead of "the crash came after the file was
@@ -84,18 +84,18 @@ CASES = {
     2: {**{f"level2/{name}.py": (10, (), "") for name in (
             "c45_match_on_the_response_and_named_temporary_file", "c46_unbuffered_raw_file_and_a_write_loop",
             "c47_secrets_temp_name_removed_in_finally")},
-        "level2/w57_temp_in_the_parent_folder.py": (8, ("test_the_temp_file_sits_beside_the_checkpoint", GEN),
+        "level2/w58_temp_in_the_parent_folder.py": (8, ("test_the_temp_file_sits_beside_the_checkpoint", GEN),
                                                      "not next to checkpoint.json"),
-        "level2/w58_final_save_without_the_answer.py": (
+        "level2/w59_final_save_without_the_answer.py": (
             7, ("test_the_loop_still_finishes_the_task", "test_the_file_is_current_when_the_model_is_called", GEN),
             "the last message of the state it returned is from the user"),
-        "level2/w59_pending_input_saved_as_a_json_string.py": (
+        "level2/w60_pending_input_saved_as_a_json_string.py": (
             6, ("test_every_tool_call_that_starts_is_on_disk", GEN), "turned into a string of JSON"),
-        "level2/w60_tool_result_under_a_counter_id.py": (0, EVERY_2, "holds a tool_result for call_0 instead"),
-        "level2/w61_final_response_not_counted.py": (
+        "level2/w61_tool_result_under_a_counter_id.py": (0, EVERY_2, "holds a tool_result for call_0 instead"),
+        "level2/w62_final_response_not_counted.py": (
             8, ("test_the_file_is_current_when_the_model_is_called", GEN), "`tokensUsed` is 25771"),
-        "level2/w62_tool_result_in_an_assistant_message.py": (0, EVERY_2, "but as the assistant's message"),
-        "level2/w63_usage_keys_read_with_brackets.py": (0, EVERY_2, "KeyError: 'cache_creation_input_tokens'")},
+        "level2/w63_tool_result_in_an_assistant_message.py": (0, EVERY_2, "but as the assistant's message"),
+        "level2/w64_usage_keys_read_with_brackets.py": (0, EVERY_2, "KeyError: 'cache_creation_input_tokens'")},
     3: {"level3/right_durable_helper_module": (10, (), ""),
         "level3/right_pathlib_rename_outside_the_with": (10, (), ""),
         "level3/wrong_o_directory_without_a_fallback": (9, ("test_saving_where_a_folder_cannot_be_opened",),
