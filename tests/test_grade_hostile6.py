@@ -13,6 +13,9 @@ written in an unusual way. What got through, and what closed it (grader/grading/
   the number with open_tree or memfd_create (10, and 5 on level 3). Now an exec keeps only 0, 1 and 2.
 - a relative name from a working folder in /proc (``chdir("/proc/self/fd")``), which the kernel resolves through
   the descriptors of the process that moved there, a forked child's ``"<n>/checkpoint.json"`` too (10). Refused.
+- a folder above the box's own renamed aside: every file in the box's folder is named by another path meanwhile,
+  and an in-place truncate through it went unseen (10). A rename of a folder at or above the box's folder is
+  refused.
 - pwritev2's RWF_APPEND from the position on a descriptor that does not append: the trace took it for an appending
   one from then on and no longer followed its lseek, so spaces written over the checkpoint at 0 looked like spaces
   after it (7, where an in-place save earns 6). Its position is now unknown until an lseek says where it is.
@@ -62,6 +65,10 @@ EXPECTED = {
     "truncates_through_a_dup2_of_an_open_tree": ("failed", 0.0, "/proc/self/fd/"),  # 10
     "truncates_through_open_tree_after_exec": ("failed", 0.0, "/proc/self/fd/50/checkpoint.json"),  # 10
     "truncates_through_a_parents_fd_folder": ("failed", 0.0, "moved into /proc/self/fd with chdir"),  # 10
+    # The folder above the box's own (on the box's private /tmp, where the box's folder is bound at its path
+    # outside) renamed aside for a moment, the checkpoint emptied through the other name, the folder put back: the
+    # kernel's account named the truncate by a path no watched folder holds (10). Refused, with why.
+    "truncates_while_the_boxs_folder_is_moved": ("failed", 0.0, "a folder above the folder the grader gave it"),
     "overwrites_after_an_rwf_append_and_a_seek": ("failed", 6.0, "PARSE"),  # 7
     # The spaces written through a descriptor kept open across an exec (not close-on-exec): where they land is
     # the position of a descriptor the trace no longer follows after the exec, refused (6 before, in place).

@@ -1390,6 +1390,11 @@ class KernelTrace:
 
     def _renamed_or_linked(self, c: "_Syscall", source: str, dest: str) -> None:
         kind = "rename" if c.name.startswith("rename") else "link"
+        if kind == "rename" and any(_under(self.root, name) for name in (source, dest)):
+            # A folder above the box's own folder (on the box's private /tmp, where the folder is bound at its path
+            # outside): moved, every file in the box's folder is named by another path for a while, one the
+            # judge, outside, never reads (an in-place truncate through it earned 10). No correct save does so.
+            self._unresolved = source
         # renameat2 with RENAME_EXCHANGE trades the two names' files: both stay (the replay swaps them)
         flags = frozenset({"exchange"}) if c.name == "renameat2" and "RENAME_EXCHANGE" in c.args[-1] else frozenset()
         if kind == "rename":
@@ -1832,6 +1837,10 @@ def _refusal(op: Op, path: Optional[str]) -> str:
                 "than the kernel names whole, 4,096 bytes), and that the grader never saw opened: it cannot tell "
                 "which file that is, so it cannot rebuild what a crash would leave, and it does not grade such a run. "
                 "Keep the checkpoint's paths short")
+    if op.kind == "proc" and op.api.startswith("rename"):
+        return (f"your code renamed {op.path}, a folder above the folder the grader gave it: while it is moved, "
+                "every file there goes by another name, which the grader cannot follow, so it cannot rebuild what a "
+                "crash would leave, and it does not grade such a run. Keep to the folders your code makes")
     if op.kind == "proc" and op.api in ("chdir", "fchdir"):
         return (f"your code moved into {op.path} with {op.api}: names relative to a folder of /proc mean one "
                 "process's descriptors or folders, whichever process uses them, and the grader cannot tell which "
