@@ -33,7 +33,36 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "system: needs one of " + ", ".join(SYSTEM_MARKERS) + " (added for you)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``pytest -n 2`` (pytest-xdist, in the ``dev`` extra) runs the kit's own tests on two workers,
+    whole files to a worker, so each file's module-scoped grading runs once (xdist's default hands
+    out single tests, and each worker would grade a file's batch again), heaviest files first.
+
+    A learner's ``pytest exercises/levelN`` never reads this file. ``--dist`` given chooses otherwise."""
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or not config.option.numprocesses or config.option.dist != "no"):
+        return
+    config.option.dist = "loadfile"
+    config.option.loadscopereorder = False  # by weight, not by count of tests: see _heaviest_first
+
+
+# The files that take longest, in that order (one worker's seconds, measured with -n 2 on the 2-core
+# machine), handed out first so that no long file is left to run alone at the end.
+HEAVY_FILES = ["test_level4.py", "test_one_verdict.py", "test_grade_kernel.py", "test_level1.py", "test_level6.py",
+               "test_grade_hostile.py", "test_causes.py", "test_grade_hostile5.py", "test_grade_round4.py",
+               "test_packaging.py", "test_grade_round5.py", "test_grade_levels.py", "test_trace_margin.py",
+               "test_hang.py", "test_level3.py", "test_fresh.py"]
+
+
+def _heaviest_first(items: list) -> None:
+    rank = {name: i for i, name in enumerate(HEAVY_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if hasattr(config, "workerinput"):
+        _heaviest_first(items)
     # The exhaustive runs (marked "slow", about half an hour on two cores) run only when the marker
     # expression asks for them by name (`pytest -m slow`); a bare `pytest`, CI's, skips them.
     slow_asked = "slow" in (config.getoption("markexpr") or "")
