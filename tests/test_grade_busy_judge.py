@@ -61,3 +61,46 @@ def test_a_slow_judge_is_not_charged_to_the_loop(tmp_path):
     got = json.loads(report.read_text())["submissions"][0]
     told = "\n".join(t["output"] for t in got["tests"] if t["status"] != "passed")
     assert (got["status"], got["score"]) == ("passed", 10.0), told[:2000]
+
+
+def _retrying_forever(target: Path) -> None:
+    """The solution, with the tool_result naming the wrong call (the model refuses every request after
+    the first tool) and each model call retried on any error without end: a loop that only calls."""
+    text = (KIT / "solutions" / "level2" / "agent.py").read_text(encoding="utf-8")
+    text = text.replace('def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):', '''def _ask(call_model, **kwargs):
+    while True:  # retry on any API error, with no limit
+        try:
+            return call_model(**kwargs)
+        except Exception:
+            continue
+
+
+def run_agent(task, tools, call_model, execute_tool, directory="checkpoints"):''')
+    text = text.replace('response = call_model(tools=tools, messages=state["messages"])',
+                        'response = _ask(call_model, tools=tools, messages=state["messages"])')
+    text = text.replace('"tool_use_id": block["id"]', '"tool_use_id": "toolu_not_the_call"')
+    assert text.count("_ask(") == 3 and "toolu_not_the_call" in text
+    target.mkdir(parents=True)
+    (target / "agent.py").write_text(text, encoding="utf-8")
+
+
+@pytest.mark.bubblewrap
+@pytest.mark.skipif(bubblewrap.check() is not None, reason="needs a bubblewrap box")
+def test_a_loop_that_only_calls_the_judge_is_still_stopped_where_it_loops(tmp_path):
+    """Only what a busy judge adds to each answer is left out of the code's time (hangs.CALL_CHARGE): a loop
+    retrying the model without end is stopped at its retry line under grade, as its own pytest stops it."""
+    subs = tmp_path / "subs"
+    _retrying_forever(subs / "retry")
+    report = tmp_path / "report.json"
+    env = dict(os.environ, CRASHCOURSE_LOOP_TIMEOUT="1.5")
+    done = subprocess.run([sys.executable, "-c", SLOW_JUDGE, "0.1", str(subs), "--level", "2", "--examples", "1",
+                           "--output", str(report), "--fresh", "--no-progress"],
+                          capture_output=True, text=True, cwd=KIT, timeout=900, env=env)
+    assert report.exists(), done.stderr[-3000:]
+    got = json.loads(report.read_text())["submissions"][0]
+    first = next(t["output"] for t in got["tests"] if t["status"] != "passed")
+    assert got["score"] == 0.0 and "_ask got stuck" in first and "in _ask" in first, first[:2000]
+    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises/level2",
+                          "--submission", str(subs / "retry")], capture_output=True, text=True, cwd=KIT, timeout=600,
+                         env=env)
+    assert "0 of 10 points" in own.stdout and "in _ask" in own.stdout, own.stdout[-2000:]

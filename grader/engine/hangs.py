@@ -126,9 +126,11 @@ def remaining() -> float:
 
 
 @contextlib.contextmanager
-def paused() -> Iterator[None]:
+def paused(charge: float = 0.0) -> Iterator[None]:
     """Stop the running :func:`time_limit`'s clock for the block: the grader's own work in it (starting
-    a grading box, which a busy machine can make take seconds) is not time the code under test spent.
+    a grading box, or answering a model or tool call from the box, which a busy machine can make take
+    seconds) is not time the code under test spent. Its first ``charge`` seconds still count, so that
+    a loop that does little but call (a retry without end) is stopped as it would be in-process.
     """
     if not _deadlines or _paused_since or not hasattr(signal, "setitimer") \
             or threading.current_thread() is not threading.main_thread():
@@ -142,10 +144,26 @@ def paused() -> Iterator[None]:
     finally:
         _paused_since.pop()
         spent = time.monotonic() - started
+        counted = min(spent, charge)
         stops, told = _deadlines[-1]
-        _deadlines[-1] = (stops + spent, told)
+        _deadlines[-1] = (stops + spent - counted, told)
         if left > 0:
-            signal.setitimer(signal.ITIMER_REAL, left, interval)
+            # (At once when the counted part used up what was left: the limit then stops the code as usual.)
+            signal.setitimer(signal.ITIMER_REAL, max(left - counted, 0.001), interval)
+
+
+_heard = [0]  # messages from the grading box so far (heard_from_the_box)
+
+
+def heard_from_the_box() -> None:
+    """The grading box sent the judge a message: a limit on code running there (a stand-in's) is not
+    yet a box gone silent."""
+    _heard[0] += 1
+
+
+# How much of each call from the box that the judge answers counts as the code's time: an answer on a quiet
+# machine takes a millisecond or two; what a busy one adds beyond this is the grader's.
+CALL_CHARGE = 0.05
 
 
 def limit_told() -> float:
@@ -388,7 +406,7 @@ def time_limit(seconds: Optional[float], owner: Any = None, told: Optional[float
     folder = os.path.dirname(path) if path else ""
     # A first, shorter alarm lets a face say "still running" while the learner waits.
     warn_at = min(2.0, seconds / 2) if _progress_sinks else 0.0
-    state = {"warned": not warn_at, "stop": None, "waited": False}
+    state = {"warned": not warn_at, "stop": None, "waited": False, "heard": _heard[0]}
     # A stand-in for code that runs in the grading box (grader.grading.stand_in): the box stops that code a
     # little before this limit and says where it was; this process only waits for the answer.
     elsewhere = callable(getattr(owner, "in_a_fresh_process", None))
@@ -408,11 +426,12 @@ def time_limit(seconds: Optional[float], owner: Any = None, told: Optional[float
             return
         if state["stop"] is None:
             frames = _learner_stack(frame, folder)
-            if elsewhere and not frames and not state["waited"]:
-                # The box's answer is late only because this machine is busy (this process reading the
-                # kernel's trace of a run that wrote a lot, say): wait once more, as long again, for the
-                # box to say where the code was, rather than tell a story from this process's frames.
-                state["waited"] = True
+            if elsewhere and not frames and (not state["waited"] or state["heard"] != _heard[0]):
+                # The box stops the code itself and says where it was; this limit is the backstop for a box
+                # gone silent. While the box still talks (a busy machine, this process reading the kernel's
+                # trace of a run that wrote a lot), wait as long again for its story rather than tell one
+                # from this process's frames.
+                state["waited"], state["heard"] = True, _heard[0]
                 signal.setitimer(signal.ITIMER_REAL, seconds)
                 return
             hang = _remember(owner, folder, frames, told or seconds)

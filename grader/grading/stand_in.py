@@ -605,11 +605,12 @@ class _Call:
             worker.send(request, self.what)
             while True:
                 message = worker.read_message(self.what, objects=self.objects)
+                hangs.heard_from_the_box()
                 op = message.get("op")
                 if op == "callback":
                     # The code waits for this answer with its clock stopped (worker.Session._callback):
                     # this process's clock stops too while it reads the trace so far and answers.
-                    with hangs.paused():
+                    with hangs.paused(charge=hangs.CALL_CHARGE):
                         self._record(message)
                         self.function._serve_callback(worker, message, self.objects, self.what)
                     continue

@@ -406,7 +406,7 @@ class Session:
                 message.update(args=encode(list(args)), kwargs=encode(kwargs))
             # The judge's own work on the call (its model or tools, reading the kernel's trace so far) is
             # not the code's time: on a busy machine it can take seconds, and the limit must not fire then.
-            with hangs.paused():
+            with hangs.paused(charge=hangs.CALL_CHARGE):
                 send(message)
                 reply = receive()
             if reply.get("resync"):
