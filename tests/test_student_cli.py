@@ -208,7 +208,7 @@ def test_demo_draws_the_starter_beside_the_solution_and_skips_missing_levels(kit
     code, out = run_cli(capsys, "demo")
     assert code == 0
     assert "Level 1: " in out and "not in this copy of the kit yet" in out
-    assert re.search(r"turn 1, save point B, mid write … after write +torn file +ok", out)
+    assert re.search(r"turn 1, save point B, mid write +torn file +ok", out)
     assert "\x1b[" not in out
 
 
