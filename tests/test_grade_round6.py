@@ -84,6 +84,7 @@ CASES = {
     2: {**{f"level2/{name}.py": (10, (), "") for name in (
             "c45_match_on_the_response_and_named_temporary_file", "c46_unbuffered_raw_file_and_a_write_loop",
             "c47_secrets_temp_name_removed_in_finally")},
+        "level2/c48_run_agent_is_a_callable_object.py": (10, (), ""),
         "level2/w58_temp_in_the_parent_folder.py": (8, ("test_the_temp_file_sits_beside_the_checkpoint", GEN),
                                                      "not next to checkpoint.json"),
         "level2/w59_final_save_without_the_answer.py": (
@@ -98,6 +99,7 @@ CASES = {
         "level2/w64_usage_keys_read_with_brackets.py": (0, EVERY_2, "KeyError: 'cache_creation_input_tokens'")},
     3: {"level3/right_durable_helper_module": (10, (), ""),
         "level3/right_pathlib_rename_outside_the_with": (10, (), ""),
+        "level3/right_fdatasync_on_file_and_folder": (10, (), ""),
         "level3/wrong_o_directory_without_a_fallback": (9, ("test_saving_where_a_folder_cannot_be_opened",),
                                                         "module 'os' has no attribute 'O_DIRECTORY'"),
         "level3/wrong_replace_in_a_finally": (9, ("test_a_failed_fsync_is_not_swallowed",),
@@ -121,6 +123,8 @@ CASES = {
             6, ("test_turns_and_tokens_continue_from_the_file", "test_the_turn_cap_counts_the_turns_before_the_crash",
                 "test_a_b_only_checkpoint_hides_the_call_in_flight", GEN),
             "add each response's input, output and both cache counts"),
+        "level4/wrong_cap_copied_at_import": (9, ("test_the_turn_cap_counts_the_turns_before_the_crash",),
+                                              "reads a copy taken before the grader set it"),
         "level4/wrong_pending_list_accepted": (8, ("test_a_checkpoint_you_cannot_trust_is_refused",),
                                                "`pendingToolUse` is a list")},
     5: {**{f"level5/right/{name}.py": (10, (), "") for name in (

@@ -134,6 +134,7 @@ EXPECTED = {
     # At most once, told in a text block instead of an is_error tool_result: the call is never answered.
     "wrong_interruption_told_in_a_text_block": {"3 pending", "5 cap"},
     "right_turns_recounted_from_the_transcript": set(),  # turns counted from the tool results after loading
+    "wrong_cap_copied_at_import": {"5 cap"},  # LIMIT = MAX_TURNS at import: a later setting is never seen
 }
 
 # Corpus entries whose true verdict the level cannot reach yet, with the reason; strict, so a fix shows up.
