@@ -25,7 +25,7 @@ SYSTEM_MARKERS = {
 def pytest_configure(config: pytest.Config) -> None:
     # The commands wrap their words to the terminal's width (grader/faces/matrix.py: terminal_width),
     # and tests read those words: one width for every run, whatever the terminal (an 80-column one
-    # split "no longer breaks" over two lines) or pytest-xdist's workers (which are given COLUMNS=80).
+    # split "no longer breaks" over two lines) or a worker process that sees no terminal and falls back to 80 columns.
     os.environ["COLUMNS"] = "100"
     os.environ.pop("LINES", None)
     for name, why in SYSTEM_MARKERS.items():

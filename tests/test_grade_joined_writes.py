@@ -35,9 +35,9 @@ CASES = {
     2: {**{f"level2/{name}.py": (10, (), "") for name in (
             "c60_line_buffered_json_dump_with_indent", "c61_os_write_loop_of_small_chunks",
             "c62_print_per_line_line_buffered", "c63_class_writer_field_by_field", "c64_writelines_unbuffered_chunks")},
-        "level2/w60_small_writes_straight_into_the_checkpoint.py": (
+        "level2/w65_small_writes_straight_into_the_checkpoint.py": (
             6, (MID_SAVE, GEN), "This save writes checkpoint.json itself"),
-        "level2/w61_renamed_before_its_last_small_write.py": (
+        "level2/w66_renamed_before_its_last_small_write.py": (
             # (Told as bytes left in Python's buffer, as a `with` block's would be: the trace cannot tell the two.)
             6, (MID_SAVE, GEN), "reached it only after the rename")},
     3: {"level3/right_small_writes_then_fsync": (10, (), "")},

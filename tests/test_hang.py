@@ -265,10 +265,17 @@ def test_a_limit_on_code_in_the_box_waits_once_more_for_the_box_before_it_tells_
     owner = _InTheBox()
     with hangs.time_limit(0.3, owner=owner):
         time.sleep(0.45)  # past the limit, within the wait: the box's answer came in time after all
-    with hangs.time_limit(0.3, owner=owner):
-        for _ in range(12):  # 1.2 s, while the box keeps talking: it is not silent, its own limit rules
+    with hangs.time_limit(0.4, owner=owner):
+        for _ in range(7):  # 0.7 s, while the box keeps talking: it is not silent, its own limit rules
             time.sleep(0.1)
             hangs.heard_from_the_box()
+    started = time.monotonic()
+    with pytest.raises(hangs.LoopTimeout):  # ... but only a few times over: code that catches every stop
+        with hangs.time_limit(0.4, owner=owner):
+            for _ in range(50):
+                time.sleep(0.1)
+                hangs.heard_from_the_box()
+    assert time.monotonic() - started < 0.4 * (hangs.BACKSTOP_WAITS + 1) + 0.5
     started = time.monotonic()
     with pytest.raises(hangs.LoopTimeout) as stopped:
         with hangs.time_limit(0.3, owner=owner):

@@ -225,3 +225,11 @@ def test_a_state_is_taken_as_its_save_only_when_json_would_give_exactly_that():
                dict(B1, messages=[dict(reversed(list(m.items()))) for m in B1["messages"]])]
     for state in changed:
         assert exactly_saved(state, saved) is None, state
+
+
+def test_a_pending_input_nested_past_pythons_depth_is_a_finding_not_a_crash():
+    """A pendingToolUse whose input is a JSON string nested 100,000 deep: the check says the input is not
+    the block's, rather than stopping with the kit's own RecursionError."""
+    from grader.engine import invariants
+    marker = invariants._json_of("[" * 100_000)
+    assert marker != [] and marker != invariants._json_of("[" * 100_000)

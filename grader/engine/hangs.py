@@ -104,7 +104,7 @@ _HANGS: list = []        # Hang, in the order they happened
 _EVENTS: list = []       # ("stopped" | "refused", Hang), in order: what hang_mark / hangs_since count
 _progress_sinks: list = []
 _timing: list = []       # the owners of the time limits running now (at most one sets the alarm)
-_deadlines: list = []    # (time.monotonic() when the running limit stops the code, its whole limit in seconds)
+_deadlines: list = []    # [time.monotonic() when the running limit stops the code, its whole limit in seconds]
 _paused_since: list = []  # time.monotonic() when the running limit's clock was stopped (paused), if it is
 
 
@@ -131,12 +131,17 @@ def paused(charge: float = 0.0) -> Iterator[None]:
     a grading box, or answering a model or tool call from the box, which a busy machine can make take
     seconds) is not time the code under test spent. Its first ``charge`` seconds still count, so that
     a loop that does little but call (a retry without end) is stopped as it would be in-process.
+    A limit that has already run out is not paused: the code is being stopped, and the stop is raised
+    again every second for as long as it catches it.
     """
     if not _deadlines or _paused_since or not hasattr(signal, "setitimer") \
-            or threading.current_thread() is not threading.main_thread():
+            or threading.current_thread() is not threading.main_thread() or remaining() <= 0:
         yield
         return
     left, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    if left <= 0:  # the alarm has just gone off (its handler runs next): nothing to pause
+        yield
+        return
     started = time.monotonic()
     _paused_since.append(started)
     try:
@@ -144,15 +149,15 @@ def paused(charge: float = 0.0) -> Iterator[None]:
     finally:
         _paused_since.pop()
         spent = time.monotonic() - started
+        deadline = _deadlines[-1]
         counted = min(spent, charge)
-        stops, told = _deadlines[-1]
-        _deadlines[-1] = (stops + spent - counted, told)
-        if left > 0:
-            # (At once when the counted part used up what was left: the limit then stops the code as usual.)
-            signal.setitimer(signal.ITIMER_REAL, max(left - counted, 0.001), interval)
+        deadline[0] += spent - counted
+        # (At once when the counted part used up what was left: the limit then stops the code as usual.)
+        signal.setitimer(signal.ITIMER_REAL, max(left - counted, 0.001), interval)
 
 
 _heard = [0]  # messages from the grading box so far (heard_from_the_box)
+BACKSTOP_WAITS = 2  # how many times a limit on code in the box waits as long again for the box's own story
 
 
 def heard_from_the_box() -> None:
@@ -200,6 +205,7 @@ def reset_after_fork() -> None:
     """In a child forked to run one job (grader.engine.fresh): no limit is running, nobody is shown progress."""
     _timing.clear()
     _deadlines.clear()
+    _paused_since.clear()
     _progress_sinks.clear()
 
 
@@ -406,7 +412,7 @@ def time_limit(seconds: Optional[float], owner: Any = None, told: Optional[float
     folder = os.path.dirname(path) if path else ""
     # A first, shorter alarm lets a face say "still running" while the learner waits.
     warn_at = min(2.0, seconds / 2) if _progress_sinks else 0.0
-    state = {"warned": not warn_at, "stop": None, "waited": False, "heard": _heard[0]}
+    state = {"warned": not warn_at, "stop": None, "waited": 0, "heard": _heard[0]}
     # A stand-in for code that runs in the grading box (grader.grading.stand_in): the box stops that code a
     # little before this limit and says where it was; this process only waits for the answer.
     elsewhere = callable(getattr(owner, "in_a_fresh_process", None))
@@ -426,12 +432,13 @@ def time_limit(seconds: Optional[float], owner: Any = None, told: Optional[float
             return
         if state["stop"] is None:
             frames = _learner_stack(frame, folder)
-            if elsewhere and not frames and (not state["waited"] or state["heard"] != _heard[0]):
+            if elsewhere and not frames and (not state["waited"] or state["heard"] != _heard[0]) \
+                    and state["waited"] < BACKSTOP_WAITS:
                 # The box stops the code itself and says where it was; this limit is the backstop for a box
                 # gone silent. While the box still talks (a busy machine, this process reading the kernel's
                 # trace of a run that wrote a lot), wait as long again for its story rather than tell one
-                # from this process's frames.
-                state["waited"], state["heard"] = True, _heard[0]
+                # from this process's frames; a few times at most, for code that catches every stop.
+                state["waited"], state["heard"] = state["waited"] + 1, _heard[0]
                 signal.setitimer(signal.ITIMER_REAL, seconds)
                 return
             hang = _remember(owner, folder, frames, told or seconds)
@@ -445,7 +452,7 @@ def time_limit(seconds: Optional[float], owner: Any = None, told: Optional[float
     previous = _set_handler(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, warn_at or seconds)
     _timing.append(owner)
-    _deadlines.append((time.monotonic() + seconds, told or seconds))
+    _deadlines.append([time.monotonic() + seconds, told or seconds])
     try:
         with refusing(hangs):
             yield

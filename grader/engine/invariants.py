@@ -387,7 +387,7 @@ def _json_of(text: str) -> Any:
     """``text`` parsed as JSON, or a marker that equals nothing when it is not JSON."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested past the interpreter's depth: not JSON anyone can read)
         return object()
 
 

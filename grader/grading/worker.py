@@ -405,7 +405,8 @@ class Session:
                 session.sent_messages.pop(cb.ident, None)
                 message.update(args=encode(list(args)), kwargs=encode(kwargs))
             # The judge's own work on the call (its model or tools, reading the kernel's trace so far) is
-            # not the code's time: on a busy machine it can take seconds, and the limit must not fire then.
+            # not the code's time beyond what a quick answer takes (hangs.CALL_CHARGE): on a busy machine
+            # it can take seconds, and the limit must not fire for that.
             with hangs.paused(charge=hangs.CALL_CHARGE):
                 send(message)
                 reply = receive()

@@ -389,8 +389,9 @@ def run_resume(resume: Callable, scenario: Scenario, files: dict, carried: Itera
                     raise
                 outcome.error, outcome.error_type = short_traceback(exc), type(exc).__name__
         outcome.after = read_or_none(path)
-        if isinstance(recorder, Recorder) and not recorder.unseen and outcome.stuck is None:
-            outcome.torn = _torn_by_a_second_crash(recorder, folder)
+        if isinstance(recorder, Recorder) and outcome.stuck is None:
+            outcome.torn = (_unseen_saves(recorder.unseen) if recorder.unseen else
+                            _torn_by_a_second_crash(recorder, folder))
     return outcome
 
 
@@ -402,6 +403,14 @@ def _kind_of(raw: Optional[bytes]) -> tuple:
         return (data.get("pendingToolUse") is not None, last.get("role"), isinstance(last.get("content"), str))
     except (ValueError, RecursionError, TypeError, KeyError, IndexError, AttributeError):
         return ()
+
+
+def _unseen_saves(unseen: list) -> str:
+    """SAVED, for a resume whose saves reached the disk by a route the recorder does not follow: what a
+    second crash among them would leave cannot be worked out, so they cannot be trusted."""
+    return (f"resume_agent changed its files by a route the grader could not follow ({unseen[0]}), so what a "
+            "second crash during its saves would leave cannot be checked. Save with Python's own file calls "
+            "(open, os.replace): a temp file beside checkpoint.json, then a rename")
 
 
 def _torn_by_a_second_crash(recorder: Recorder, folder: str) -> Optional[str]:
@@ -421,7 +430,9 @@ def _torn_by_a_second_crash(recorder: Recorder, folder: str) -> Optional[str]:
                 seen[raw] = False
         if not seen[raw]:
             left = "no checkpoint.json at all" if raw is None else f"checkpoint.json holding {describe_bytes(raw)}"
-            return (f"killed again while resume_agent was saving (after {ops[state.point - 1].describe()}), "
+            when = (f"in the middle of {ops[state.point].describe()}" if state.torn is not None else
+                    f"after {ops[state.point - 1].describe()}")
+            return (f"killed again while resume_agent was saving ({when}), "
                     f"the folder would hold {left}: a second crash during the resume loses the task. Resume's "
                     "own saves must be as safe as the loop's: a temp file beside checkpoint.json, then a rename")
     return None
