@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from grader.engine import hangs, loader
 
-__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "width", "origin", "FreshProcessDied", "served_here", "server_pids", "usable_cores"]
+__all__ = ["start", "run_fresh", "run_fresh_each", "Call", "width", "origin", "FreshProcessDied", "served_here", "server_pids", "usable_cores", "namespace"]
 
 # The fork servers, once started: (pid, fd to write requests, fd to read replies) each. One per core
 # (four at most), so the crash states of one exploration can run side by side (run_fresh_each): each
@@ -415,7 +415,7 @@ class Twin:
         self.name, self.default = name, default
 
 
-def _namespace(fn: Any, module: Any = None) -> Optional[dict]:
+def namespace(fn: Any, module: Any = None) -> Optional[dict]:
     """The globals of ``module`` if given, else of the function (or of a bound method's function, of a
     partial's, or of a callable object's ``__call__``): where the learner's names for ``fn`` live."""
     if module is not None:
@@ -437,7 +437,7 @@ def origin(fn: Any, module: Any = None) -> Optional[tuple[str, str]]:
     ``resume_agent``), in ``module`` if given, else in the globals of the function (or of a bound
     method's function, or of a callable object's ``__call__``).
     """
-    space = _namespace(fn, module)
+    space = namespace(fn, module)
     if not isinstance(space, dict) or space.get("__name__") not in loader.MADE or not space.get("__file__"):
         return None
     name = next((k for k, v in space.items() if v is fn and not k.startswith("__")), getattr(fn, "__name__", None))
@@ -490,7 +490,7 @@ class Call:
         # A class of the learner's (its CheckpointError) goes across by name, looked up again in the fresh
         # module: it may be defined in a helper module the learner imports, which the child can only
         # import once the learner's folder is on its path (pickling it by reference would fail first).
-        space = _namespace(self.fn, self.module) if self.where is not None else None
+        space = namespace(self.fn, self.module) if self.where is not None else None
         sent = []
         for arg in self.args:
             if isinstance(arg, type) and (space is not None and space.get(arg.__name__) is arg

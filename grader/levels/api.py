@@ -49,6 +49,7 @@ from grader.engine.explore import (Exploration, Violation, at_point, check_trace
 from grader.engine.forwarded import free_fsync
 from grader.engine.fresh import Call as FreshCall, FreshProcessDied, run_fresh, run_fresh_each, served_here
 from grader.engine.fresh import width as fresh_width
+from grader.engine.fresh import namespace as learner_namespace
 from grader.engine.hangs import Hang, KnownHang, LoopTimeout, hang_mark, hangs_since, loop_timeout, time_limit
 from grader.engine.invariants import Finding, Window, check, no_checkpoint, parse, parse_cached, shape_finding
 from grader.engine.layout import Layout, UnsafeName, check_names, lay_out
@@ -109,7 +110,7 @@ __all__ = [
     "folder_in", "parent_exists", "short_traceback", "free_fsync", "active_recorder", "Recorder", "namespaces_of",
     "KnownHang",
     # a process that never saw the run, for each resume or load of a crash state
-    "run_fresh", "run_fresh_each", "FreshCall", "fresh_width", "FreshProcessDied", "served_here",
+    "run_fresh", "run_fresh_each", "FreshCall", "fresh_width", "FreshProcessDied", "served_here", "learner_namespace",
     # laying out a crash state's files safely (plain names inside one folder)
     "Layout", "UnsafeName", "check_names", "lay_out",
     # recording and crashing a loop

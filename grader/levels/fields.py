@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
-import functools
 import json
 import os
 import pickle
@@ -49,7 +48,7 @@ from typing import Any, Callable, Optional
 from grader.levels import api
 from grader.levels.api import (CHECKPOINT_NAME, crossed_file_systems, field_problems, FIELDS, FreshProcessDied, from_turns, Hang, hang_mark,
                                hangs_since, initial_state, KnownHang, LevelModule, loop_timeout, LoopTimeout,
-                               pending_record, read_or_none, run_fresh, served_here,
+                               learner_namespace, pending_record, read_or_none, run_fresh, served_here,
                                reference_saves, Scenario, ScriptedModelError, ScriptedToolError, snapshot, spend,
                                support_tickets, time_limit, tool_result_message, tool_use_blocks, working_in)
 
@@ -314,23 +313,10 @@ def _load_after_crash(load_checkpoint: Callable, workdir: str, directory: str,
     return answer[1], None, None
 
 
-def _learners_globals(fn: Any) -> dict:
-    """The module globals ``fn`` was written in: a function's, a bound method's, a ``functools.partial``'s
-    function's, or, for a callable object (``load_checkpoint = Loader()``), its class's ``__call__``'s."""
-    target = getattr(fn, "__func__", fn)
-    while isinstance(target, functools.partial):
-        target = target.func
-    space = getattr(target, "__globals__", None)
-    if space is None:
-        call = vars(type(fn)).get("__call__")  # a callable object: its class's method
-        space = getattr(call, "__globals__", None)
-    return space if isinstance(space, dict) else {}
-
-
 def _rebuilt(load_checkpoint: Callable, name: str, mro: list, message: str) -> BaseException:
     """An exception named ``name`` raised in another process, as the learner's class of that name if
     their module has one, else a builtin one (or a new class on the nearest builtin base)."""
-    cls = _learners_globals(load_checkpoint).get(name)
+    cls = (learner_namespace(load_checkpoint) or {}).get(name)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
                      and issubclass(getattr(builtins, n), Exception)), Exception)
